@@ -1,0 +1,221 @@
+"""`covercast`: run the server, or talk to one from a terminal.
+
+    covercast serve [--host H] [--port P] [--no-demo] [--token T]
+    covercast watch [--scene demo]            live cover table, redrawn on every delta
+    covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
+    covercast door WALL open|close|lock       open, close or lock a door
+    covercast query ATTACKER TARGET [--attack ranged] [--lines]
+
+The access token comes from --token or the COVERCAST_TOKEN environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from importlib import resources
+from typing import Any
+
+DEFAULT_PORT = 8765
+DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
+
+
+def _demo_request() -> Any:
+    from server.messages import parse_request
+
+    text = resources.files("server").joinpath("demo/demo.json").read_text()
+    return parse_request(json.loads(text))
+
+
+def serve(args: argparse.Namespace) -> int:
+    from server.app import run
+    from server.session import Core
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    core = Core(access_token=args.token or os.environ.get("COVERCAST_TOKEN") or None)
+    if not args.no_demo:
+        core.preload(_demo_request())
+
+    def ready(port: int) -> None:
+        url = f"ws://{args.host}:{port}"
+        print(f"covercast listening on {url}", flush=True)
+        if not args.no_demo:
+            print("demo scene 'demo' loaded (D&D 3.5). In another terminal:\n"
+                  f"  .venv/bin/covercast watch --url {url}\n"
+                  f"  .venv/bin/covercast move goblin 8 6 --url {url}\n"
+                  f"  .venv/bin/covercast door door-e open --url {url}", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(core, args.host, args.port, ready))
+    return 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    token: str | None = args.token or os.environ.get("COVERCAST_TOKEN") or None
+    return token
+
+
+def _summary(ann: dict[str, Any]) -> str:
+    if not ann["loe"]:
+        return "total cover"
+    mods = ", ".join(f"{m['value']:+d} {m['stat']}" for m in ann["modifiers"])
+    text = str(ann["cover"]) + (f" ({mods})" if mods else "")
+    if ann["mode"] != "ranged" and not ann["flags"].get("in_reach"):
+        text = "out of reach"
+    return text
+
+
+def render_table(table: dict[tuple[str, str, str], dict[str, Any]], revision: int,
+                 changed: set[tuple[str, str]]) -> str:
+    pairs = sorted({(a, t) for a, t, _ in table})
+    head = f"{'attacker':<10} {'target':<10} {'ranged':<34} {'melee':<34}"
+    lines = [f"revision {revision}   (* = changed by the last update)", head, "-" * len(head)]
+    for a, t in pairs:
+        ranged = table.get((a, t, "ranged"))
+        melee = table.get((a, t, "melee"))
+        mark = "*" if (a, t) in changed else " "
+        lines.append(f"{mark}{a:<9} {t:<10} {_summary(ranged) if ranged else '-':<34} "
+                     f"{_summary(melee) if melee else '-':<34}")
+    return "\n".join(lines)
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    from covercast.client import Client
+
+    async with await Client.open(args.url, _token(args), "covercast-watch") as client:
+        full = await client.subscribe(args.scene)
+        table = {(a["attacker"], a["target"], a["mode"]): a for a in full["annotations"]}
+        _draw(render_table(table, full["revision"], set()))
+        async for push in client.pushes():
+            if push.get("type") != "annotations" or push.get("scene") != args.scene:
+                continue
+            changed = set()
+            for key in push.get("removed", []):
+                table.pop((key[0], key[1], key[2]), None)
+            for a in push["annotations"]:
+                table[(a["attacker"], a["target"], a["mode"])] = a
+                changed.add((a["attacker"], a["target"]))
+            _draw(render_table(table, push["revision"], changed))
+            if args.once:
+                return 0
+    return 0
+
+
+def _draw(text: str) -> None:
+    if sys.stdout.isatty():
+        sys.stdout.write("\x1b[2J\x1b[H")
+    print(text, flush=True)
+
+
+async def _move(args: argparse.Namespace) -> int:
+    from covercast.client import Client
+
+    async with await Client.open(args.url, _token(args), "covercast-move") as client:
+        size = 1.0 if args.px else await _grid_size(client, args.scene)
+        reply = await client.update_tokens(
+            args.scene, [{"_id": args.token_id, "x": args.x * size, "y": args.y * size}])
+        print(f"moved {args.token_id}: scene {args.scene} now at revision {reply['revision']}")
+    return 0
+
+
+async def _grid_size(client: Any, scene: str) -> float:
+    # The protocol does not echo scenes back; the demo's grid is 100 px, others say --px.
+    return 100.0
+
+
+async def _door(args: argparse.Namespace) -> int:
+    from covercast.client import Client
+
+    ds = {"open": 1, "close": 0, "lock": 2}[args.state]
+    async with await Client.open(args.url, _token(args), "covercast-door") as client:
+        reply = await client.update_walls(args.scene, [{"_id": args.wall_id, "ds": ds}])
+        print(f"door {args.wall_id} {args.state}: revision {reply['revision']}")
+    return 0
+
+
+async def _query(args: argparse.Namespace) -> int:
+    from covercast.client import Client
+
+    async with await Client.open(args.url, _token(args), "covercast-query") as client:
+        ann = await client.query(args.scene, args.attacker, args.target, args.attack,
+                                 args.lines)
+        print(json.dumps(ann, indent=2))
+    return 0
+
+
+def _client_command(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from covercast.client import CovercastError
+
+        try:
+            code: int = asyncio.run(fn(args))
+            return code
+        except CovercastError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except (OSError, ConnectionError) as exc:
+            print(f"cannot reach {args.url}: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 0
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="covercast", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--no-demo", action="store_true", help="start without the demo scene")
+    p.add_argument("--token", help="access token clients must send in hello "
+                                   "(default: $COVERCAST_TOKEN; none: open server)")
+    p.set_defaults(func=serve)
+
+    def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_text)
+        c.add_argument("--url", default=DEFAULT_URL)
+        c.add_argument("--scene", default="demo")
+        c.add_argument("--token", help="access token (default: $COVERCAST_TOKEN)")
+        return c
+
+    c = client_parser("watch", "print the live cover table of a scene")
+    c.add_argument("--once", action="store_true", help="exit after the first delta")
+    c.set_defaults(func=_client_command(_watch))
+
+    c = client_parser("move", "move a token")
+    c.add_argument("token_id")
+    c.add_argument("x", type=float)
+    c.add_argument("y", type=float)
+    c.add_argument("--px", action="store_true", help="x and y are pixels, not squares")
+    c.set_defaults(func=_client_command(_move))
+
+    c = client_parser("door", "open, close or lock a door")
+    c.add_argument("wall_id")
+    c.add_argument("state", choices=["open", "close", "lock"])
+    c.set_defaults(func=_client_command(_door))
+
+    c = client_parser("query", "ask for one pair's cover")
+    c.add_argument("attacker")
+    c.add_argument("target")
+    c.add_argument("--attack", choices=["melee", "reach", "ranged"], default="ranged")
+    c.add_argument("--lines", action="store_true")
+    c.set_defaults(func=_client_command(_query))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

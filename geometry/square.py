@@ -1,0 +1,91 @@
+"""Square-grid facts about creatures' spaces: footprints, squares, corners, reach distances.
+
+Rule of this module: pure functions of CreatureGeom and Grid returning plain tuples and
+arrays in pixels (distances in feet); game rules decide which of these facts matter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import shapely
+
+from geometry.kernel import FloatArray
+from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
+
+
+def space(c: CreatureGeom, grid: Grid) -> Box:
+    """The creature's whole space (its footprint) in pixels."""
+    return (c.x, c.y, c.x + c.width * grid.size, c.y + c.height * grid.size)
+
+
+def footprint(c: CreatureGeom, grid: Grid) -> shapely.Polygon:
+    return shapely.box(*space(c, grid))
+
+
+def squares(c: CreatureGeom, grid: Grid) -> list[Box]:
+    """Each square the creature occupies; a creature under one square has one 'square', its
+    own footprint (a Tiny creature's half square)."""
+    if c.width < 1 or c.height < 1:
+        return [space(c, grid)]
+    cols, rows = round(c.width), round(c.height)
+    s = grid.size
+    return [(c.x + i * s, c.y + j * s, c.x + (i + 1) * s, c.y + (j + 1) * s)
+            for j in range(rows) for i in range(cols)]
+
+
+def corners(box: Box) -> FloatArray:
+    """The four corners of a box, clockwise from top-left (y down)."""
+    x0, y0, x1, y1 = box
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float64)
+
+
+def centre(box: Box) -> tuple[float, float]:
+    return ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+
+
+def _steps(a0: float, a1: float, b0: float, b1: float, size: float) -> int:
+    """Squares to step along one axis from one span to reach the other (0 when they overlap)."""
+    gap = max(b0 - a1, a0 - b1)
+    if gap < 0:
+        return 0
+    return math.floor(gap / size + 1e-9) + 1
+
+
+def grid_steps(a: Box, b: Box, size: float) -> tuple[int, int]:
+    """Squares between two spaces along x and y (1 means adjacent, 0 overlapping)."""
+    return _steps(a[0], a[2], b[0], b[2], size), _steps(a[1], a[3], b[1], b[3], size)
+
+
+def distance_feet(a: Box, b: Box, grid: Grid) -> float:
+    """Grid distance between the nearest squares of two spaces, diagonals alternating 5/10 ft
+    (D&D 3.5 and Pathfinder counting)."""
+    sx, sy = grid_steps(a, b, grid.size)
+    diag, straight = min(sx, sy), abs(sx - sy)
+    return FEET_PER_SQUARE * (straight + diag + diag // 2)
+
+
+def within_reach(a: Box, b: Box, reach_ft: float, grid: Grid) -> bool:
+    """Whether a creature with this reach threatens a space.
+
+    A creature with 0 reach threatens only the space it shares. 10-ft reach reaches the second
+    diagonal square as well, the 3.5 and Pathfinder exception to diagonal counting.
+    """
+    sx, sy = grid_steps(a, b, grid.size)
+    if sx == 0 and sy == 0:
+        return True
+    if reach_ft <= 0:
+        return False
+    if reach_ft == 10 and sx <= 2 and sy <= 2:
+        return True
+    return distance_feet(a, b, grid) <= reach_ft
+
+
+def adjacent(a: Box, b: Box, grid: Grid) -> bool:
+    """Spaces that touch along an edge or at a corner (or overlap, as a Tiny creature in
+    another's square)."""
+    sx, sy = grid_steps(a, b, grid.size)
+    return sx <= 1 and sy <= 1

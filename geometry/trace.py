@@ -1,0 +1,113 @@
+"""Tracing sight lines through a scene: which walls, creatures and regions each line meets.
+
+Rule of this module: a Tracer is built once per scene snapshot (arrays of walls, spaces and
+regions) and answers batches of lines with sparse hit lists; it decides what *physically*
+meets a line (doors open or shut, one-way walls seen from the line's start, limited walls),
+never what that means in a game. Rulesets classify the hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+
+from geometry import kernel
+from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover
+from geometry.square import space
+
+_EMPTY = np.empty(0, dtype=np.intp)
+
+
+@dataclass(frozen=True, slots=True)
+class LineHits:
+    """Sparse hits for a batch of n lines: parallel (line, index) arrays.
+
+    walls: active walls met by the line from its start's side (limited ones included; the
+    two-limited-walls rule is the Tracer's `solid` helper); creatures: spaces entered;
+    regions: region interiors entered.
+    """
+
+    n: int
+    wall_line: IntArray
+    wall_idx: IntArray
+    creature_line: IntArray
+    creature_idx: IntArray
+    region_line: IntArray
+    region_idx: IntArray
+
+
+class Tracer:
+    """Line tracing over one frozen scene."""
+
+    def __init__(self, scene: SceneGeom) -> None:
+        self.scene = scene
+        grid = scene.grid
+        walls = [w for w in scene.walls if w.active]
+        self.walls = tuple(walls)
+        self.wall_xy: FloatArray = np.array(
+            [[w.x0, w.y0, w.x1, w.y1] for w in walls], dtype=np.float64).reshape(-1, 4)
+        self.wall_dir = np.array([int(w.direction) for w in walls], dtype=np.int8)
+        self.wall_limited: BoolArray = np.array([w.limited for w in walls], dtype=bool)
+        self.wall_cover = tuple(w.cover for w in walls)
+        self.wall_index = {w.id: k for k, w in enumerate(walls)}
+        self.creatures: tuple[CreatureGeom, ...] = scene.creatures
+        self.creature_index = {c.id: k for k, c in enumerate(scene.creatures)}
+        self.boxes: FloatArray = np.array(
+            [space(c, grid) for c in scene.creatures], dtype=np.float64).reshape(-1, 4)
+        self.regions = scene.regions
+        self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
+        self.region_kind = tuple(r.kind for r in scene.regions)
+        self._wall_lines = shapely.linestrings(self.wall_xy.reshape(-1, 2, 2)) if walls else None
+        self._dist_cache: dict[tuple[int, int], float] = {}
+
+    def trace(self, starts: FloatArray, ends: FloatArray) -> LineHits:
+        """Trace lines from `starts` (the attacker's side, for one-way walls) to `ends`."""
+        n = len(starts)
+        wl, wi = kernel.segments_cross_walls(starts, ends, self.wall_xy)
+        if wl.size:
+            one_way = self.wall_dir[wi] != Direction.BOTH
+            if one_way.any():
+                side = kernel.foundry_side(self.wall_xy[wi], starts[wl])
+                # Foundry ignores a one-way wall when the origin is on the side it names.
+                keep = ~one_way | (side != self.wall_dir[wi])
+                wl, wi = wl[keep], wi[keep]
+        cl, ci = kernel.segments_enter_boxes(starts, ends, self.boxes)
+        rl, ri = kernel.segments_enter_polygons(starts, ends, self.region_polys)
+        return LineHits(n, wl, wi, cl, ci, rl, ri)
+
+    def wall_distance_feet(self, creature: int, wall: int) -> float:
+        """Shortest distance from a creature's space to a wall segment, in feet."""
+        key = (creature, wall)
+        cached = self._dist_cache.get(key)
+        if cached is None:
+            assert self._wall_lines is not None
+            box = shapely.box(*self.boxes[creature])
+            cached = float(shapely.distance(box, self._wall_lines[wall])) / (
+                self.scene.grid.px_per_foot)
+            self._dist_cache[key] = cached
+        return cached
+
+    def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
+        """Per line: whether any of its hits (given by line indices) passes `mask`."""
+        out = np.zeros(n, dtype=bool)
+        out[lines[mask]] = True
+        return out
+
+    def solid_walls(self, hits: LineHits, wall_mask: BoolArray) -> BoolArray:
+        """Per line: blocked by the walls selected in `wall_mask` (per wall index), counting
+        limited walls only from the second one on the same line."""
+        sel = wall_mask[hits.wall_idx]
+        limited = self.wall_limited[hits.wall_idx]
+        full = self.per_line_any(hits.wall_line, sel & ~limited, hits.n)
+        counts = np.bincount(hits.wall_line[sel & limited], minlength=hits.n)
+        return full | (counts >= 2)
+
+    def region_lines(self, hits: LineHits, kind: RegionKind) -> BoolArray:
+        mask = np.array([self.region_kind[i] is kind for i in hits.region_idx], dtype=bool)
+        return self.per_line_any(hits.region_line, mask, hits.n)
+
+    def wall_cover_mask(self, cover: WallCover) -> BoolArray:
+        return np.array([c is cover for c in self.wall_cover], dtype=bool)

@@ -1,0 +1,13 @@
+"""Game systems: each maps geometry facts to modifiers.
+
+Rule of this package: rulesets import `geometry`, never `server`; `REGISTRY` finds them by
+name and lists the valid names when one is wrong.
+"""
+
+from rulesets.base import Registry, Ruleset, UnknownRuleset
+from rulesets.dnd35 import Dnd35
+
+REGISTRY = Registry()
+REGISTRY.register(Dnd35())
+
+__all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset"]

@@ -1,0 +1,175 @@
+"""What every ruleset returns, and the contract it fulfils.
+
+Rule of this module: results are frozen values built from closed enums; a ruleset maps
+geometry facts (from `geometry`) to these values and never touches the wire or the scene
+documents. Options are msgspec Structs so the server can validate them at the edge and list
+them, with their defaults and meaning, in `welcome`.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgspec
+
+from geometry.model import SceneGeom
+
+
+class AttackMode(enum.Enum):
+    """melee: at the attacker's natural reach; reach: with a reach weapon (double natural
+    reach, not adjacent); ranged: a ranged attack or ray."""
+
+    MELEE = "melee"
+    REACH = "reach"
+    RANGED = "ranged"
+
+
+class Degree(enum.Enum):
+    """Cover degrees across systems; each ruleset uses its own ladder of them."""
+
+    NONE = "none"
+    SOFT = "soft"
+    PARTIAL = "partial"
+    LESSER = "lesser"
+    COVER = "cover"
+    STANDARD = "standard"
+    IMPROVED = "improved"
+    GREATER = "greater"
+    TOTAL = "total"
+
+
+class Stat(enum.Enum):
+    AC = "ac"
+    REFLEX = "reflex"
+    ATTACK = "attack"
+    HIDE = "hide"
+    STEALTH = "stealth"
+    CONCENTRATION = "concentration"
+
+
+class ModKind(enum.Enum):
+    COVER = "cover"
+    CIRCUMSTANCE = "circumstance"
+    FLANKING = "flanking"
+
+
+class Flag(enum.Enum):
+    CAN_TARGET = "can_target"
+    CAN_AOO = "can_aoo"
+    CAN_HIDE = "can_hide"
+    IN_REACH = "in_reach"
+    ADJACENT = "adjacent"
+    FLANKING = "flanking"
+    IMPROVED_EVASION = "improved_evasion"
+
+
+@dataclass(frozen=True, slots=True)
+class Modifier:
+    """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide, of
+    the attacker for attack), of a bonus `kind`, and why."""
+
+    stat: Stat
+    value: int
+    kind: ModKind
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TracedLine:
+    """One sight line the rule drew, and what it met (for overlays that show why)."""
+
+    start: tuple[float, float]
+    end: tuple[float, float]
+    blocked: bool
+    walls: tuple[str, ...]
+    tokens: tuple[str, ...]
+    regions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """What one attacker faces when attacking one target in one mode."""
+
+    attacker: str
+    target: str
+    mode: AttackMode
+    loe: bool
+    cover: Degree
+    modifiers: tuple[Modifier, ...]
+    flags: frozenset[Flag]
+    flankers: tuple[str, ...] = ()
+    lines: tuple[TracedLine, ...] | None = None
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.attacker, self.target, self.mode.value)
+
+    def without_lines(self) -> Annotation:
+        return Annotation(self.attacker, self.target, self.mode, self.loe, self.cover,
+                          self.modifiers, self.flags, self.flankers, None)
+
+
+class Ruleset(abc.ABC):
+    """A game system: a name, an options schema, and the evaluation of pairs."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    seed: ClassVar[str]
+    Options: ClassVar[type[msgspec.Struct]]
+    option_docs: ClassVar[Mapping[str, str]] = {}
+
+    @abc.abstractmethod
+    def evaluate(self, scene: SceneGeom, options: Any,
+                 pairs: Sequence[tuple[str, str]] | None = None,
+                 modes: Iterable[AttackMode] = tuple(AttackMode),
+                 lines: bool = False) -> list[Annotation]:
+        """Annotations for the given ordered (attacker, target) pairs, or every ordered pair
+        of the scene's creatures when `pairs` is None."""
+
+    def default_options(self) -> Any:
+        return self.Options()
+
+    def describe(self) -> dict[str, Any]:
+        """The ruleset and its options as listed in `welcome`."""
+        defaults = msgspec.to_builtins(self.Options())
+        opts = []
+        for f in msgspec.structs.fields(self.Options):
+            opts.append({"name": f.encode_name, "default": defaults[f.encode_name],
+                         "type": type(defaults[f.encode_name]).__name__,
+                         "doc": self.option_docs.get(f.encode_name, "")})
+        return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts}
+
+
+class UnknownRuleset(LookupError):
+    def __init__(self, name: str, valid: Sequence[str]) -> None:
+        super().__init__(f"unknown ruleset {name!r}; valid rulesets: {', '.join(valid)}")
+        self.name = name
+        self.valid = tuple(valid)
+
+
+class Registry:
+    """Finds rulesets by name; an unknown name is an error that lists the valid ones."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Ruleset] = {}
+
+    def register(self, ruleset: Ruleset) -> Ruleset:
+        if ruleset.name in self._by_name:
+            raise ValueError(f"ruleset {ruleset.name!r} registered twice")
+        self._by_name[ruleset.name] = ruleset
+        return ruleset
+
+    def get(self, name: str) -> Ruleset:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownRuleset(name, self.names()) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def all(self) -> list[Ruleset]:
+        return [self._by_name[n] for n in self.names()]

@@ -1,0 +1,329 @@
+"""The corner-line cover procedure shared by D&D 3.5 and Pathfinder 1e.
+
+Rule of this module: build every sight line a corner-based rule draws for many pairs, trace
+them all in one vectorised call, and reduce them per line, per probe (one attacker corner
+and one target square) and per pair and mode, with numpy. The ruleset on top only says what
+each degree is worth; the procedure itself is the seed text:
+
+- ranged: pick a corner of your space; if any line from it to a corner of the target's space
+  crosses a square or border that blocks line of effect, a square that gives cover, or a
+  square occupied by a creature, the target has cover. The attacker picks the corner best for
+  it, so the pair's degree is the smallest over corners.
+- melee against an adjacent target: cover only if a line from your square to its square
+  crosses a wall (low walls included); creatures never cover.
+- melee against a target that is not adjacent (reach): the ranged procedure.
+- big creatures in melee: either side may use any square the creature occupies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import shapely
+
+from geometry.flanking import crosses_opposite_borders
+from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom, WallCover
+from geometry.square import Box, adjacent, centre, corners, space, squares, within_reach
+from geometry.trace import LineHits, Tracer
+from rulesets.base import AttackMode, TracedLine
+
+# Per-line levels, ordered by how much they help the target.
+NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
+
+# Line kinds: which obstructions a line's rule lets count.
+RANGED_LINE, REACH_LINE, ADJACENT_LINE = 0, 1, 2
+
+LOW_OBSTACLE_RANGE_FT = 30.0
+
+
+class CornerOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    big_creatures_ranged: bool = False
+    soft_cover_vs_reach: bool = False
+    low_obstacle_range_from: Literal["attacker", "target"] = "attacker"
+
+
+CORNER_OPTION_DOCS = {
+    "bigCreaturesRanged": "Let either side use any square a big creature occupies for ranged "
+                          "attacks too (the seed grants it only in melee).",
+    "softCoverVsReach": "Creatures in the way give soft cover against reach attacks as well as "
+                        "ranged ones.",
+    "lowObstacleRangeFrom": "Whose distance to a low obstacle must be within 30 ft for it to "
+                            "give cover: 'attacker' (the seed: 'contro le creature entro 9 m') "
+                            "or 'target' (the English SRD: 'only to creatures within 30 ft').",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PairFacts:
+    """Per pair and mode: the reduced level, and what the rule needs to explain it."""
+
+    level: int
+    adjacent: bool
+    in_reach: bool
+    best_lines: tuple[TracedLine, ...] | None
+
+
+class _Plan:
+    """Flat arrays of lines, probes and rows under construction."""
+
+    def __init__(self) -> None:
+        self.starts: list[FloatArray] = []
+        self.ends: list[FloatArray] = []
+        self.line_kind: list[int] = []
+        self.line_att: list[int] = []
+        self.line_tgt: list[int] = []
+        self.probe_start: list[int] = []
+        self.row_probe_start: list[int] = []
+        self.count = 0
+
+    def begin_row(self) -> None:
+        self.row_probe_start.append(len(self.probe_start))
+
+    def probe(self, a: int, t: int, kind: int, origins: FloatArray, o_box: Box,
+              targets: FloatArray, t_box: Box) -> None:
+        """Every line from each origin point (corners of o_box) to each target point (corners
+        of t_box), as one probe."""
+        n = len(origins) * len(targets)
+        self.probe_start.append(self.count)
+        self.starts.append(np.repeat(_inset(origins, o_box), len(targets), axis=0))
+        self.ends.append(np.tile(_inset(targets, t_box), (len(origins), 1)))
+        self.line_kind.extend([kind] * n)
+        self.line_att.extend([a] * n)
+        self.line_tgt.extend([t] * n)
+        self.count += n
+
+
+# Lines are drawn from points this far inside each space (an exact binary fraction of a
+# pixel): a wall flush against a creature's border then blocks exactly when it stands between
+# the two spaces, and adjacent creatures' shared corners give real lines, not points. The
+# kernel's convention is untouched: a wall still blocks only what touches a line's interior.
+INSET_PX = 2.0 ** -6
+
+
+def _inset(points: FloatArray, box: Box) -> FloatArray:
+    cx, cy = centre(box)
+    return points + INSET_PX * np.sign(np.array([cx, cy]) - points)
+
+
+def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
+    pts = np.concatenate([corners(b) for b in boxes])
+    return np.unique(pts, axis=0)
+
+
+class CornerEngine:
+    """Evaluates the corner procedure for many pairs of one scene."""
+
+    def __init__(self, scene: SceneGeom, options: CornerOptions) -> None:
+        self.scene = scene
+        self.grid: Grid = scene.grid
+        self.options = options
+        self.tracer = Tracer(scene)
+        self.cs = scene.creatures
+        self.spaces = [space(c, self.grid) for c in self.cs]
+        self.squares = [squares(c, self.grid) for c in self.cs]
+        self.index = {c.id: k for k, c in enumerate(self.cs)}
+
+    # -- line construction --------------------------------------------------------------
+
+    def _corner_probes(self, plan: _Plan, a: int, t: int, kind: int, big: bool) -> None:
+        if big:
+            origins = _distinct_corners(self.squares[a])
+            for tsq in self.squares[t]:
+                tc = corners(tsq)
+                for o in origins:
+                    plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, tsq)
+        else:
+            tc = corners(self.spaces[t])
+            for o in corners(self.spaces[a]):
+                plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t])
+
+    def _plan_row(self, plan: _Plan, a: int, t: int, mode: AttackMode) -> None:
+        plan.begin_row()
+        if mode is AttackMode.RANGED:
+            self._corner_probes(plan, a, t, RANGED_LINE, self.options.big_creatures_ranged)
+            return
+        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
+            for asq in self.squares[a]:
+                for tsq in self.squares[t]:
+                    if adjacent(asq, tsq, self.grid):
+                        plan.probe(a, t, ADJACENT_LINE, corners(asq), asq, corners(tsq), tsq)
+            if plan.row_probe_start[-1] < len(plan.probe_start):
+                return
+        self._corner_probes(plan, a, t, REACH_LINE, True)
+
+    # -- classification ----------------------------------------------------------------
+
+    def _levels(self, hits: LineHits, kind: npt.NDArray[np.int8], att: IntArray,
+                tgt: IntArray) -> tuple[npt.NDArray[np.int8], dict[str, BoolArray]]:
+        """Per-line level, and per-hit masks of what counted (for the traced lines)."""
+        tr = self.tracer
+        n = hits.n
+        wl, wi = hits.wall_line, hits.wall_idx
+        cover = np.array([tr.wall_cover[w] for w in wi], dtype=object)
+        tops = np.array([np.nan if tr.walls[w].top is None else tr.walls[w].top for w in wi],
+                        dtype=np.float64)
+        t_of = tgt[wl]
+        tall = np.array([c.tall for c in self.cs], dtype=np.float64)
+        elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            by_height = np.isfinite(tops) & (tops - elev[t_of] <= tall[t_of] / 2)
+        h_low = (cover == WallCover.LOW) | ((cover == WallCover.SOLID) & by_height)
+        h_improved = (cover == WallCover.IMPROVED) & ~by_height
+        h_solid = (cover == WallCover.SOLID) & ~h_low
+        limited = tr.wall_limited[wi] if wi.size else np.zeros(0, dtype=bool)
+        solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
+        lim_count = np.bincount(wl[h_solid & limited], minlength=n)
+        solid = solid_full | (lim_count >= 2)
+        h_solid_counted = h_solid & (~limited | (lim_count[wl] >= 2))
+        h_low_active = h_low & self._low_active(wl, wi, att, tgt, h_low)
+        low = tr.per_line_any(wl, h_low_active, n)
+        improved_wall = tr.per_line_any(wl, h_improved, n)
+
+        rkind = np.array([tr.region_kind[r] for r in hits.region_idx], dtype=object)
+        rl = hits.region_line
+        block_reg = tr.per_line_any(rl, rkind == RegionKind.BLOCKING, n)
+        cover_reg = tr.per_line_any(rl, rkind == RegionKind.COVER, n)
+        impr_reg = tr.per_line_any(rl, rkind == RegionKind.IMPROVED, n)
+
+        cl, ci = hits.creature_line, hits.creature_idx
+        soft_ok = (kind == RANGED_LINE) | (
+            (kind == REACH_LINE) & self.options.soft_cover_vs_reach)
+        h_creature = (ci != att[cl]) & (ci != tgt[cl]) & soft_ok[cl]
+        creature = tr.per_line_any(cl, h_creature, n)
+
+        adj = kind == ADJACENT_LINE
+        level = np.zeros(n, dtype=np.int8)
+        level[~adj & creature] = SOFT
+        level[(~adj & cover_reg) | low] = COVER
+        level[improved_wall | (~adj & impr_reg)] = IMPROVED
+        level[solid | block_reg] = TOTAL
+        counted = {
+            "walls": h_solid_counted | h_low_active | h_improved,
+            "creatures": h_creature,
+            "regions": (rkind == RegionKind.BLOCKING) | ~adj[rl],
+        }
+        return level, counted
+
+    def _low_active(self, wl: IntArray, wi: IntArray, att: IntArray, tgt: IntArray,
+                    h_low: BoolArray) -> BoolArray:
+        """Per wall hit: a low obstacle counts only within 30 ft (of the attacker, or of the
+        target by option), and not when the attacker is closer to it than the target."""
+        active = np.zeros(len(wl), dtype=bool)
+        idx = np.nonzero(h_low)[0]
+        if idx.size == 0:
+            return active
+        a, t, w = att[wl[idx]], tgt[wl[idx]], wi[idx]
+        da = self._distances(a, w)
+        dt = self._distances(t, w)
+        near = da if self.options.low_obstacle_range_from == "attacker" else dt
+        active[idx] = (near <= LOW_OBSTACLE_RANGE_FT + 1e-9) & ~(da < dt - 1e-9)
+        return active
+
+    def _distances(self, creatures: IntArray, walls: IntArray) -> FloatArray:
+        tr = self.tracer
+        boxes = shapely.box(*tr.boxes[creatures].T)
+        lines = shapely.linestrings(tr.wall_xy[walls].reshape(-1, 2, 2))
+        return np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
+            self.grid.px_per_foot)
+
+    # -- evaluation --------------------------------------------------------------------
+
+    def evaluate(self, rows: Sequence[tuple[int, int, AttackMode]],
+                 want_lines: bool) -> list[PairFacts]:
+        plan = _Plan()
+        for a, t, mode in rows:
+            self._plan_row(plan, a, t, mode)
+        if not rows:
+            return []
+        starts = np.concatenate(plan.starts)
+        ends = np.concatenate(plan.ends)
+        kind = np.array(plan.line_kind, dtype=np.int8)
+        att = np.array(plan.line_att, dtype=np.intp)
+        tgt = np.array(plan.line_tgt, dtype=np.intp)
+        hits = self.tracer.trace(starts, ends)
+        level, counted = self._levels(hits, kind, att, tgt)
+
+        pstart = np.array(plan.probe_start, dtype=np.intp)
+        capped = np.where(level == TOTAL, COVER, level)
+        probe_max = np.maximum.reduceat(capped, pstart)
+        probe_all_total = np.minimum.reduceat(level, pstart) == TOTAL
+        probe_level = np.where(probe_all_total, TOTAL, probe_max)
+        rstart = np.array(plan.row_probe_start, dtype=np.intp)
+        row_level = np.minimum.reduceat(probe_level, rstart)
+
+        out: list[PairFacts] = []
+        for r, (a, t, mode) in enumerate(rows):
+            sa, st = self.spaces[a], self.spaces[t]
+            adj = adjacent(sa, st, self.grid)
+            reach = self.cs[a].reach
+            if mode is AttackMode.MELEE:
+                in_reach = within_reach(sa, st, reach, self.grid)
+            elif mode is AttackMode.REACH:
+                in_reach = not adj and within_reach(sa, st, 2 * reach, self.grid)
+            else:
+                in_reach = True
+            traced = None
+            if want_lines:
+                p_lo = rstart[r]
+                p_hi = rstart[r + 1] if r + 1 < len(rstart) else len(pstart)
+                best = p_lo + int(np.argmin(probe_level[p_lo:p_hi]))
+                l_lo = pstart[best]
+                l_hi = pstart[best + 1] if best + 1 < len(pstart) else len(level)
+                traced = self._traced(hits, counted, level, starts, ends, l_lo, l_hi)
+            out.append(PairFacts(int(row_level[r]), adj, in_reach, traced))
+        return out
+
+    def _traced(self, hits: LineHits, counted: dict[str, BoolArray],
+                level: npt.NDArray[np.int8], starts: FloatArray, ends: FloatArray,
+                lo: int, hi: int) -> tuple[TracedLine, ...]:
+        tr = self.tracer
+        result = []
+        for line in range(lo, hi):
+            wsel = (hits.wall_line == line) & counted["walls"]
+            csel = (hits.creature_line == line) & counted["creatures"]
+            rsel = (hits.region_line == line) & counted["regions"]
+            result.append(TracedLine(
+                start=(float(starts[line, 0]), float(starts[line, 1])),
+                end=(float(ends[line, 0]), float(ends[line, 1])),
+                blocked=bool(level[line] == TOTAL),
+                walls=tuple(sorted({tr.walls[w].id for w in hits.wall_idx[wsel]})),
+                tokens=tuple(sorted({self.cs[c].id for c in hits.creature_idx[csel]})),
+                regions=tuple(sorted({tr.regions[g].id for g in hits.region_idx[rsel]})),
+            ))
+        return tuple(result)
+
+    # -- flanking ----------------------------------------------------------------------
+
+    def flankers(self, a: int, t: int, threatens: dict[tuple[int, int], bool]) -> list[str]:
+        """Allies of `a` that, threatening `t`, stand across it from `a` (3.5 SRD flanking:
+        the line between centres crosses opposite borders or corners; big creatures may use
+        any square they occupy)."""
+        found = []
+        target_box = self.spaces[t]
+        a_centres = [centre(sq) for sq in self.squares[a]]
+        for b, other in enumerate(self.cs):
+            if b in (a, t) or other.disposition != self.cs[a].disposition:
+                continue
+            if not threatens.get((b, t), False):
+                continue
+            b_centres = [centre(sq) for sq in self.squares[b]]
+            if any(crosses_opposite_borders(p, q, target_box)
+                   for p in a_centres for q in b_centres):
+                found.append(other.id)
+        return found
+
+
+def ally_rows(cs: Sequence[CreatureGeom], pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (ally, target) pairs flanking needs to know about for these attacks."""
+    need: set[tuple[int, int]] = set()
+    for a, t in pairs:
+        for b, other in enumerate(cs):
+            if b not in (a, t) and other.disposition == cs[a].disposition:
+                need.add((b, t))
+    return need

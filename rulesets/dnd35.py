@@ -1,0 +1,127 @@
+"""D&D 3.5 cover (seed 004, the Italian SRD text) with SRD flanking.
+
+Rule of this module: the numbers sit in the tables below; the procedure is the shared corner
+engine (rulesets.corner). A variant (Pathfinder 1e) subclasses and overrides only the table
+entries and steps that differ, as python-chess variants do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from geometry.model import SceneGeom
+from rulesets.base import (
+    Annotation,
+    AttackMode,
+    Degree,
+    Flag,
+    Modifier,
+    ModKind,
+    Ruleset,
+    Stat,
+)
+from rulesets.corner import (
+    CORNER_OPTION_DOCS,
+    COVER,
+    IMPROVED,
+    NONE,
+    SOFT,
+    TOTAL,
+    CornerEngine,
+    CornerOptions,
+    PairFacts,
+    ally_rows,
+)
+
+M = Modifier
+_BEYOND = "vs effects originating beyond the cover"
+
+
+class Dnd35(Ruleset):
+    """D&D 3.5: corner lines, soft cover from creatures, low obstacles, improved cover."""
+
+    name: ClassVar[str] = "dnd35"
+    title: ClassVar[str] = "D&D 3.5 (SRD cover, seed 004)"
+    seed: ClassVar[str] = "004_abbe9fd9ba2a48ff.txt"
+    Options: ClassVar[type[CornerOptions]] = CornerOptions
+    option_docs: ClassVar[Mapping[str, str]] = CORNER_OPTION_DOCS
+
+    #: Engine level -> reported degree.
+    DEGREES: ClassVar[Mapping[int, Degree]] = {
+        NONE: Degree.NONE, SOFT: Degree.SOFT, COVER: Degree.COVER,
+        IMPROVED: Degree.IMPROVED, TOTAL: Degree.TOTAL,
+    }
+    #: What each degree is worth to the target.
+    TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
+        Degree.NONE: (),
+        Degree.SOFT: (M(Stat.AC, 4, ModKind.COVER, "soft cover: a creature in the way"),),
+        Degree.COVER: (M(Stat.AC, 4, ModKind.COVER, "cover"),
+                       M(Stat.REFLEX, 2, ModKind.COVER, f"cover, {_BEYOND}")),
+        Degree.IMPROVED: (M(Stat.AC, 8, ModKind.COVER, "improved cover"),
+                          M(Stat.REFLEX, 4, ModKind.COVER, f"improved cover, {_BEYOND}"),
+                          M(Stat.HIDE, 10, ModKind.COVER, "improved cover")),
+        Degree.TOTAL: (),
+    }
+    #: Degrees that let the target hide (soft cover does not).
+    HIDE_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.COVER, Degree.IMPROVED})
+    EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.IMPROVED})
+    FLANKING_BONUS: ClassVar[int] = 2
+
+    def evaluate(self, scene: SceneGeom, options: Any,
+                 pairs: Sequence[tuple[str, str]] | None = None,
+                 modes: Iterable[AttackMode] = tuple(AttackMode),
+                 lines: bool = False) -> list[Annotation]:
+        engine = CornerEngine(scene, options)
+        n = len(scene.creatures)
+        if pairs is None:
+            idx_pairs = [(a, t) for a in range(n) for t in range(n) if a != t]
+        else:
+            idx_pairs = [(engine.index[a], engine.index[t]) for a, t in pairs]
+        modes = tuple(modes)
+        rows = [(a, t, m) for a, t in idx_pairs for m in modes]
+        wanted = {(a, t, m) for a, t, m in rows}
+        melee_modes = [m for m in modes if m is not AttackMode.RANGED]
+        if melee_modes:
+            extra = [(b, t, AttackMode.MELEE)
+                     for b, t in sorted(ally_rows(scene.creatures, idx_pairs))
+                     if (b, t, AttackMode.MELEE) not in wanted]
+        else:
+            extra = []
+        facts = engine.evaluate(rows + extra, lines)
+        by_row = dict(zip(rows + extra, facts, strict=True))
+        threatens = {(a, t): f.in_reach and f.level != TOTAL
+                     for (a, t, m), f in by_row.items() if m is AttackMode.MELEE}
+        return [self._annotate(engine, a, t, m, by_row[(a, t, m)], threatens)
+                for a, t, m in rows]
+
+    def _annotate(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
+                  facts: PairFacts, threatens: dict[tuple[int, int], bool]) -> Annotation:
+        degree = self.DEGREES[facts.level]
+        loe = degree is not Degree.TOTAL
+        flags = set()
+        if facts.in_reach:
+            flags.add(Flag.IN_REACH)
+        if facts.adjacent:
+            flags.add(Flag.ADJACENT)
+        if loe and facts.in_reach:
+            flags.add(Flag.CAN_TARGET)
+        if degree in self.HIDE_DEGREES:
+            flags.add(Flag.CAN_HIDE)
+        if degree in self.EVASION_DEGREES:
+            flags.add(Flag.IMPROVED_EVASION)
+        mods = list(self.TABLE[degree])
+        flankers: list[str] = []
+        if mode is not AttackMode.RANGED:
+            if loe and facts.in_reach and degree is Degree.NONE:
+                flags.add(Flag.CAN_AOO)
+            if loe and facts.in_reach:
+                flankers = engine.flankers(a, t, threatens)
+            if flankers:
+                flags.add(Flag.FLANKING)
+                mods.append(M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                              "flanking with " + ", ".join(flankers)))
+        return Annotation(
+            attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
+            cover=degree, modifiers=tuple(mods), flags=frozenset(flags),
+            flankers=tuple(flankers), lines=facts.best_lines)

@@ -1,0 +1,512 @@
+"""Wire messages: the schema of every frame, and the one place bytes become values.
+
+Rule of this module: everything a client sends is decoded here, once, into frozen msgspec
+Structs (msgpack in binary frames, JSON in text frames, the same schema); anything that does
+not fit raises ClientError naming the field and the offending value. Everything the server
+sends is a Struct encoded here in the encoding of the request it answers. No other module
+parses client input.
+
+Foundry documents (walls, tokens) are mirrored so a module can forward `toObject()` untouched:
+the fields Covercast reads are typed and bounded, the other fields Foundry defines are
+accepted and ignored (listed below), and anything else is rejected as unknown. `_id` is
+accepted as an alias of `id`. Inside `flags`, only the `wall-height` and `covercast`
+namespaces are read; other modules' namespaces are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Annotated, Any, Literal
+
+import msgpack
+import msgspec
+from msgspec import Meta, Struct
+
+from server.errors import ClientError, ErrorCode
+
+PROTOCOL_VERSION = 1
+
+
+class Limits(Struct, frozen=True, rename="camel"):
+    """Bounds on what a client may send, reported in `welcome`."""
+
+    max_frame_bytes: int = 4 * 1024 * 1024
+    max_scenes: int = 64
+    max_tokens: int = 1000
+    max_walls: int = 20000
+    max_regions: int = 1000
+    max_region_points: int = 2000
+    max_batch: int = 5000
+    max_string: int = 256
+    max_coordinate: float = 1e7
+    max_subscriptions: int = 64
+
+
+LIMITS = Limits()
+
+Id = Annotated[str, Meta(min_length=1, max_length=LIMITS.max_string)]
+Coord = Annotated[float, Meta(ge=-LIMITS.max_coordinate, le=LIMITS.max_coordinate)]
+Height = Annotated[float, Meta(ge=-LIMITS.max_coordinate, le=LIMITS.max_coordinate)]
+Squares = Annotated[float, Meta(gt=0, le=100)]
+SizeLabel = Literal["fine", "diminutive", "tiny", "small", "medium", "large", "huge",
+                    "gargantuan", "colossal"]
+Mode = Literal["melee", "reach", "ranged"]
+
+
+class _Strict(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+# -- Foundry documents ----------------------------------------------------------------------
+
+class WallHeightFlags(Struct, frozen=True):
+    """flags["wall-height"] of the Wall Height module (other keys of it are ignored)."""
+
+    bottom: Height | None = None
+    top: Height | None = None
+
+
+class CovercastWallFlags(_Strict, frozen=True):
+    """flags.covercast on a wall: what it is for cover beyond Foundry's own fields."""
+
+    cover: Literal["solid", "low", "improved"] = "solid"
+
+
+class WallFlags(Struct, frozen=True):
+    wall_height: WallHeightFlags | None = msgspec.field(default=None, name="wall-height")
+    covercast: CovercastWallFlags | None = None
+
+
+_IGNORED = Any  # a Foundry field Covercast accepts and does not read
+
+
+class WallDoc(_Strict, frozen=True):
+    """Foundry's WallDocument (c in canvas pixels, CONST.WALL_* enums)."""
+
+    id: Id
+    c: Annotated[list[Coord], Meta(min_length=4, max_length=4)]
+    move: Literal[0, 10, 20, 30, 40] = 20
+    sight: Literal[0, 10, 20, 30, 40] = 20
+    dir: Literal[0, 1, 2] = 0
+    door: Literal[0, 1, 2] = 0
+    ds: Literal[0, 1, 2] = 0
+    flags: WallFlags = WallFlags()
+    light: _IGNORED = None
+    sound: _IGNORED = None
+    threshold: _IGNORED = None
+    doorSound: _IGNORED = None
+    animation: _IGNORED = None
+    _stats: _IGNORED = None
+
+
+class TokenHeightFlags(Struct, frozen=True):
+    tokenHeight: Height | None = None
+
+
+class TokenFlags(Struct, frozen=True):
+    wall_height: TokenHeightFlags | None = msgspec.field(default=None, name="wall-height")
+
+
+class TokenDoc(_Strict, frozen=True):
+    """Foundry's TokenDocument: x, y top-left in pixels, width/height in squares, elevation in
+    scene units; `size` and `reach` (feet) stand in for the actor when it is not forwarded."""
+
+    id: Id
+    x: Coord
+    y: Coord
+    width: Squares = 1
+    height: Squares = 1
+    elevation: Height = 0
+    disposition: Literal[-2, -1, 0, 1] = -1
+    hidden: bool = False
+    name: Annotated[str, Meta(max_length=LIMITS.max_string)] = ""
+    size: SizeLabel | None = None
+    reach: Annotated[float, Meta(ge=0, le=1000)] | None = None
+    flags: TokenFlags = TokenFlags()
+    # Foundry fields accepted untouched and not read:
+    displayName: _IGNORED = None
+    actorId: _IGNORED = None
+    actorLink: _IGNORED = None
+    delta: _IGNORED = None
+    actorData: _IGNORED = None
+    appendNumber: _IGNORED = None
+    prependAdjective: _IGNORED = None
+    texture: _IGNORED = None
+    hexagonalShape: _IGNORED = None
+    shape: _IGNORED = None
+    sort: _IGNORED = None
+    locked: _IGNORED = None
+    lockRotation: _IGNORED = None
+    rotation: _IGNORED = None
+    alpha: _IGNORED = None
+    displayBars: _IGNORED = None
+    bar1: _IGNORED = None
+    bar2: _IGNORED = None
+    light: _IGNORED = None
+    sight: _IGNORED = None
+    detectionModes: _IGNORED = None
+    occludable: _IGNORED = None
+    ring: _IGNORED = None
+    turnMarker: _IGNORED = None
+    movementAction: _IGNORED = None
+    effects: _IGNORED = None
+    overlayEffect: _IGNORED = None
+    _movementHistory: _IGNORED = None
+    _regions: _IGNORED = None
+    _stats: _IGNORED = None
+
+
+class RegionDoc(_Strict, frozen=True):
+    """A map feature Foundry has no wall for: a polygon (flat [x0, y0, x1, y1, ...] in
+    pixels, like Foundry's polygon shapes) of blocking terrain, cover or improved cover."""
+
+    id: Id
+    kind: Literal["blocking", "cover", "improved"]
+    points: Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
+
+
+class GridDoc(_Strict, frozen=True):
+    type: Literal[0, 1, 2, 3, 4, 5]
+    size: Annotated[float, Meta(ge=10, le=1000)] = 100
+    distance: Annotated[float, Meta(gt=0, le=10000)] = 5
+    units: Annotated[str, Meta(max_length=32)] = "ft"
+    style: _IGNORED = None
+    thickness: _IGNORED = None
+    color: _IGNORED = None
+    alpha: _IGNORED = None
+
+
+class SceneDoc(_Strict, frozen=True):
+    id: Id
+    grid: GridDoc
+    width: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)] = 4000
+    height: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)] = 3000
+    name: Annotated[str, Meta(max_length=LIMITS.max_string)] = ""
+    walls: Annotated[list[WallDoc], Meta(max_length=LIMITS.max_walls)] = []
+    tokens: Annotated[list[TokenDoc], Meta(max_length=LIMITS.max_tokens)] = []
+    regions: Annotated[list[RegionDoc], Meta(max_length=LIMITS.max_regions)] = []
+    padding: _IGNORED = None
+
+
+# -- client -> server -----------------------------------------------------------------------
+
+ReqId = Annotated[str, Meta(max_length=LIMITS.max_string)] | Annotated[int, Meta(ge=0)] | None
+Patch = Annotated[dict[str, Any], Meta(max_length=64)]
+Batch = Meta(min_length=1, max_length=LIMITS.max_batch)
+
+
+class Hello(_Strict, frozen=True, tag="hello", tag_field="type"):
+    protocol: int
+    client: Annotated[str, Meta(max_length=LIMITS.max_string)]
+    token: Annotated[str, Meta(max_length=1024)] | None = None
+    id: ReqId = None
+
+
+class SceneLoad(_Strict, frozen=True, tag="scene.load", tag_field="type"):
+    scene: SceneDoc
+    ruleset: Id = "dnd35"
+    options: Annotated[dict[str, Any], Meta(max_length=64)] = {}
+    id: ReqId = None
+
+
+class TokenCreate(_Strict, frozen=True, tag="token.create", tag_field="type"):
+    scene: Id
+    tokens: Annotated[list[TokenDoc], Batch]
+    id: ReqId = None
+
+
+class TokenUpdate(_Strict, frozen=True, tag="token.update", tag_field="type"):
+    scene: Id
+    tokens: Annotated[list[Patch], Batch]
+    id: ReqId = None
+
+
+class TokenDelete(_Strict, frozen=True, tag="token.delete", tag_field="type"):
+    scene: Id
+    ids: Annotated[list[Id], Batch]
+    id: ReqId = None
+
+
+class WallCreate(_Strict, frozen=True, tag="wall.create", tag_field="type"):
+    scene: Id
+    walls: Annotated[list[WallDoc], Batch]
+    id: ReqId = None
+
+
+class WallUpdate(_Strict, frozen=True, tag="wall.update", tag_field="type"):
+    scene: Id
+    walls: Annotated[list[Patch], Batch]
+    id: ReqId = None
+
+
+class WallDelete(_Strict, frozen=True, tag="wall.delete", tag_field="type"):
+    scene: Id
+    ids: Annotated[list[Id], Batch]
+    id: ReqId = None
+
+
+class Point(_Strict, frozen=True):
+    x: Coord
+    y: Coord
+
+
+class CoverQuery(_Strict, frozen=True, tag="cover.query", tag_field="type"):
+    scene: Id
+    attacker: Id
+    target: Id
+    attack: Mode = "ranged"
+    origin: Point | None = None
+    lines: bool = False
+    id: ReqId = None
+
+
+class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
+    scene: Id
+    lines: bool = False
+    modes: Annotated[tuple[Mode, ...], Meta(min_length=1, max_length=3)] = (
+        "melee", "reach", "ranged")
+    id: ReqId = None
+
+
+class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
+    scene: Id
+    id: ReqId = None
+
+
+Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
+           | WallUpdate | WallDelete | CoverQuery | Subscribe | Unsubscribe)
+REQUEST_TYPES = tuple(sorted(
+    msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
+    for t in Request.__args__))
+
+
+# -- server -> client -----------------------------------------------------------------------
+
+class ModifierOut(_Strict, frozen=True):
+    stat: str
+    value: int
+    kind: str
+    reason: str
+
+
+class LineOut(_Strict, frozen=True):
+    start: tuple[float, float]
+    end: tuple[float, float]
+    blocked: bool
+    walls: list[str] = []
+    tokens: list[str] = []
+    regions: list[str] = []
+
+
+class AnnotationOut(Struct, frozen=True, omit_defaults=True):
+    attacker: str
+    target: str
+    mode: str
+    loe: bool
+    cover: str
+    modifiers: list[ModifierOut]
+    flags: dict[str, bool]
+    flankers: list[str] = []
+    lines: list[LineOut] | None = None
+
+
+class Welcome(Struct, frozen=True, tag="welcome", tag_field="type"):
+    protocol: int
+    server: str
+    version: str
+    rulesets: list[dict[str, Any]]
+    limits: Limits
+    id: ReqId = None
+
+
+class Ack(Struct, frozen=True, tag="ack", tag_field="type"):
+    scene: str
+    revision: int
+    id: ReqId = None
+
+
+class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type"):
+    scene: str
+    revision: int
+    annotation: AnnotationOut
+    id: ReqId = None
+
+
+class Annotations(Struct, frozen=True, tag="annotations", tag_field="type"):
+    scene: str
+    revision: int
+    full: bool
+    annotations: list[AnnotationOut]
+    removed: list[tuple[str, str, str]] = []
+    id: ReqId = None
+
+
+class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=True):
+    code: str
+    message: str
+    path: str | None = None
+    id: ReqId = None
+
+
+Response = Welcome | Ack | CoverResult | Annotations | Error
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _value_at(obj: Any, path: str) -> Any:
+    for name, index in _SEGMENT.findall(path[1:]):
+        if name:
+            obj = obj[name] if isinstance(obj, dict) else None
+        else:
+            obj = obj[int(index)] if isinstance(obj, list) and int(index) < len(obj) else None
+    return obj
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def schema_error(exc: msgspec.ValidationError, raw: Any, prefix: str = "$") -> ClientError:
+    """A ClientError from msgspec's message, with the path rooted at `prefix` and the value
+    the client actually sent at that path."""
+    text = str(exc)
+    match = _PATH.search(text)
+    inner = match.group(1) if match else "$"
+    what = _PATH.sub("", text)
+    unknown = _UNKNOWN.search(what)
+    if unknown:
+        inner = f"{inner}.{unknown.group(1)}"
+        what = f"unknown field {unknown.group(1)!r}"
+        detail = f"{what} (value {short_repr(_value_at(raw, inner))})"
+    elif what.startswith("Object missing required field"):
+        detail = what
+    else:
+        what = re.sub(r", got `[^`]*`$", "", what)
+        detail = f"{what}, got {short_repr(_value_at(raw, inner))}"
+    path = prefix + inner[1:]
+    return ClientError(ErrorCode.INVALID, f"{path}: {detail}", path=path)
+
+
+def normalize_ids(doc: Any) -> Any:
+    """Foundry's `_id` as our `id` (a document may carry either, not two different ones)."""
+    if isinstance(doc, dict) and "_id" in doc:
+        doc = dict(doc)
+        alias = doc.pop("_id")
+        if "id" in doc and doc["id"] != alias:
+            raise ClientError(ErrorCode.INVALID,
+                              f"document has both id {short_repr(doc['id'])} and _id "
+                              f"{short_repr(alias)}", path="$.id")
+        doc["id"] = alias
+    return doc
+
+
+def _normalize_request(obj: Any) -> Any:
+    if not isinstance(obj, dict):
+        return obj
+    scene = obj.get("scene")
+    if isinstance(scene, dict):
+        scene = normalize_ids(scene)
+        for key in ("walls", "tokens", "regions"):
+            if isinstance(scene.get(key), list):
+                scene[key] = [normalize_ids(d) for d in scene[key]]
+        obj = {**obj, "scene": scene}
+    for key in ("walls", "tokens"):
+        if isinstance(obj.get(key), list):
+            obj = {**obj, key: [normalize_ids(d) for d in obj[key]]}
+    return obj
+
+
+def _finite(obj: Any) -> None:
+    # JSON text frames may carry NaN/Infinity; nothing in the schema means them.
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ClientError(ErrorCode.INVALID, f"non-finite number {item!r}")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def decode_frame(data: bytes | str) -> Any:
+    """Frame bytes to plain objects: binary frames are msgpack, text frames JSON. Bounded:
+    the frame size is capped by the transport, collection sizes and nesting here."""
+    try:
+        if isinstance(data, str):
+            obj = json.loads(data, parse_constant=_reject_constant)
+        else:
+            obj = msgpack.unpackb(
+                data, raw=False, strict_map_key=True, use_list=True,
+                max_str_len=LIMITS.max_frame_bytes, max_bin_len=0, max_ext_len=0,
+                max_array_len=4 * LIMITS.max_walls, max_map_len=4096)
+    except ClientError:
+        raise
+    except RecursionError:
+        raise ClientError(ErrorCode.BAD_FRAME, "frame nested too deeply") from None
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.StackError,
+            msgpack.FormatError, UnicodeDecodeError) as exc:
+        kind = "JSON" if isinstance(data, str) else "msgpack"
+        raise ClientError(ErrorCode.BAD_FRAME,
+                          f"frame is not valid {kind}: {short_repr(str(exc))}") from None
+    _finite(obj)
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    raise ClientError(ErrorCode.INVALID, f"non-finite number {name}")
+
+
+def parse_request(obj: Any) -> Request:
+    """Plain objects to a validated request."""
+    if not isinstance(obj, dict):
+        raise ClientError(ErrorCode.INVALID,
+                          f"a message must be a map with a 'type', got {short_repr(obj)}")
+    kind = obj.get("type")
+    if kind not in REQUEST_TYPES:
+        raise ClientError(ErrorCode.INVALID,
+                          f"$.type: unknown message type {short_repr(kind)}; valid types: "
+                          f"{', '.join(REQUEST_TYPES)}", path="$.type")
+    obj = _normalize_request(obj)
+    try:
+        request: Request = msgspec.convert(obj, Request)
+        return request
+    except msgspec.ValidationError as exc:
+        raise schema_error(exc, obj) from None
+
+
+def request_id(obj: Any) -> str | int | None:
+    """The `id` of a request that failed validation, if it is usable for echoing."""
+    if isinstance(obj, dict):
+        rid = obj.get("id")
+        if isinstance(rid, bool):
+            return None
+        if isinstance(rid, int) and rid >= 0:
+            return rid
+        if isinstance(rid, str) and len(rid) <= LIMITS.max_string:
+            return rid
+    return None
+
+
+_MSGPACK = msgspec.msgpack.Encoder()
+_JSON = msgspec.json.Encoder()
+
+
+def encode(message: Response, binary: bool) -> bytes | str:
+    if binary:
+        return _MSGPACK.encode(message)
+    return _JSON.encode(message).decode()
+
+
+def to_doc(doc: Struct) -> dict[str, Any]:
+    """A document back to the plain map a client sent (defaults omitted)."""
+    out: dict[str, Any] = msgspec.to_builtins(doc)
+    return out

@@ -1,0 +1,265 @@
+"""Scene state: the documents a VTT streamed, and their geometric snapshot.
+
+Rule of this module: a Scene is an immutable value. Every change (a whole load or a batch of
+creates, updates or deletes) builds a new Scene or raises ClientError naming the item; the
+caller swaps the new value in only on success, so a rejected batch leaves the scene exactly
+as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from geometry.model import (
+    CreatureGeom,
+    Direction,
+    Grid,
+    GridKind,
+    RegionGeom,
+    RegionKind,
+    SceneGeom,
+    Sense,
+    Size,
+    WallCover,
+    WallGeom,
+)
+from rulesets import REGISTRY, Ruleset, UnknownRuleset
+from server.errors import ClientError, ErrorCode
+from server.messages import (
+    LIMITS,
+    RegionDoc,
+    SceneDoc,
+    TokenDoc,
+    WallDoc,
+    normalize_ids,
+    schema_error,
+    short_repr,
+    to_doc,
+)
+
+SUPPORTED_GRIDS = frozenset({GridKind.SQUARE})
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """One scene as the server holds it: documents by id (in arrival order), the ruleset and
+    its validated options, and a revision bumped by every accepted change."""
+
+    id: str
+    doc: SceneDoc
+    walls: Mapping[str, WallDoc]
+    tokens: Mapping[str, TokenDoc]
+    regions: Mapping[str, RegionDoc]
+    ruleset: Ruleset
+    options: Any
+    revision: int
+    _geom: list[SceneGeom] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def geometry(self) -> SceneGeom:
+        """The geometric snapshot, built once per revision."""
+        if not self._geom:
+            self._geom.append(to_geometry(self))
+        return self._geom[0]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the scene holds as plain data (tests compare these byte for byte)."""
+        return {
+            "id": self.id, "revision": self.revision, "ruleset": self.ruleset.name,
+            "options": msgspec.to_builtins(self.options),
+            "grid": to_doc(self.doc.grid),
+            "walls": [to_doc(w) for w in self.walls.values()],
+            "tokens": [to_doc(t) for t in self.tokens.values()],
+            "regions": [to_doc(r) for r in self.regions.values()],
+        }
+
+
+def _unique(docs: Sequence[Any], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, d in enumerate(docs):
+        if d.id in out:
+            raise ClientError(ErrorCode.DUPLICATE_ID, f"$.{what}[{k}].id: duplicate id "
+                              f"{short_repr(d.id)}", path=f"$.{what}[{k}].id")
+        out[d.id] = d
+    return out
+
+
+def _check_grid(doc: SceneDoc) -> None:
+    kind = GridKind(doc.grid.type)
+    if kind not in SUPPORTED_GRIDS:
+        raise ClientError(ErrorCode.UNSUPPORTED,
+                          f"$.scene.grid.type: grid type {doc.grid.type} ({kind.name}) is not "
+                          "supported yet; supported: 1 (square)", path="$.scene.grid.type")
+
+
+def _check_regions(regions: Mapping[str, RegionDoc], prefix: str) -> None:
+    for k, r in enumerate(regions.values()):
+        if len(r.points) % 2:
+            raise ClientError(ErrorCode.INVALID,
+                              f"{prefix}[{k}].points: needs x, y pairs, got "
+                              f"{len(r.points)} numbers", path=f"{prefix}[{k}].points")
+
+
+def _check_walls(walls: Mapping[str, WallDoc], prefix: str) -> None:
+    for k, w in enumerate(walls.values()):
+        if w.c[0] == w.c[2] and w.c[1] == w.c[3]:
+            raise ClientError(ErrorCode.INVALID,
+                              f"{prefix}[{k}].c: a wall needs two distinct ends, got {w.c}",
+                              path=f"{prefix}[{k}].c")
+
+
+def resolve_options(ruleset_name: str, options: Mapping[str, Any]) -> tuple[Ruleset, Any]:
+    try:
+        ruleset = REGISTRY.get(ruleset_name)
+    except UnknownRuleset as exc:
+        raise ClientError(ErrorCode.UNKNOWN_RULESET, f"$.ruleset: {exc}",
+                          path="$.ruleset") from None
+    try:
+        return ruleset, msgspec.convert(options, ruleset.Options)
+    except msgspec.ValidationError as exc:
+        raise schema_error(exc, options, prefix="$.options") from None
+
+
+def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
+         previous: Scene | None) -> Scene:
+    """A whole scene from a `scene.load`; reloading keeps counting revisions."""
+    _check_grid(doc)
+    ruleset, opts = resolve_options(ruleset_name, options)
+    walls = _unique(doc.walls, "scene.walls")
+    tokens = _unique(doc.tokens, "scene.tokens")
+    regions = _unique(doc.regions, "scene.regions")
+    _check_walls(walls, "$.scene.walls")
+    _check_regions(regions, "$.scene.regions")
+    bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[])
+    return Scene(doc.id, bare, walls, tokens, regions, ruleset, opts,
+                 previous.revision + 1 if previous else 1)
+
+
+def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:
+    """Add new walls or tokens; an id already in the scene rejects the batch."""
+    current = _current(scene, kind)
+    new = dict(current)
+    for k, d in enumerate(docs):
+        if d.id in new:
+            raise ClientError(ErrorCode.DUPLICATE_ID,
+                              f"$.{kind}[{k}].id: {kind[:-1]} {short_repr(d.id)} already "
+                              "exists", path=f"$.{kind}[{k}].id")
+        new[d.id] = d
+    _check_size(kind, len(new))
+    return _with(scene, kind, new)
+
+
+def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Scene:
+    """Apply Foundry-style partial diffs (`changed`): nested maps merge, values replace."""
+    current = _current(scene, kind)
+    new = dict(current)
+    schema: type[Any] = WallDoc if kind == "walls" else TokenDoc
+    for k, patch in enumerate(patches):
+        prefix = f"$.{kind}[{k}]"
+        try:
+            patch = normalize_ids(patch)
+        except ClientError as exc:
+            raise exc.under(prefix) from None
+        doc_id = patch.get("id")
+        if doc_id not in new:
+            code = ErrorCode.UNKNOWN_WALL if kind == "walls" else ErrorCode.UNKNOWN_TOKEN
+            raise ClientError(code, f"{prefix}.id: no {kind[:-1]} with id "
+                              f"{short_repr(doc_id)} in scene {scene.id!r}",
+                              path=f"{prefix}.id")
+        merged = _merge(to_doc(new[doc_id]), patch)
+        try:
+            new[doc_id] = msgspec.convert(merged, schema)
+        except msgspec.ValidationError as exc:
+            raise schema_error(exc, merged, prefix=prefix) from None
+    return _with(scene, kind, new)
+
+
+def delete(scene: Scene, kind: str, ids: Sequence[str]) -> Scene:
+    current = _current(scene, kind)
+    new = dict(current)
+    for k, doc_id in enumerate(ids):
+        if doc_id not in new:
+            code = ErrorCode.UNKNOWN_WALL if kind == "walls" else ErrorCode.UNKNOWN_TOKEN
+            raise ClientError(code, f"$.ids[{k}]: no {kind[:-1]} with id "
+                              f"{short_repr(doc_id)} in scene {scene.id!r}",
+                              path=f"$.ids[{k}]")
+        del new[doc_id]
+    return _with(scene, kind, new)
+
+
+def _current(scene: Scene, kind: str) -> Mapping[str, Any]:
+    return scene.walls if kind == "walls" else scene.tokens
+
+
+def _check_size(kind: str, n: int) -> None:
+    cap = LIMITS.max_walls if kind == "walls" else LIMITS.max_tokens
+    if n > cap:
+        raise ClientError(ErrorCode.TOO_LARGE,
+                          f"$.{kind}: scene would hold {n} {kind}, the limit is {cap}",
+                          path=f"$.{kind}")
+
+
+def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
+    if kind == "walls":
+        _check_walls(docs, "$.walls")
+        return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
+                     scene.options, scene.revision + 1)
+    return Scene(scene.id, scene.doc, scene.walls, docs, scene.regions, scene.ruleset,
+                 scene.options, scene.revision + 1)
+
+
+def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# -- documents to geometry -------------------------------------------------------------------
+
+def to_geometry(scene: Scene) -> SceneGeom:
+    g = scene.doc.grid
+    grid = Grid(GridKind(g.type), g.size, g.distance, g.units)
+    return SceneGeom(
+        grid=grid,
+        walls=tuple(_wall(w, grid) for w in scene.walls.values()),
+        creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
+        regions=tuple(RegionGeom(r.id, RegionKind(r.kind),
+                                 tuple(zip(r.points[0::2], r.points[1::2], strict=True)))
+                      for r in scene.regions.values()),
+    )
+
+
+def _wall(w: WallDoc, grid: Grid) -> WallGeom:
+    is_open_door = w.door != 0 and w.ds == 1
+    heights = w.flags.wall_height
+    cover = WallCover(w.flags.covercast.cover) if w.flags.covercast else WallCover.SOLID
+    bottom = top = None
+    if heights is not None:
+        bottom = None if heights.bottom is None else grid.units_to_feet(heights.bottom)
+        top = None if heights.top is None else grid.units_to_feet(heights.top)
+    return WallGeom(
+        id=w.id, x0=w.c[0], y0=w.c[1], x1=w.c[2], y1=w.c[3],
+        active=Sense(w.sight) is not Sense.NONE and not is_open_door,
+        limited=Sense(w.sight) is Sense.LIMITED,
+        direction=Direction(w.dir), cover=cover, bottom=bottom, top=top)
+
+
+def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
+    size = Size.from_label(t.size) if t.size else Size.from_squares(t.width)
+    tall = size.height
+    flags = t.flags.wall_height
+    if flags is not None and flags.tokenHeight is not None and flags.tokenHeight > 0:
+        tall = grid.units_to_feet(flags.tokenHeight)
+    return CreatureGeom(
+        id=t.id, x=t.x, y=t.y, width=t.width, height=t.height, size=size,
+        reach=size.reach if t.reach is None else t.reach, tall=tall,
+        elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
+        hidden=t.hidden)

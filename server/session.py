@@ -1,0 +1,342 @@
+"""The session core, sans I/O: frames in, frames out.
+
+Rule of this module: `Core.receive(conn, frame)` takes one frame from one connection and
+returns every frame to send (to that connection and to others subscribed to the scene it
+changed) and whether to close; it never awaits, sleeps or touches a socket. State flows one
+way: validated request -> new Scene value -> ruleset annotations -> delta against what each
+subscriber was last sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from geometry.model import SceneGeom
+from rulesets import REGISTRY
+from rulesets.base import Annotation, AttackMode, Flag
+from server import scene as scenes
+from server.errors import ClientError, ErrorCode
+from server.messages import (
+    LIMITS,
+    PROTOCOL_VERSION,
+    Ack,
+    AnnotationOut,
+    Annotations,
+    CoverQuery,
+    CoverResult,
+    Error,
+    Hello,
+    LineOut,
+    ModifierOut,
+    Response,
+    SceneLoad,
+    Subscribe,
+    TokenCreate,
+    TokenDelete,
+    TokenUpdate,
+    Unsubscribe,
+    WallCreate,
+    WallDelete,
+    WallUpdate,
+    Welcome,
+    decode_frame,
+    encode,
+    parse_request,
+    request_id,
+)
+
+log = logging.getLogger("covercast.session")
+
+SERVER_NAME = "covercast"
+SERVER_VERSION = "0.1.0"
+POLICY_VIOLATION = 1008
+
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    conn: int
+    frame: bytes | str
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    conn: int
+    code: int
+    reason: str
+
+
+Output = Send | Close
+
+
+@dataclass(slots=True)
+class Subscription:
+    scene: str
+    lines: bool
+    modes: tuple[AttackMode, ...]
+    binary: bool
+    sent: dict[Key, AnnotationOut] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Connection:
+    id: int
+    greeted: bool = False
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+
+
+def annotation_out(a: Annotation) -> AnnotationOut:
+    """A ruleset result as it travels on the wire."""
+    return AnnotationOut(
+        attacker=a.attacker, target=a.target, mode=a.mode.value, loe=a.loe,
+        cover=a.cover.value,
+        modifiers=[ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
+                   for m in a.modifiers],
+        flags={f.value: (f in a.flags) for f in _FLAGS},
+        flankers=list(a.flankers),
+        lines=None if a.lines is None else [
+            LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
+                    list(ln.regions)) for ln in a.lines],
+    )
+
+
+_FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
+
+
+class Core:
+    """All connections and scenes of one server process."""
+
+    def __init__(self, access_token: str | None = None) -> None:
+        self.access_token = access_token
+        self.connections: dict[int, Connection] = {}
+        self.scenes: dict[str, scenes.Scene] = {}
+        self._next = 1
+        # Per scene and lines flag: annotations at the scene's current revision.
+        self._cache: dict[tuple[str, bool], tuple[int, dict[Key, AnnotationOut]]] = {}
+
+    # -- connection lifecycle ----------------------------------------------------------
+
+    def connect(self) -> int:
+        conn = self._next
+        self._next += 1
+        self.connections[conn] = Connection(conn)
+        return conn
+
+    def disconnect(self, conn: int) -> None:
+        self.connections.pop(conn, None)
+
+    def preload(self, request: SceneLoad) -> None:
+        """Install a scene without a client (the demo scene at start-up)."""
+        self._load(request)
+
+    # -- frames --------------------------------------------------------------------------
+
+    def receive(self, conn: int, frame: bytes | str) -> list[Output]:
+        """Handle one frame from `conn`; return everything to send as a result."""
+        state = self.connections[conn]
+        binary = isinstance(frame, bytes)
+        raw: Any = None
+        try:
+            raw = decode_frame(frame)
+            request = parse_request(raw)
+        except ClientError as exc:
+            if not state.greeted:
+                return [Close(conn, POLICY_VIOLATION, "expected hello")]
+            return [Send(conn, encode(self._error(exc, request_id(raw)), binary))]
+        if not state.greeted:
+            return self._hello(state, request, binary)
+        try:
+            return self._dispatch(state, request, binary)
+        except ClientError as exc:
+            return [Send(conn, encode(self._error(exc, request.id), binary))]
+        except Exception:
+            log.exception("bug while handling %s from connection %d",
+                          type(request).__name__, conn)
+            err = Error(ErrorCode.INTERNAL.value,
+                        "internal error; the request was not applied", None, request.id)
+            return [Send(conn, encode(err, binary))]
+
+    def _error(self, exc: ClientError, rid: Any) -> Error:
+        return Error(exc.code.value, exc.message, exc.path, rid)
+
+    def _hello(self, state: Connection, request: Any, binary: bool) -> list[Output]:
+        if not isinstance(request, Hello):
+            return [Close(state.id, POLICY_VIOLATION, "expected hello")]
+        if self.access_token is not None and not (
+                request.token is not None
+                and hmac.compare_digest(request.token.encode(), self.access_token.encode())):
+            return [Close(state.id, POLICY_VIOLATION, "access denied")]
+        if request.protocol != PROTOCOL_VERSION:
+            return [Close(state.id, POLICY_VIOLATION,
+                          f"unsupported protocol {request.protocol}; this server speaks "
+                          f"{PROTOCOL_VERSION}")]
+        state.greeted = True
+        welcome = Welcome(PROTOCOL_VERSION, SERVER_NAME, SERVER_VERSION,
+                          [r.describe() for r in REGISTRY.all()], LIMITS, request.id)
+        return [Send(state.id, encode(welcome, binary))]
+
+    def _dispatch(self, state: Connection, request: Any, binary: bool) -> list[Output]:
+        match request:
+            case Hello():
+                raise ClientError(ErrorCode.PROTOCOL, "already greeted: hello comes once")
+            case SceneLoad():
+                changed = self._load(request)
+                return self._after_change(state, changed, request.id, binary)
+            case TokenCreate(scene=sid, tokens=docs):
+                return self._change(state, sid, lambda s: scenes.create(s, "tokens", docs),
+                                    request.id, binary)
+            case TokenUpdate(scene=sid, tokens=patches):
+                return self._change(state, sid, lambda s: scenes.update(s, "tokens", patches),
+                                    request.id, binary)
+            case TokenDelete(scene=sid, ids=ids):
+                return self._change(state, sid, lambda s: scenes.delete(s, "tokens", ids),
+                                    request.id, binary)
+            case WallCreate(scene=sid, walls=docs):
+                return self._change(state, sid, lambda s: scenes.create(s, "walls", docs),
+                                    request.id, binary)
+            case WallUpdate(scene=sid, walls=patches):
+                return self._change(state, sid, lambda s: scenes.update(s, "walls", patches),
+                                    request.id, binary)
+            case WallDelete(scene=sid, ids=ids):
+                return self._change(state, sid, lambda s: scenes.delete(s, "walls", ids),
+                                    request.id, binary)
+            case CoverQuery():
+                return [Send(state.id, encode(self._query(request), binary))]
+            case Subscribe():
+                return self._subscribe(state, request, binary)
+            case Unsubscribe(scene=sid):
+                if state.subscriptions.pop(sid, None) is None:
+                    raise ClientError(ErrorCode.UNKNOWN_SCENE,
+                                      f"$.scene: not subscribed to scene {sid!r}",
+                                      path="$.scene")
+                return [Send(state.id, encode(Ack(sid, self._scene(sid).revision,
+                                                  request.id), binary))]
+        raise AssertionError(f"unhandled request {request!r}")
+
+    # -- scene changes ---------------------------------------------------------------------
+
+    def _scene(self, sid: str) -> scenes.Scene:
+        try:
+            return self.scenes[sid]
+        except KeyError:
+            known = ", ".join(sorted(self.scenes)) or "none"
+            raise ClientError(ErrorCode.UNKNOWN_SCENE,
+                              f"$.scene: no scene {sid!r} is loaded (loaded: {known})",
+                              path="$.scene") from None
+
+    def _load(self, request: SceneLoad) -> str:
+        sid = request.scene.id
+        previous = self.scenes.get(sid)
+        if previous is None and len(self.scenes) >= LIMITS.max_scenes:
+            raise ClientError(ErrorCode.TOO_LARGE,
+                              f"$.scene.id: the server holds {len(self.scenes)} scenes, the "
+                              f"limit is {LIMITS.max_scenes}", path="$.scene.id")
+        self.scenes[sid] = scenes.load(request.scene, request.ruleset, request.options,
+                                       previous)
+        return sid
+
+    def _change(self, state: Connection, sid: str, build: Any, rid: Any,
+                binary: bool) -> list[Output]:
+        current = self._scene(sid)
+        self.scenes[sid] = build(current)  # raises before the swap: the scene stays as it was
+        return self._after_change(state, sid, rid, binary)
+
+    def _after_change(self, state: Connection, sid: str, rid: Any,
+                      binary: bool) -> list[Output]:
+        scene = self.scenes[sid]
+        out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
+        out.extend(self._push(sid))
+        return out
+
+    # -- annotations -----------------------------------------------------------------------
+
+    def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
+        scene = self.scenes[sid]
+        cached = self._cache.get((sid, lines))
+        if cached is not None and cached[0] == scene.revision:
+            return cached[1]
+        results = scene.ruleset.evaluate(scene.geometry, scene.options, lines=lines)
+        table = {a.key(): annotation_out(a) for a in results}
+        self._cache[(sid, lines)] = (scene.revision, table)
+        return table
+
+    def _push(self, sid: str) -> list[Output]:
+        out: list[Output] = []
+        revision = self.scenes[sid].revision
+        for conn in self.connections.values():
+            sub = conn.subscriptions.get(sid)
+            if sub is None:
+                continue
+            table = self._filtered(sid, sub)
+            changed = [v for k, v in table.items() if sub.sent.get(k) != v]
+            removed = [k for k in sub.sent if k not in table]
+            sub.sent = table
+            msg = Annotations(sid, revision, False, changed, removed)
+            out.append(Send(conn.id, encode(msg, sub.binary)))
+        return out
+
+    def _filtered(self, sid: str, sub: Subscription) -> dict[Key, AnnotationOut]:
+        table = self._current(sid, sub.lines)
+        modes = {m.value for m in sub.modes}
+        if len(modes) == len(AttackMode):
+            return table
+        return {k: v for k, v in table.items() if k[2] in modes}
+
+    def _subscribe(self, state: Connection, request: Subscribe, binary: bool) -> list[Output]:
+        scene = self._scene(request.scene)
+        if (request.scene not in state.subscriptions
+                and len(state.subscriptions) >= LIMITS.max_subscriptions):
+            raise ClientError(ErrorCode.TOO_LARGE,
+                              f"$.scene: this connection has {len(state.subscriptions)} "
+                              f"subscriptions, the limit is {LIMITS.max_subscriptions}",
+                              path="$.scene")
+        sub = Subscription(request.scene, request.lines,
+                           tuple(AttackMode(m) for m in request.modes), binary)
+        sub.sent = self._filtered(request.scene, sub)
+        state.subscriptions[request.scene] = sub
+        msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
+                          request.id)
+        return [Send(state.id, encode(msg, binary))]
+
+    def _query(self, request: CoverQuery) -> Response:
+        scene = self._scene(request.scene)
+        for field_name, tid in (("attacker", request.attacker), ("target", request.target)):
+            if tid not in scene.tokens:
+                raise ClientError(ErrorCode.UNKNOWN_TOKEN,
+                                  f"$.{field_name}: no token {tid!r} in scene "
+                                  f"{request.scene!r}", path=f"$.{field_name}")
+        if request.attacker == request.target:
+            raise ClientError(ErrorCode.INVALID,
+                              f"$.target: a token cannot attack itself ({request.target!r})",
+                              path="$.target")
+        geom = scene.geometry
+        if request.origin is not None:
+            geom = with_origin(geom, request.attacker, request.origin.x, request.origin.y)
+        (result,) = scene.ruleset.evaluate(geom, scene.options,
+                                           pairs=[(request.attacker, request.target)],
+                                           modes=[AttackMode(request.attack)],
+                                           lines=request.lines)
+        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
+
+    # -- introspection for tests and tools -------------------------------------------------
+
+    def subscribers(self, sid: str) -> Iterable[int]:
+        return [c.id for c in self.connections.values() if sid in c.subscriptions]
+
+    def pairs(self, sid: str) -> Sequence[Key]:
+        return list(self._current(sid, False))
+
+
+def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom:
+    """The scene as seen from a point: the attacker's lines start at (x, y) instead of its
+    corners (a spell's point of origin, a shot from a chosen spot). Modelled as a
+    point-sized attacker there, keeping its size for reach and disposition for allies."""
+    creatures = tuple(
+        replace(c, x=x, y=y, width=1e-6, height=1e-6) if c.id == attacker else c
+        for c in geom.creatures)
+    return replace(geom, creatures=creatures)

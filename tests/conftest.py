@@ -1,0 +1,114 @@
+"""Shared fixtures: a real Covercast server on 127.0.0.1 and a synchronous client for it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from server.app import run
+from server.session import Core
+
+
+class LiveServer:
+    """A Covercast server running on its own event loop in a background thread."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.core = Core(access_token=token)
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        def ready(port: int) -> None:
+            self.port = port
+            self._ready.set()
+
+        self._task = self._loop.create_task(run(self.core, "127.0.0.1", 0, ready))
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._task)
+
+    def start(self) -> LiveServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+
+class Peer:
+    """A test client: send dicts as msgpack (or JSON text), receive decoded dicts."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.ws.send(msgpack.packb(message))
+
+    def send_raw(self, frame: bytes | str) -> None:
+        self.ws.send(frame)
+
+    def recv(self, timeout: float = 10) -> dict[str, Any]:
+        frame = self.ws.recv(timeout)
+        if isinstance(frame, str):
+            import json
+
+            out: dict[str, Any] = json.loads(frame)
+            return out
+        decoded: dict[str, Any] = msgpack.unpackb(frame, raw=False)
+        return decoded
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.recv()
+
+    def hello(self, token: str | None = None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": "hello", "protocol": 1, "client": "pytest"}
+        if token is not None:
+            msg["token"] = token
+        return self.request(msg)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.fixture
+def live_server() -> Iterator[LiveServer]:
+    server = LiveServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def peer_factory(live_server: LiveServer) -> Iterator[Any]:
+    peers: list[Peer] = []
+
+    def make(greet: bool = True) -> Peer:
+        p = Peer(connect(live_server.url, max_size=None))
+        peers.append(p)
+        if greet:
+            welcome = p.hello()
+            assert welcome["type"] == "welcome", welcome
+        return p
+
+    yield make
+    for p in peers:
+        p.close()

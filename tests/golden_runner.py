@@ -1,0 +1,79 @@
+"""Golden scenario files: a scene, queries and the modifiers the rulebook expects.
+
+Each file in tests/golden/ is one case (JSON):
+
+    {
+      "description": "what the case shows, in game terms",
+      "rule": "the seed sentence (or SRD rule) it checks",
+      "ruleset": "dnd35", "options": {},
+      "scene": { ...exactly as in scene.load... },
+      "queries": [
+        {"attacker": "a", "target": "b", "attack": "ranged",
+         "expect": {"loe": true, "cover": "cover",
+                    "modifiers": [{"stat": "ac", "value": 4, "kind": "cover"}, ...],
+                    "flags": {"can_hide": true},
+                    "flankers": ["c"]}}
+      ]
+    }
+
+`modifiers` is compared exactly as a multiset of (stat, value, kind) when present; `flags`
+checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
+Evaluation goes through the same validation and document conversion as the server
+(parse_request -> scene.load -> ruleset), without sockets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from rulesets.base import AttackMode
+from server import scene as scenes
+from server.messages import SceneLoad, parse_request
+from server.session import annotation_out
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def golden_files() -> list[Path]:
+    return sorted(GOLDEN_DIR.rglob("*.json"))
+
+
+def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(query, actual annotation as on the wire) for every query of a case."""
+    request = parse_request({"type": "scene.load", "scene": case["scene"],
+                             "ruleset": case.get("ruleset", "dnd35"),
+                             "options": case.get("options", {})})
+    assert isinstance(request, SceneLoad)
+    scene = scenes.load(request.scene, request.ruleset, request.options, None)
+    out = []
+    for q in case["queries"]:
+        (ann,) = scene.ruleset.evaluate(
+            scene.geometry, scene.options, pairs=[(q["attacker"], q["target"])],
+            modes=[AttackMode(q.get("attack", "ranged"))], lines=True)
+        out.append((q, msgspec.to_builtins(annotation_out(ann))))
+    return out
+
+
+def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    problems = []
+    for key in ("loe", "cover", "flankers"):
+        if key in expect and expect[key] != actual.get(key, [] if key == "flankers" else None):
+            problems.append(f"{key}: expected {expect[key]!r}, got {actual.get(key)!r}")
+    if "modifiers" in expect:
+        want = sorted((m["stat"], m["value"], m["kind"]) for m in expect["modifiers"])
+        got = sorted((m["stat"], m["value"], m["kind"]) for m in actual["modifiers"])
+        if want != got:
+            problems.append(f"modifiers: expected {want}, got {got}")
+    for flag, value in expect.get("flags", {}).items():
+        if actual["flags"].get(flag) != value:
+            problems.append(f"flag {flag}: expected {value}, got {actual['flags'].get(flag)}")
+    return problems
+
+
+def load_case(path: Path) -> dict[str, Any]:
+    case: dict[str, Any] = json.loads(path.read_text())
+    return case
