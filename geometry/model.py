@@ -122,11 +122,13 @@ class RegionKind(enum.Enum):
     BLOCKING: terrain that blocks line of effect (a pillar, a boulder filling squares).
     COVER: squares that provide cover without blocking (rubble, a wagon).
     IMPROVED: squares that provide improved cover.
+    OBSCURING: vision-limiting terrain (fog, foliage): lines pass, sight is limited.
     """
 
     BLOCKING = "blocking"
     COVER = "cover"
     IMPROVED = "improved"
+    OBSCURING = "obscuring"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,3 +207,15 @@ class SceneGeom:
             if c.id == creature_id:
                 return c
         raise KeyError(creature_id)
+
+
+def point_creature(creature_id: str, x: float, y: float,
+                   like: CreatureGeom | None = None) -> CreatureGeom:
+    """A point-sized stand-in at (x, y): an area effect's origin, or an attacker shooting
+    from a chosen point (keeping `like`'s size, reach and side)."""
+    tiny = 1e-6  # squares: far below any pixel, so the 'space' is the point itself
+    if like is None:
+        return CreatureGeom(creature_id, x, y, tiny, tiny, Size.MEDIUM, 0.0, 0.0, 0.0,
+                            -99, False)
+    return CreatureGeom(creature_id, x, y, tiny, tiny, like.size, like.reach, like.tall,
+                        like.elevation, like.disposition, like.hidden)

@@ -18,7 +18,10 @@ from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover
 from geometry.square import space
 
-_EMPTY = np.empty(0, dtype=np.intp)
+#: Wall cover kinds as small integers for vectorised tests.
+SOLID_CODE, LOW_CODE, IMPROVED_CODE = 0, 1, 2
+_COVER_CODE = {WallCover.SOLID: SOLID_CODE, WallCover.LOW: LOW_CODE,
+               WallCover.IMPROVED: IMPROVED_CODE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,9 @@ class Tracer:
         self.wall_dir = np.array([int(w.direction) for w in walls], dtype=np.int8)
         self.wall_limited: BoolArray = np.array([w.limited for w in walls], dtype=bool)
         self.wall_cover = tuple(w.cover for w in walls)
+        self.wall_cover_code = np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8)
+        self.wall_top: FloatArray = np.array(
+            [np.nan if w.top is None else w.top for w in walls], dtype=np.float64)
         self.wall_index = {w.id: k for k, w in enumerate(walls)}
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.creature_index = {c.id: k for k, c in enumerate(scene.creatures)}

@@ -5,9 +5,13 @@ name and lists the valid names when one is wrong.
 """
 
 from rulesets.base import Registry, Ruleset, UnknownRuleset
+from rulesets.degrees import CoverDegrees
 from rulesets.dnd35 import Dnd35
+from rulesets.pf1 import Pf1
 
 REGISTRY = Registry()
 REGISTRY.register(Dnd35())
+REGISTRY.register(Pf1())
+REGISTRY.register(CoverDegrees())
 
 __all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset"]

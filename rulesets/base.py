@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from geometry.model import SceneGeom
+from geometry.templates import Template
 
 
 class AttackMode(enum.Enum):
@@ -65,6 +66,7 @@ class Flag(enum.Enum):
     ADJACENT = "adjacent"
     FLANKING = "flanking"
     IMPROVED_EVASION = "improved_evasion"
+    REFLEX_DEGREE_BETTER = "reflex_degree_better"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +105,24 @@ class Annotation:
     flags: frozenset[Flag]
     flankers: tuple[str, ...] = ()
     lines: tuple[TracedLine, ...] | None = None
+    #: Fraction of the target no obstacle hides, where the ruleset measured it.
+    visible: float | None = None
 
     def key(self) -> tuple[str, str, str]:
         return (self.attacker, self.target, self.mode.value)
 
-    def without_lines(self) -> Annotation:
-        return Annotation(self.attacker, self.target, self.mode, self.loe, self.cover,
-                          self.modifiers, self.flags, self.flankers, None)
+
+@dataclass(frozen=True, slots=True)
+class AreaHit:
+    """What one creature caught in an area effect gets against it: its cover from the
+    effect's origin and the save modifiers that follow. `obstructions` counts what the
+    ruleset counted along the line, where it counts (cover-degree rulesets)."""
+
+    target: str
+    cover: Degree
+    modifiers: tuple[Modifier, ...]
+    flags: frozenset[Flag]
+    obstructions: int | None = None
 
 
 class Ruleset(abc.ABC):
@@ -128,6 +141,11 @@ class Ruleset(abc.ABC):
                  lines: bool = False) -> list[Annotation]:
         """Annotations for the given ordered (attacker, target) pairs, or every ordered pair
         of the scene's creatures when `pairs` is None."""
+
+    @abc.abstractmethod
+    def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """Every creature the area effect reaches (inside it and with line of effect from
+        its origin), with its cover and save modifiers against the effect."""
 
     def default_options(self) -> Any:
         return self.Options()

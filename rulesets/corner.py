@@ -26,12 +26,23 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry import kernel
 from geometry.flanking import crosses_opposite_borders
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom, WallCover
-from geometry.square import Box, adjacent, centre, corners, space, squares, within_reach
+from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
+from geometry.square import (
+    Box,
+    adjacent,
+    centre,
+    corners,
+    inset,
+    space,
+    squares,
+    within_reach,
+)
 from geometry.trace import LineHits, Tracer
 from rulesets.base import AttackMode, TracedLine
+from rulesets.obstacles import wall_roles
 
 # Per-line levels, ordered by how much they help the target.
 NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
@@ -60,6 +71,18 @@ CORNER_OPTION_DOCS = {
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """One attacker choice that reached the pair's degree: its origin point (None for the
+    adjacent-melee square-to-square probe), the target box its lines ran to, and how many of
+    its lines no obstacle stopped (creatures aside)."""
+
+    origin: tuple[float, float] | None
+    target_box: Box
+    open_lines: int
+    lines: int
+
+
+@dataclass(frozen=True, slots=True)
 class PairFacts:
     """Per pair and mode: the reduced level, and what the rule needs to explain it."""
 
@@ -67,6 +90,7 @@ class PairFacts:
     adjacent: bool
     in_reach: bool
     best_lines: tuple[TracedLine, ...] | None
+    best: tuple[Probe, ...] = ()
 
 
 class _Plan:
@@ -79,6 +103,8 @@ class _Plan:
         self.line_att: list[int] = []
         self.line_tgt: list[int] = []
         self.probe_start: list[int] = []
+        self.probe_origin: list[tuple[float, float] | None] = []
+        self.probe_box: list[Box] = []
         self.row_probe_start: list[int] = []
         self.count = 0
 
@@ -91,24 +117,15 @@ class _Plan:
         of t_box), as one probe."""
         n = len(origins) * len(targets)
         self.probe_start.append(self.count)
-        self.starts.append(np.repeat(_inset(origins, o_box), len(targets), axis=0))
-        self.ends.append(np.tile(_inset(targets, t_box), (len(origins), 1)))
+        self.probe_origin.append(
+            (float(origins[0, 0]), float(origins[0, 1])) if len(origins) == 1 else None)
+        self.probe_box.append(t_box)
+        self.starts.append(np.repeat(inset(origins, o_box), len(targets), axis=0))
+        self.ends.append(np.tile(inset(targets, t_box), (len(origins), 1)))
         self.line_kind.extend([kind] * n)
         self.line_att.extend([a] * n)
         self.line_tgt.extend([t] * n)
         self.count += n
-
-
-# Lines are drawn from points this far inside each space (an exact binary fraction of a
-# pixel): a wall flush against a creature's border then blocks exactly when it stands between
-# the two spaces, and adjacent creatures' shared corners give real lines, not points. The
-# kernel's convention is untouched: a wall still blocks only what touches a line's interior.
-INSET_PX = 2.0 ** -6
-
-
-def _inset(points: FloatArray, box: Box) -> FloatArray:
-    cx, cy = centre(box)
-    return points + INSET_PX * np.sign(np.array([cx, cy]) - points)
 
 
 def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
@@ -128,6 +145,8 @@ class CornerEngine:
         self.spaces = [space(c, self.grid) for c in self.cs]
         self.squares = [squares(c, self.grid) for c in self.cs]
         self.index = {c.id: k for k, c in enumerate(self.cs)}
+        self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
+        self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
 
     # -- line construction --------------------------------------------------------------
 
@@ -165,18 +184,8 @@ class CornerEngine:
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
-        cover = np.array([tr.wall_cover[w] for w in wi], dtype=object)
-        tops = np.array([np.nan if tr.walls[w].top is None else tr.walls[w].top for w in wi],
-                        dtype=np.float64)
-        t_of = tgt[wl]
-        tall = np.array([c.tall for c in self.cs], dtype=np.float64)
-        elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            by_height = np.isfinite(tops) & (tops - elev[t_of] <= tall[t_of] / 2)
-        h_low = (cover == WallCover.LOW) | ((cover == WallCover.SOLID) & by_height)
-        h_improved = (cover == WallCover.IMPROVED) & ~by_height
-        h_solid = (cover == WallCover.SOLID) & ~h_low
-        limited = tr.wall_limited[wi] if wi.size else np.zeros(0, dtype=bool)
+        h_solid, h_low, h_improved = self._wall_roles(wi, tgt[wl])
+        limited = tr.wall_limited[wi]
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_count = np.bincount(wl[h_solid & limited], minlength=n)
         solid = solid_full | (lim_count >= 2)
@@ -209,6 +218,63 @@ class CornerEngine:
             "regions": (rkind == RegionKind.BLOCKING) | ~adj[rl],
         }
         return level, counted
+
+    def _wall_roles(self, walls: IntArray,
+                    targets: IntArray) -> tuple[BoolArray, BoolArray, BoolArray]:
+        return wall_roles(self.tracer, self._tall, self._elev, walls, targets)
+
+    def visible_fraction(self, a: int, t: int, origin: tuple[float, float],
+                         box: Box) -> float:
+        """How much of the target's square (box) no obstacle hides from the attacker's chosen
+        corner: the box minus the shadows that walls, low obstacles in range and cover or
+        blocking terrain cast from that point. Creatures and limited walls cast none."""
+        tr = self.tracer
+        target = shapely.box(*box)
+        p = np.array(origin, dtype=np.float64)
+        segments: list[FloatArray] = []
+        if len(tr.walls):
+            idx = np.arange(len(tr.walls))
+            solid, low, _ = self._wall_roles(idx, np.full(len(idx), t))
+            one_way = tr.wall_dir != 0
+            side = kernel.foundry_side(tr.wall_xy, np.repeat(p[None, :], len(idx), axis=0))
+            facing = ~one_way | (side != tr.wall_dir)
+            low_ok = np.zeros(len(idx), dtype=bool)
+            if low.any():
+                li = idx[low]
+                n = len(li)
+                low_ok[li] = self._low_active(np.arange(n), li, np.full(n, a), np.full(n, t),
+                                              np.ones(n, dtype=bool))
+            keep = facing & ((solid & ~tr.wall_limited) | low_ok)
+            segments.append(tr.wall_xy[keep])
+        for k, kind in enumerate(tr.region_kind):
+            if kind in (RegionKind.BLOCKING, RegionKind.COVER):
+                ring = np.asarray(tr.region_polys[k].exterior.coords, dtype=np.float64)
+                segments.append(np.hstack([ring[:-1], ring[1:]]))
+        if not segments:
+            return 1.0
+        segs = np.concatenate(segments)
+        if len(segs) == 0:
+            return 1.0
+        a_pts, b_pts = segs[:, 0:2], segs[:, 2:4]
+        corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
+        reach = 2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0
+
+        def project(x: FloatArray) -> FloatArray:
+            d = x - p
+            length = np.hypot(d[:, 0], d[:, 1])
+            k = np.maximum(1.0, reach / np.maximum(length, 1e-12))
+            return p + d * k[:, None]
+
+        quads = np.stack([a_pts, b_pts, project(b_pts), project(a_pts), a_pts], axis=1)
+        shadows = shapely.polygons(quads)
+        shadows = shadows[shapely.is_valid(shadows) & shapely.intersects(shadows, target)]
+        regions = [tr.region_polys[k] for k, kind in enumerate(tr.region_kind)
+                   if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
+        if len(shadows) == 0 and not regions:
+            return 1.0
+        hidden = shapely.union_all(np.concatenate([shadows, np.array(regions, dtype=object)]))
+        hidden_area = float(shapely.area(shapely.intersection(hidden, target)))
+        return 1.0 - hidden_area / float(target.area)
 
     def _low_active(self, wl: IntArray, wi: IntArray, att: IntArray, tgt: IntArray,
                     h_low: BoolArray) -> BoolArray:
@@ -256,6 +322,8 @@ class CornerEngine:
         probe_level = np.where(probe_all_total, TOTAL, probe_max)
         rstart = np.array(plan.row_probe_start, dtype=np.intp)
         row_level = np.minimum.reduceat(probe_level, rstart)
+        probe_open = np.add.reduceat((level <= SOFT).astype(np.intp), pstart)
+        probe_n = np.diff(np.append(pstart, len(level)))
 
         out: list[PairFacts] = []
         for r, (a, t, mode) in enumerate(rows):
@@ -268,15 +336,18 @@ class CornerEngine:
                 in_reach = not adj and within_reach(sa, st, 2 * reach, self.grid)
             else:
                 in_reach = True
+            p_lo = int(rstart[r])
+            p_hi = int(rstart[r + 1]) if r + 1 < len(rstart) else len(pstart)
+            tied = [p for p in range(p_lo, p_hi) if probe_level[p] == row_level[r]]
+            best = tuple(Probe(plan.probe_origin[p], plan.probe_box[p], int(probe_open[p]),
+                               int(probe_n[p])) for p in tied)
             traced = None
             if want_lines:
-                p_lo = rstart[r]
-                p_hi = rstart[r + 1] if r + 1 < len(rstart) else len(pstart)
-                best = p_lo + int(np.argmin(probe_level[p_lo:p_hi]))
-                l_lo = pstart[best]
-                l_hi = pstart[best + 1] if best + 1 < len(pstart) else len(level)
+                first = tied[0]
+                l_lo = pstart[first]
+                l_hi = pstart[first + 1] if first + 1 < len(pstart) else len(level)
                 traced = self._traced(hits, counted, level, starts, ends, l_lo, l_hi)
-            out.append(PairFacts(int(row_level[r]), adj, in_reach, traced))
+            out.append(PairFacts(int(row_level[r]), adj, in_reach, traced, best))
         return out
 
     def _traced(self, hits: LineHits, counted: dict[str, BoolArray],

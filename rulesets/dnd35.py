@@ -7,12 +7,16 @@ entries and steps that differ, as python-chess variants do.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from geometry.model import SceneGeom
+from geometry.model import SceneGeom, point_creature
+from geometry.templates import Template, inside, shape
 from rulesets.base import (
     Annotation,
+    AreaHit,
     AttackMode,
     Degree,
     Flag,
@@ -92,12 +96,46 @@ class Dnd35(Ruleset):
         by_row = dict(zip(rows + extra, facts, strict=True))
         threatens = {(a, t): f.in_reach and f.level != TOTAL
                      for (a, t, m), f in by_row.items() if m is AttackMode.MELEE}
-        return [self._annotate(engine, a, t, m, by_row[(a, t, m)], threatens)
+        return [self._annotate(engine, a, t, m, by_row[(a, t, m)], threatens, options)
                 for a, t, m in rows]
 
+    def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """Creatures in the area with line of effect from its origin; cover is traced from
+        the origin point to their corners, and only its Reflex side applies (soft cover gives
+        none). Spreads that go around corners are the client's call (the seed: they can
+        negate this bonus)."""
+        region = shape(template, scene.grid)
+        taken = {c.id for c in scene.creatures}
+        origin_id = next(f"origin#{k}" for k in itertools.count() if f"origin#{k}" not in taken)
+        point = point_creature(origin_id, template.x, template.y)
+        geom = replace(scene, creatures=(*scene.creatures, point))
+        targets = [c.id for c in scene.creatures if inside(region, c, scene.grid)]
+        hits = []
+        for ann in self.evaluate(geom, options, pairs=[(origin_id, t) for t in targets],
+                                 modes=[AttackMode.RANGED]):
+            if not ann.loe:
+                continue  # walls stop the area
+            # Soft cover is against ranged attacks only: nothing against an area effect.
+            degree = Degree.NONE if ann.cover is Degree.SOFT else ann.cover
+            hits.append(AreaHit(
+                ann.target, degree,
+                tuple(m for m in ann.modifiers if m.stat is Stat.REFLEX),
+                ann.flags & {Flag.IMPROVED_EVASION}))
+        return hits
+
+    def _degree(self, engine: CornerEngine, a: int, t: int, facts: PairFacts,
+                options: Any) -> tuple[Degree, float | None]:
+        """The degree the target enjoys, and the visible fraction when it was measured."""
+        return self.DEGREES[facts.level], None
+
+    def _can_flank(self, engine: CornerEngine, who: int) -> bool:
+        """Whether this creature may be one of a flanking pair at all."""
+        return True
+
     def _annotate(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
-                  facts: PairFacts, threatens: dict[tuple[int, int], bool]) -> Annotation:
-        degree = self.DEGREES[facts.level]
+                  facts: PairFacts, threatens: dict[tuple[int, int], bool],
+                  options: Any) -> Annotation:
+        degree, visible = self._degree(engine, a, t, facts, options)
         loe = degree is not Degree.TOTAL
         flags = set()
         if facts.in_reach:
@@ -115,8 +153,9 @@ class Dnd35(Ruleset):
         if mode is not AttackMode.RANGED:
             if loe and facts.in_reach and degree is Degree.NONE:
                 flags.add(Flag.CAN_AOO)
-            if loe and facts.in_reach:
-                flankers = engine.flankers(a, t, threatens)
+            if loe and facts.in_reach and self._can_flank(engine, a):
+                flankers = [f for f in engine.flankers(a, t, threatens)
+                            if self._can_flank(engine, engine.index[f])]
             if flankers:
                 flags.add(Flag.FLANKING)
                 mods.append(M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
@@ -124,4 +163,4 @@ class Dnd35(Ruleset):
         return Annotation(
             attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
             cover=degree, modifiers=tuple(mods), flags=frozenset(flags),
-            flankers=tuple(flankers), lines=facts.best_lines)
+            flankers=tuple(flankers), lines=facts.best_lines, visible=visible)

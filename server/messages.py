@@ -160,10 +160,11 @@ class TokenDoc(_Strict, frozen=True):
 
 class RegionDoc(_Strict, frozen=True):
     """A map feature Foundry has no wall for: a polygon (flat [x0, y0, x1, y1, ...] in
-    pixels, like Foundry's polygon shapes) of blocking terrain, cover or improved cover."""
+    pixels, like Foundry's polygon shapes) of blocking terrain, cover, improved cover or
+    vision-limiting (obscuring) terrain."""
 
     id: Id
-    kind: Literal["blocking", "cover", "improved"]
+    kind: Literal["blocking", "cover", "improved", "obscuring"]
     points: Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
 
 
@@ -262,6 +263,36 @@ class CoverQuery(_Strict, frozen=True, tag="cover.query", tag_field="type"):
     id: ReqId = None
 
 
+class TemplateDoc(_Strict, frozen=True):
+    """Foundry's MeasuredTemplateDocument: t circle|cone|rect|ray, x, y origin in pixels,
+    distance (and ray width) in scene units, direction and cone angle in degrees."""
+
+    t: Literal["circle", "cone", "rect", "ray"]
+    x: Coord
+    y: Coord
+    distance: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)]
+    direction: Annotated[float, Meta(ge=-3600, le=3600)] = 0
+    angle: Annotated[float, Meta(gt=0, le=360)] = 53.13
+    width: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)] | None = None
+    id: Id | None = None
+    user: _IGNORED = None
+    author: _IGNORED = None
+    borderColor: _IGNORED = None
+    fillColor: _IGNORED = None
+    texture: _IGNORED = None
+    hidden: _IGNORED = None
+    sort: _IGNORED = None
+    elevation: _IGNORED = None
+    flags: _IGNORED = None
+    _stats: _IGNORED = None
+
+
+class AreaQuery(_Strict, frozen=True, tag="area.query", tag_field="type"):
+    scene: Id
+    template: TemplateDoc
+    id: ReqId = None
+
+
 class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
     scene: Id
     lines: bool = False
@@ -276,7 +307,7 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
 
 
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
-           | WallUpdate | WallDelete | CoverQuery | Subscribe | Unsubscribe)
+           | WallUpdate | WallDelete | CoverQuery | AreaQuery | Subscribe | Unsubscribe)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
     for t in Request.__args__))
@@ -310,6 +341,22 @@ class AnnotationOut(Struct, frozen=True, omit_defaults=True):
     flags: dict[str, bool]
     flankers: list[str] = []
     lines: list[LineOut] | None = None
+    visible: float | None = None
+
+
+class AreaHitOut(Struct, frozen=True, omit_defaults=True):
+    token: str
+    cover: str
+    modifiers: list[ModifierOut]
+    flags: dict[str, bool]
+    obstructions: int | None = None
+
+
+class AreaResult(Struct, frozen=True, tag="area.result", tag_field="type"):
+    scene: str
+    revision: int
+    affected: list[AreaHitOut]
+    id: ReqId = None
 
 
 class Welcome(Struct, frozen=True, tag="welcome", tag_field="type"):
@@ -350,7 +397,7 @@ class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=Tr
     id: ReqId = None
 
 
-Response = Welcome | Ack | CoverResult | Annotations | Error
+Response = Welcome | Ack | CoverResult | AreaResult | Annotations | Error
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -476,6 +523,8 @@ def parse_request(obj: Any) -> Request:
                           f"$.type: unknown message type {short_repr(kind)}; valid types: "
                           f"{', '.join(REQUEST_TYPES)}", path="$.type")
     obj = _normalize_request(obj)
+    if isinstance(obj.get("template"), dict):
+        obj = {**obj, "template": normalize_ids(obj["template"])}
     try:
         request: Request = msgspec.convert(obj, Request)
         return request

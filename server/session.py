@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from geometry.model import SceneGeom
+from geometry.model import SceneGeom, point_creature
+from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Flag
 from server import scene as scenes
@@ -26,6 +27,9 @@ from server.messages import (
     Ack,
     AnnotationOut,
     Annotations,
+    AreaHitOut,
+    AreaQuery,
+    AreaResult,
     CoverQuery,
     CoverResult,
     Error,
@@ -102,6 +106,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
         lines=None if a.lines is None else [
             LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
                     list(ln.regions)) for ln in a.lines],
+        visible=a.visible,
     )
 
 
@@ -207,6 +212,8 @@ class Core:
                                     request.id, binary)
             case CoverQuery():
                 return [Send(state.id, encode(self._query(request), binary))]
+            case AreaQuery():
+                return [Send(state.id, encode(self._area(request), binary))]
             case Subscribe():
                 return self._subscribe(state, request, binary)
             case Unsubscribe(scene=sid):
@@ -323,6 +330,19 @@ class Core:
                                            lines=request.lines)
         return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
 
+    def _area(self, request: AreaQuery) -> Response:
+        scene = self._scene(request.scene)
+        t = request.template
+        template = Template(TemplateKind(t.t), t.x, t.y, t.distance, t.direction, t.angle,
+                            t.width)
+        hits = scene.ruleset.area(scene.geometry, scene.options, template)
+        return AreaResult(request.scene, scene.revision, [
+            AreaHitOut(h.target, h.cover.value,
+                       [ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
+                        for m in h.modifiers],
+                       {f.value: (f in h.flags) for f in _FLAGS}, h.obstructions)
+            for h in hits], request.id)
+
     # -- introspection for tests and tools -------------------------------------------------
 
     def subscribers(self, sid: str) -> Iterable[int]:
@@ -336,7 +356,6 @@ def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom
     """The scene as seen from a point: the attacker's lines start at (x, y) instead of its
     corners (a spell's point of origin, a shot from a chosen spot). Modelled as a
     point-sized attacker there, keeping its size for reach and disposition for allies."""
-    creatures = tuple(
-        replace(c, x=x, y=y, width=1e-6, height=1e-6) if c.id == attacker else c
-        for c in geom.creatures)
+    creatures = tuple(point_creature(c.id, x, y, like=c) if c.id == attacker else c
+                      for c in geom.creatures)
     return replace(geom, creatures=creatures)

@@ -1,0 +1,80 @@
+"""Pathfinder 1e cover (seed 001) as a variant of D&D 3.5: only what differs is here.
+
+Rule of this module: override the 3.5 tables and add the one step 3.5 lacks, partial cover
+("more than half of the target visible"), measured as the area of the target's square that
+no obstacle hides from the attacker's chosen corner (Shapely shadows), or, by option, as the
+share of that corner's lines no obstacle stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+import msgspec
+
+from rulesets.base import Degree, Modifier, ModKind, Stat
+from rulesets.corner import CORNER_OPTION_DOCS, CornerEngine, PairFacts
+from rulesets.dnd35 import Dnd35
+
+M = Modifier
+_BEYOND = "vs effects originating beyond the cover"
+
+
+class Pf1Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    big_creatures_ranged: bool = False
+    # PF1: reach attacks determine cover as ranged ones do, creatures included.
+    soft_cover_vs_reach: bool = True
+    low_obstacle_range_from: Literal["attacker", "target"] = "attacker"
+    partial_cover: Literal["area", "lines"] = "area"
+
+
+class Pf1(Dnd35):
+    """Pathfinder 1e: Stealth for Hide, partial cover, soft cover against reach too."""
+
+    name: ClassVar[str] = "pf1"
+    title: ClassVar[str] = "Pathfinder 1e (cover, seed 001)"
+    seed: ClassVar[str] = "001_20a83ae0c60b504c.txt"
+    Options: ClassVar[type[Pf1Options]] = Pf1Options  # type: ignore[assignment]
+    option_docs: ClassVar[Mapping[str, str]] = {
+        **CORNER_OPTION_DOCS,
+        "softCoverVsReach": "Creatures in the way give soft cover against reach attacks "
+                            "(PF1: reach attacks determine cover as ranged ones do).",
+        "partialCover": "How 'more than half of the target is visible' is measured: 'area' "
+                        "(the fraction of the target's square no obstacle hides from the "
+                        "attacker's corner) or 'lines' (more than half of that corner's lines "
+                        "are unobstructed).",
+    }
+
+    TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
+        **Dnd35.TABLE,
+        Degree.PARTIAL: (M(Stat.AC, 2, ModKind.COVER, "partial cover: more than half visible"),
+                         M(Stat.REFLEX, 1, ModKind.COVER, f"partial cover, {_BEYOND}")),
+        # The seed doubles AC and Reflex only; it grants no Stealth bonus or evasion.
+        Degree.IMPROVED: (M(Stat.AC, 8, ModKind.COVER, "improved cover"),
+                          M(Stat.REFLEX, 4, ModKind.COVER, f"improved cover, {_BEYOND}")),
+    }
+    HIDE_DEGREES: ClassVar[frozenset[Degree]] = frozenset(
+        {Degree.PARTIAL, Degree.COVER, Degree.IMPROVED})
+    EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset()
+
+    def _degree(self, engine: CornerEngine, a: int, t: int, facts: PairFacts,
+                options: object) -> tuple[Degree, float | None]:
+        degree, _ = super()._degree(engine, a, t, facts, options)
+        if degree is not Degree.COVER:
+            return degree, None
+        assert isinstance(options, Pf1Options)
+        if options.partial_cover == "lines":
+            best = max(facts.best, key=lambda p: p.open_lines / p.lines)
+            return (Degree.PARTIAL if 2 * best.open_lines > best.lines else degree), None
+        fractions = [engine.visible_fraction(a, t, p.origin, p.target_box)
+                     for p in facts.best if p.origin is not None]
+        if not fractions:
+            return degree, None
+        visible = round(max(fractions), 6)
+        return (Degree.PARTIAL if visible > 0.5 else degree), visible
+
+    def _can_flank(self, engine: CornerEngine, who: int) -> bool:
+        # PF1: creatures smaller than a square cannot flank.
+        c = engine.cs[who]
+        return super()._can_flank(engine, who) and c.width >= 1 and c.height >= 1
