@@ -184,6 +184,8 @@ class CreatureGeom:
     elevation: float  # feet
     disposition: int
     hidden: bool
+    #: The GM's minimum cover degree for this creature (a ruleset degree name), if any.
+    cover_floor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,16 @@ class Ruleset(abc.ABC):
     seed: ClassVar[str]
     Options: ClassVar[type[msgspec.Struct]]
     option_docs: ClassVar[Mapping[str, str]] = {}
+    #: The ruleset's cover degrees from none upwards, total cover excluded.
+    ladder: ClassVar[tuple[Degree, ...]]
+
+    def floored(self, degree: Degree, floor: str | None) -> Degree:
+        """The degree after the GM's override: at least `floor` (a degree name of this
+        ruleset) when there is line of effect at all."""
+        if floor is None or degree is Degree.TOTAL:
+            return degree
+        wanted = Degree(floor)
+        return wanted if self.ladder.index(wanted) > self.ladder.index(degree) else degree
 
     @abc.abstractmethod
     def evaluate(self, scene: SceneGeom, options: Any,
@@ -158,7 +168,8 @@ class Ruleset(abc.ABC):
             opts.append({"name": f.encode_name, "default": defaults[f.encode_name],
                          "type": type(defaults[f.encode_name]).__name__,
                          "doc": self.option_docs.get(f.encode_name, "")})
-        return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts}
+        return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
+                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
 
 
 class UnknownRuleset(LookupError):

@@ -89,6 +89,7 @@ class CoverDegrees(Ruleset):
                          M(Stat.REFLEX, 8, ModKind.CIRCUMSTANCE, f"greater cover, {_AREA}")),
         Degree.TOTAL: (),
     }
+    ladder: ClassVar[tuple[Degree, ...]] = LADDER
     STEALTH_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.STANDARD, Degree.GREATER})
     REFLEX_BETTER_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.GREATER})
     #: What one obstruction on the centre line is worth, before the size shift.
@@ -124,6 +125,7 @@ class CoverDegrees(Ruleset):
     def _annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
                   flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
         degree = Degree.TOTAL if row.level == TOTAL else LADDER[row.level]
+        degree = self.floored(degree, ctx.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
         sa, st = ctx.spaces[a], ctx.spaces[t]
         reach = ctx.cs[a].reach
@@ -174,7 +176,7 @@ class CoverDegrees(Ruleset):
             count = ctx.area_obstructions(origin, t)
             if count is None:
                 continue  # walls stop the area: no line of effect from its origin
-            degree = LADDER[min(count, GREATER)]
+            degree = self.floored(LADDER[min(count, GREATER)], c.cover_floor)
             flags = {Flag.REFLEX_DEGREE_BETTER} if degree in self.REFLEX_BETTER_DEGREES \
                 else set()
             mods = tuple(m for m in self.TABLE[degree] if m.stat is Stat.REFLEX)

@@ -56,6 +56,8 @@ class Dnd35(Ruleset):
         NONE: Degree.NONE, SOFT: Degree.SOFT, COVER: Degree.COVER,
         IMPROVED: Degree.IMPROVED, TOTAL: Degree.TOTAL,
     }
+    ladder: ClassVar[tuple[Degree, ...]] = (Degree.NONE, Degree.SOFT, Degree.COVER,
+                                            Degree.IMPROVED)
     #: What each degree is worth to the target.
     TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
         Degree.NONE: (),
@@ -136,6 +138,7 @@ class Dnd35(Ruleset):
                   facts: PairFacts, threatens: dict[tuple[int, int], bool],
                   options: Any) -> Annotation:
         degree, visible = self._degree(engine, a, t, facts, options)
+        degree = self.floored(degree, engine.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
         flags = set()
         if facts.in_reach:

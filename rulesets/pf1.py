@@ -46,6 +46,8 @@ class Pf1(Dnd35):
                         "are unobstructed).",
     }
 
+    ladder: ClassVar[tuple[Degree, ...]] = (Degree.NONE, Degree.SOFT, Degree.PARTIAL,
+                                            Degree.COVER, Degree.IMPROVED)
     TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
         **Dnd35.TABLE,
         Degree.PARTIAL: (M(Stat.AC, 2, ModKind.COVER, "partial cover: more than half visible"),

@@ -105,8 +105,17 @@ class TokenHeightFlags(Struct, frozen=True):
     tokenHeight: Height | None = None
 
 
+class CovercastTokenFlags(_Strict, frozen=True):
+    """flags.covercast on a token: the GM's override, a minimum cover degree this token has
+    against every attacker that has line of effect to it (a degree of the scene's ruleset)."""
+
+    cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
+                   "greater"] | None = None
+
+
 class TokenFlags(Struct, frozen=True):
     wall_height: TokenHeightFlags | None = msgspec.field(default=None, name="wall-height")
+    covercast: CovercastTokenFlags | None = None
 
 
 class TokenDoc(_Strict, frozen=True):

@@ -133,6 +133,7 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
     tokens = _unique(doc.tokens, "scene.tokens")
     regions = _unique(doc.regions, "scene.regions")
     _check_walls(walls, "$.scene.walls")
+    _check_floors(tokens, ruleset, "$.scene.tokens")
     _check_regions(regions, "$.scene.regions")
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[])
     return Scene(doc.id, bare, walls, tokens, regions, ruleset, opts,
@@ -203,11 +204,23 @@ def _check_size(kind: str, n: int) -> None:
                           path=f"$.{kind}")
 
 
+def _check_floors(tokens: Mapping[str, TokenDoc], ruleset: Ruleset, prefix: str) -> None:
+    valid = [d.value for d in ruleset.ladder]
+    for k, t in enumerate(tokens.values()):
+        floor = t.flags.covercast.cover if t.flags.covercast else None
+        if floor is not None and floor not in valid:
+            path = f"{prefix}[{k}].flags.covercast.cover"
+            raise ClientError(ErrorCode.INVALID,
+                              f"{path}: {floor!r} is not a cover degree of ruleset "
+                              f"{ruleset.name!r}; valid: {', '.join(valid)}", path=path)
+
+
 def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
     if kind == "walls":
         _check_walls(docs, "$.walls")
         return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
                      scene.options, scene.revision + 1)
+    _check_floors(docs, scene.ruleset, "$.tokens")
     return Scene(scene.id, scene.doc, scene.walls, docs, scene.regions, scene.ruleset,
                  scene.options, scene.revision + 1)
 
@@ -262,4 +275,4 @@ def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
         id=t.id, x=t.x, y=t.y, width=t.width, height=t.height, size=size,
         reach=size.reach if t.reach is None else t.reach, tall=tall,
         elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
-        hidden=t.hidden)
+        hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None)
