@@ -39,50 +39,79 @@ def _orient(px: FloatArray, py: FloatArray, qx: FloatArray, qy: FloatArray,
     return (qx - px) * (xy - py) - (qy - py) * (xx - px)
 
 
-def segments_cross_walls(starts: FloatArray, ends: FloatArray,
-                         walls: FloatArray) -> tuple[IntArray, IntArray]:
-    """Which walls block which lines, by the crossing convention above.
+def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
+                     boxes: FloatArray) -> tuple[IntArray, IntArray]:
+    """Spatial prune: (line, box) pairs whose line's *group* bounding box overlaps the box.
 
-    starts, ends: (N, 2) line endpoints; walls: (M, 4) as x0, y0, x1, y1.
-    Returns (line_index, wall_index) for every blocking pair.
+    Lines come in contiguous groups (the lines of one pair of creatures) that share most of
+    their bounding box, so the box test runs once per group instead of once per line; only
+    the survivors reach the exact tests. group_start: first line of each group, ascending.
+    boxes: (M, 4) as x0, y0, x1, y1 (any order within each axis).
     """
-    n, m = len(starts), len(walls)
-    if n == 0 or m == 0:
+    n, m = len(starts), len(boxes)
+    if n == 0 or m == 0 or len(group_start) == 0:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
-    ax, ay, bx, by = (walls[:, k][None, :] for k in range(4))
+    lo = np.minimum(starts, ends)
+    hi = np.maximum(starts, ends)
+    glo = np.minimum.reduceat(lo, group_start, axis=0)
+    ghi = np.maximum.reduceat(hi, group_start, axis=0)
+    bx0 = np.minimum(boxes[:, 0], boxes[:, 2])[None, :]
+    bx1 = np.maximum(boxes[:, 0], boxes[:, 2])[None, :]
+    by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
+    by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
+    sizes = np.diff(np.append(group_start, n))
     step = max(1, CHUNK_CELLS // m)
     line_parts: list[IntArray] = []
-    wall_parts: list[IntArray] = []
-    for lo in range(0, n, step):
-        px = starts[lo:lo + step, 0:1]
-        py = starts[lo:lo + step, 1:2]
-        qx = ends[lo:lo + step, 0:1]
-        qy = ends[lo:lo + step, 1:2]
-        # Cheap bounding-box reject first: most wall/line pairs are far apart.
-        near = ((np.minimum(px, qx) <= np.maximum(ax, bx))
-                & (np.maximum(px, qx) >= np.minimum(ax, bx))
-                & (np.minimum(py, qy) <= np.maximum(ay, by))
-                & (np.maximum(py, qy) >= np.minimum(ay, by)))
-        li, wi = np.nonzero(near)
-        if li.size == 0:
+    box_parts: list[IntArray] = []
+    for g0 in range(0, len(group_start), step):
+        sl = slice(g0, g0 + step)
+        near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
+                & (glo[sl, 1:2] <= by1) & (ghi[sl, 1:2] >= by0))
+        gi, bi = np.nonzero(near)
+        if gi.size == 0:
             continue
-        spx, spy, sqx, sqy = px[li, 0], py[li, 0], qx[li, 0], qy[li, 0]
-        sax, say, sbx, sby = ax[0, wi], ay[0, wi], bx[0, wi], by[0, wi]
-        o1 = np.sign(_orient(spx, spy, sqx, sqy, sax, say))
-        o2 = np.sign(_orient(spx, spy, sqx, sqy, sbx, sby))
-        o3 = np.sign(_orient(sax, say, sbx, sby, spx, spy))
-        o4 = np.sign(_orient(sax, say, sbx, sby, sqx, sqy))
-        # Wall endpoints on or across the line, and the line's endpoints strictly on both
-        # sides of the wall's line: the touch point is inside the line, never at its ends;
-        # collinear pairs have o3 == o4 == 0 and fall out.
-        hit = (o1 * o2 <= 0) & (o3 * o4 < 0)
-        line_parts.append(li[hit] + lo)
-        wall_parts.append(wi[hit])
+        gi += g0
+        counts = sizes[gi]
+        # Expand each (group, box) candidate to every line of the group.
+        first = np.repeat(group_start[gi], counts)
+        offset = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        line_parts.append(first + offset)
+        box_parts.append(np.repeat(bi, counts))
     if not line_parts:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
-    return np.concatenate(line_parts), np.concatenate(wall_parts)
+    return np.concatenate(line_parts), np.concatenate(box_parts)
+
+
+def segments_cross_walls(starts: FloatArray, ends: FloatArray, walls: FloatArray,
+                         group_start: IntArray | None = None) -> tuple[IntArray, IntArray]:
+    """Which walls block which lines, by the crossing convention above.
+
+    starts, ends: (N, 2) line endpoints; walls: (M, 4) as x0, y0, x1, y1; group_start
+    optionally names contiguous groups of lines for the spatial prune (default: every line
+    its own group). Returns (line_index, wall_index) for every blocking pair.
+    """
+    if group_start is None:
+        group_start = np.arange(len(starts), dtype=np.intp)
+    li, wi = group_candidates(starts, ends, group_start, walls)
+    hit = _cross(starts[li], ends[li], walls[wi])
+    return li[hit], wi[hit]
+
+
+def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray:
+    """Row-paired lines and walls: does the wall block the line (the convention above)?"""
+    px, py, qx, qy = starts[:, 0], starts[:, 1], ends[:, 0], ends[:, 1]
+    ax, ay, bx, by = walls[:, 0], walls[:, 1], walls[:, 2], walls[:, 3]
+    o1 = np.sign(_orient(px, py, qx, qy, ax, ay))
+    o2 = np.sign(_orient(px, py, qx, qy, bx, by))
+    o3 = np.sign(_orient(ax, ay, bx, by, px, py))
+    o4 = np.sign(_orient(ax, ay, bx, by, qx, qy))
+    # Wall endpoints on or across the line, and the line's endpoints strictly on both sides
+    # of the wall's line: the touch point is inside the line, never at its ends; collinear
+    # pairs have o3 == o4 == 0 and fall out.
+    hit: BoolArray = (o1 * o2 <= 0) & (o3 * o4 < 0)
+    return hit
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
@@ -96,42 +125,39 @@ def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
     return side
 
 
-def segments_enter_boxes(starts: FloatArray, ends: FloatArray,
-                         boxes: FloatArray) -> tuple[IntArray, IntArray]:
+def _enter(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
+    """Row-paired lines and boxes: does the line pass through the box's open interior?"""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tlo = np.zeros(len(starts))
+        thi = np.ones(len(starts))
+        for axis in (0, 1):
+            p = starts[:, axis]
+            d = ends[:, axis] - p
+            b0, b1 = boxes[:, axis], boxes[:, axis + 2]
+            ta, tb = (b0 - p) / d, (b1 - p) / d
+            still = d == 0
+            inside = (p > b0) & (p < b1)
+            tlo = np.maximum(tlo, np.where(still, np.where(inside, -np.inf, np.inf),
+                                           np.minimum(ta, tb)))
+            thi = np.minimum(thi, np.where(still, np.where(inside, np.inf, -np.inf),
+                                           np.maximum(ta, tb)))
+    entered: BoolArray = thi - tlo > _INSIDE_EPS
+    return entered
+
+
+def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
+                         group_start: IntArray | None = None) -> tuple[IntArray, IntArray]:
     """Which lines pass through the open interior of which axis-aligned boxes.
 
     boxes: (T, 4) as x0, y0, x1, y1 with x0 < x1, y0 < y1. Grazing a corner or running along
-    an edge is not entering. Returns (line_index, box_index) pairs.
+    an edge is not entering. group_start as for segments_cross_walls. Returns
+    (line_index, box_index) pairs.
     """
-    n, t = len(starts), len(boxes)
-    if n == 0 or t == 0:
-        empty = np.empty(0, dtype=np.intp)
-        return empty, empty.copy()
-    step = max(1, CHUNK_CELLS // t)
-    bx0, by0, bx1, by1 = (boxes[:, k][None, :] for k in range(4))
-    line_parts: list[IntArray] = []
-    box_parts: list[IntArray] = []
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for lo in range(0, n, step):
-            px = starts[lo:lo + step, 0:1]
-            py = starts[lo:lo + step, 1:2]
-            dx = ends[lo:lo + step, 0:1] - px
-            dy = ends[lo:lo + step, 1:2] - py
-            tlo = np.zeros((len(px), t))
-            thi = np.ones((len(px), t))
-            for p, d, b0, b1 in ((px, dx, bx0, bx1), (py, dy, by0, by1)):
-                ta = (b0 - p) / d
-                tb = (b1 - p) / d
-                still = d == 0
-                inside = (p > b0) & (p < b1)
-                a_lo = np.where(still, np.where(inside, -np.inf, np.inf), np.minimum(ta, tb))
-                a_hi = np.where(still, np.where(inside, np.inf, -np.inf), np.maximum(ta, tb))
-                tlo = np.maximum(tlo, a_lo)
-                thi = np.minimum(thi, a_hi)
-            li, bi = np.nonzero(thi - tlo > _INSIDE_EPS)
-            line_parts.append(li + lo)
-            box_parts.append(bi)
-    return np.concatenate(line_parts), np.concatenate(box_parts)
+    if group_start is None:
+        group_start = np.arange(len(starts), dtype=np.intp)
+    li, bi = group_candidates(starts, ends, group_start, boxes)
+    hit = _enter(starts[li], ends[li], boxes[bi])
+    return li[hit], bi[hit]
 
 
 def segments_enter_polygons(starts: FloatArray, ends: FloatArray,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import shapely
 
 from geometry.kernel import FloatArray
@@ -73,6 +74,30 @@ def _steps(a0: float, a1: float, b0: float, b1: float, size: float) -> int:
 def grid_steps(a: Box, b: Box, size: float) -> tuple[int, int]:
     """Squares between two spaces along x and y (1 means adjacent, 0 overlapping)."""
     return _steps(a[0], a[2], b[0], b[2], size), _steps(a[1], a[3], b[1], b[3], size)
+
+
+def grid_steps_many(a: FloatArray, b: FloatArray,
+                    size: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """grid_steps for row-paired arrays of boxes (R, 4)."""
+    def steps(a0: FloatArray, a1: FloatArray, b0: FloatArray,
+              b1: FloatArray) -> npt.NDArray[np.int64]:
+        gap = np.maximum(b0 - a1, a0 - b1)
+        out = np.floor(gap / size + 1e-9).astype(np.int64) + 1
+        return np.where(gap < 0, 0, out)
+
+    return (steps(a[:, 0], a[:, 2], b[:, 0], b[:, 2]),
+            steps(a[:, 1], a[:, 3], b[:, 1], b[:, 3]))
+
+
+def within_reach_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
+                      reach_ft: FloatArray) -> npt.NDArray[np.bool_]:
+    """within_reach for arrays of grid steps and reaches."""
+    diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
+    dist = FEET_PER_SQUARE * (straight + diag + diag // 2)
+    shared = (sx == 0) & (sy == 0)
+    ten = (reach_ft == 10) & (sx <= 2) & (sy <= 2)
+    ok: npt.NDArray[np.bool_] = shared | ((reach_ft > 0) & (ten | (dist <= reach_ft)))
+    return ok
 
 
 def distance_feet(a: Box, b: Box, grid: Grid) -> float:

@@ -69,10 +69,13 @@ class Tracer:
         self._wall_lines = shapely.linestrings(self.wall_xy.reshape(-1, 2, 2)) if walls else None
         self._dist_cache: dict[tuple[int, int], float] = {}
 
-    def trace(self, starts: FloatArray, ends: FloatArray) -> LineHits:
-        """Trace lines from `starts` (the attacker's side, for one-way walls) to `ends`."""
+    def trace(self, starts: FloatArray, ends: FloatArray,
+              group_start: IntArray | None = None) -> LineHits:
+        """Trace lines from `starts` (the attacker's side, for one-way walls) to `ends`;
+        `group_start` (first line of each contiguous group sharing a neighbourhood) turns on
+        the spatial prune, with identical results."""
         n = len(starts)
-        wl, wi = kernel.segments_cross_walls(starts, ends, self.wall_xy)
+        wl, wi = kernel.segments_cross_walls(starts, ends, self.wall_xy, group_start)
         if wl.size:
             one_way = self.wall_dir[wi] != Direction.BOTH
             if one_way.any():
@@ -80,7 +83,7 @@ class Tracer:
                 # Foundry ignores a one-way wall when the origin is on the side it names.
                 keep = ~one_way | (side != self.wall_dir[wi])
                 wl, wi = wl[keep], wi[keep]
-        cl, ci = kernel.segments_enter_boxes(starts, ends, self.boxes)
+        cl, ci = kernel.segments_enter_boxes(starts, ends, self.boxes, group_start)
         rl, ri = kernel.segments_enter_polygons(starts, ends, self.region_polys)
         return LineHits(n, wl, wi, cl, ci, rl, ri)
 

@@ -35,10 +35,11 @@ from geometry.square import (
     adjacent,
     centre,
     corners,
+    grid_steps_many,
     inset,
     space,
     squares,
-    within_reach,
+    within_reach_many,
 )
 from geometry.trace import LineHits, Tracer
 from rulesets.base import AttackMode, TracedLine
@@ -93,8 +94,31 @@ class PairFacts:
     best: tuple[Probe, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PlanArrays:
+    """Lines to trace and how the rules read them.
+
+    Real lines are traced once; virtual lines are what the rules see: each maps to a real
+    line (`virt_real`), so the three attack modes of a pair share one traced block. Probes
+    are contiguous runs of virtual lines; rows (pair and mode) contiguous runs of probes.
+    """
+
+    real_starts: FloatArray
+    real_ends: FloatArray
+    real_groups: IntArray | None  # None: no spatial prune (the reference computation)
+    virt_real: IntArray
+    kind: npt.NDArray[np.int8]
+    att: IntArray
+    tgt: IntArray
+    probe_start: IntArray
+    probe_origin: FloatArray  # NaN where a probe has several origins
+    probe_box: FloatArray
+    row_probe_start: IntArray
+
+
 class _Plan:
-    """Flat arrays of lines, probes and rows under construction."""
+    """Flat arrays of lines, probes and rows under construction, one probe at a time (the
+    general path: big creatures, any mode)."""
 
     def __init__(self) -> None:
         self.starts: list[FloatArray] = []
@@ -127,10 +151,46 @@ class _Plan:
         self.line_tgt.extend([t] * n)
         self.count += n
 
+    def arrays(self) -> PlanArrays:
+        starts = np.concatenate(self.starts)
+        rows = np.array(self.row_probe_start, dtype=np.intp)
+        pstart = np.array(self.probe_start, dtype=np.intp)
+        return PlanArrays(
+            real_starts=starts, real_ends=np.concatenate(self.ends),
+            real_groups=pstart[rows], virt_real=np.arange(len(starts), dtype=np.intp),
+            kind=np.array(self.line_kind, dtype=np.int8),
+            att=np.array(self.line_att, dtype=np.intp),
+            tgt=np.array(self.line_tgt, dtype=np.intp),
+            probe_start=pstart,
+            probe_origin=np.array([(np.nan, np.nan) if o is None else o
+                                   for o in self.probe_origin], dtype=np.float64),
+            probe_box=np.array(self.probe_box, dtype=np.float64).reshape(-1, 4),
+            row_probe_start=rows)
+
 
 def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
+    """The corners of several squares, each once, in first-seen order."""
     pts = np.concatenate([corners(b) for b in boxes])
-    return np.unique(pts, axis=0)
+    _, first = np.unique(pts, axis=0, return_index=True)
+    return pts[np.sort(first)]
+
+
+def _expand(real: LineHits, virt_real: IntArray) -> LineHits:
+    """Hits on traced (real) lines as hits on every virtual line that reads them."""
+    n_real = real.n
+    order = np.argsort(virt_real, kind="stable")
+    counts = np.bincount(virt_real, minlength=n_real)
+    offsets = np.cumsum(counts) - counts
+
+    def spread(line: IntArray, other: IntArray) -> tuple[IntArray, IntArray]:
+        c = counts[line]
+        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
+
+    wl, wi = spread(real.wall_line, real.wall_idx)
+    cl, ci = spread(real.creature_line, real.creature_idx)
+    rl, ri = spread(real.region_line, real.region_idx)
+    return LineHits(len(virt_real), wl, wi, cl, ci, rl, ri)
 
 
 class CornerEngine:
@@ -145,6 +205,13 @@ class CornerEngine:
         self.spaces = [space(c, self.grid) for c in self.cs]
         self.squares = [squares(c, self.grid) for c in self.cs]
         self.index = {c.id: k for k, c in enumerate(self.cs)}
+        self._space_arr = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
+        self._single = [len(sq) == 1 for sq in self.squares]
+        self._reach = np.array([c.reach for c in self.cs], dtype=np.float64)
+        self._corners_raw = np.array([corners(b) for b in self.spaces],
+                                     dtype=np.float64).reshape(-1, 4, 2)
+        self._corners_inset = np.array([inset(corners(b), b) for b in self.spaces],
+                                       dtype=np.float64).reshape(-1, 4, 2)
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
 
@@ -302,53 +369,136 @@ class CornerEngine:
 
     def evaluate(self, rows: Sequence[tuple[int, int, AttackMode]],
                  want_lines: bool) -> list[PairFacts]:
+        """Facts for each (attacker, target, mode) row. Pairs of single-square creatures
+        (nearly all of them) are planned with whole-array operations and traced once for all
+        modes; big creatures take the general path, probe by probe. Both give the same facts."""
+        single = [self._single[a] and self._single[t] for a, t, _ in rows]
+        simple = [r for r, ok in enumerate(single) if ok]
+        general = [r for r, ok in enumerate(single) if not ok]
+        out: list[PairFacts | None] = [None] * len(rows)
+        if simple:
+            sub = [rows[r] for r in simple]
+            for r, facts in zip(simple, self._evaluate_plan(self._simple_plan(sub), sub,
+                                                            want_lines), strict=True):
+                out[r] = facts
+        if general:
+            plan = _Plan()
+            sub = [rows[r] for r in general]
+            for a, t, mode in sub:
+                self._plan_row(plan, a, t, mode)
+            for r, facts in zip(general, self._evaluate_plan(plan.arrays(), sub, want_lines),
+                                strict=True):
+                out[r] = facts
+        return [f for f in out if f is not None]
+
+    def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
+                  want_lines: bool) -> list[PairFacts]:
+        """The straightforward computation: every row planned probe by probe, every line
+        traced against every wall and space with no spatial prune. Tests and benchmarks hold
+        `evaluate` to it."""
         plan = _Plan()
         for a, t, mode in rows:
             self._plan_row(plan, a, t, mode)
         if not rows:
             return []
-        starts = np.concatenate(plan.starts)
-        ends = np.concatenate(plan.ends)
-        kind = np.array(plan.line_kind, dtype=np.int8)
-        att = np.array(plan.line_att, dtype=np.intp)
-        tgt = np.array(plan.line_tgt, dtype=np.intp)
-        hits = self.tracer.trace(starts, ends)
-        level, counted = self._levels(hits, kind, att, tgt)
+        arrays = plan.arrays()
+        return self._evaluate_plan(
+            PlanArrays(arrays.real_starts, arrays.real_ends, None, arrays.virt_real,
+                       arrays.kind, arrays.att, arrays.tgt, arrays.probe_start,
+                       arrays.probe_origin, arrays.probe_box, arrays.row_probe_start),
+            rows, want_lines)
 
-        pstart = np.array(plan.probe_start, dtype=np.intp)
+    def _simple_plan(self, rows: Sequence[tuple[int, int, AttackMode]]) -> PlanArrays:
+        """The plan for rows whose creatures each fill one square (or less): every mode uses
+        the 16 lines between the two spaces' corners, grouped as 4 probes (one per attacker
+        corner) or, for adjacent melee, as one probe of 16."""
+        n = len(self.cs)
+        a = np.array([r[0] for r in rows], dtype=np.intp)
+        t = np.array([r[1] for r in rows], dtype=np.intp)
+        ranged = np.array([r[2] is AttackMode.RANGED for r in rows], dtype=bool)
+        melee = np.array([r[2] is AttackMode.MELEE for r in rows], dtype=bool)
+        sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
+        melee_adj = melee & (sx <= 1) & (sy <= 1)
+        kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
+        keys, block = np.unique(a * n + t, return_inverse=True)
+        ba, bt = keys // n, keys % n
+        cin = self._corners_inset
+        real_starts = np.repeat(cin[ba], 4, axis=1).reshape(-1, 2)
+        real_ends = np.tile(cin[bt], (1, 4, 1)).reshape(-1, 2)
+        lines = np.arange(16)
+        virt_real = (block.reshape(-1)[:, None] * 16 + lines[None, :]).reshape(-1)
+        nprobes = np.where(melee_adj, 1, 4)
+        row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
+        probe_row = np.repeat(np.arange(len(rows)), nprobes)
+        within = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
+        origin = self._corners_raw[a[probe_row], within % 4]
+        origin[melee_adj[probe_row]] = np.nan
+        return PlanArrays(
+            real_starts=real_starts, real_ends=real_ends,
+            real_groups=np.arange(len(keys), dtype=np.intp) * 16, virt_real=virt_real,
+            kind=np.repeat(kind, 16).astype(np.int8), att=np.repeat(a, 16),
+            tgt=np.repeat(t, 16), probe_start=(probe_row * 16 + within * 4).astype(np.intp),
+            probe_origin=origin, probe_box=self._space_arr[t[probe_row]],
+            row_probe_start=row_probe_start)
+
+    def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
+                       want_lines: bool) -> list[PairFacts]:
+        real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups)
+        hits = _expand(real, plan.virt_real)
+        starts = plan.real_starts[plan.virt_real]
+        ends = plan.real_ends[plan.virt_real]
+        level, counted = self._levels(hits, plan.kind, plan.att, plan.tgt)
+
+        pstart = plan.probe_start
         capped = np.where(level == TOTAL, COVER, level)
         probe_max = np.maximum.reduceat(capped, pstart)
         probe_all_total = np.minimum.reduceat(level, pstart) == TOTAL
         probe_level = np.where(probe_all_total, TOTAL, probe_max)
-        rstart = np.array(plan.row_probe_start, dtype=np.intp)
+        rstart = plan.row_probe_start
         row_level = np.minimum.reduceat(probe_level, rstart)
         probe_open = np.add.reduceat((level <= SOFT).astype(np.intp), pstart)
         probe_n = np.diff(np.append(pstart, len(level)))
+        rend = np.append(rstart[1:], len(pstart))
+
+        a = np.array([r[0] for r in rows], dtype=np.intp)
+        t = np.array([r[1] for r in rows], dtype=np.intp)
+        sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
+        adj = (sx <= 1) & (sy <= 1)
+        reach = self._reach[a]
+        in_melee = within_reach_many(sx, sy, reach)
+        in_weapon = ~adj & within_reach_many(sx, sy, 2 * reach)
 
         out: list[PairFacts] = []
-        for r, (a, t, mode) in enumerate(rows):
-            sa, st = self.spaces[a], self.spaces[t]
-            adj = adjacent(sa, st, self.grid)
-            reach = self.cs[a].reach
+        for r, (_, _, mode) in enumerate(rows):
             if mode is AttackMode.MELEE:
-                in_reach = within_reach(sa, st, reach, self.grid)
+                in_reach = bool(in_melee[r])
             elif mode is AttackMode.REACH:
-                in_reach = not adj and within_reach(sa, st, 2 * reach, self.grid)
+                in_reach = bool(in_weapon[r])
             else:
                 in_reach = True
-            p_lo = int(rstart[r])
-            p_hi = int(rstart[r + 1]) if r + 1 < len(rstart) else len(pstart)
-            tied = [p for p in range(p_lo, p_hi) if probe_level[p] == row_level[r]]
-            best = tuple(Probe(plan.probe_origin[p], plan.probe_box[p], int(probe_open[p]),
-                               int(probe_n[p])) for p in tied)
+            lvl = int(row_level[r])
+            best: tuple[Probe, ...] = ()
             traced = None
-            if want_lines:
-                first = tied[0]
-                l_lo = pstart[first]
-                l_hi = pstart[first + 1] if first + 1 < len(pstart) else len(level)
-                traced = self._traced(hits, counted, level, starts, ends, l_lo, l_hi)
-            out.append(PairFacts(int(row_level[r]), adj, in_reach, traced, best))
+            if lvl == COVER or want_lines:
+                tied = [p for p in range(int(rstart[r]), int(rend[r]))
+                        if probe_level[p] == lvl]
+                if lvl == COVER:
+                    best = tuple(self._probe(plan, p, int(probe_open[p]), int(probe_n[p]))
+                                 for p in tied)
+                if want_lines:
+                    first = tied[0]
+                    traced = self._traced(hits, counted, level, starts, ends,
+                                          int(pstart[first]),
+                                          int(pstart[first] + probe_n[first]))
+            out.append(PairFacts(lvl, bool(adj[r]), in_reach, traced, best))
         return out
+
+    @staticmethod
+    def _probe(plan: PlanArrays, p: int, open_lines: int, lines: int) -> Probe:
+        ox, oy = plan.probe_origin[p]
+        origin = None if np.isnan(ox) else (float(ox), float(oy))
+        x0, y0, x1, y1 = (float(v) for v in plan.probe_box[p])
+        return Probe(origin, (x0, y0, x1, y1), open_lines, lines)
 
     def _traced(self, hits: LineHits, counted: dict[str, BoolArray],
                 level: npt.NDArray[np.int8], starts: FloatArray, ends: FloatArray,

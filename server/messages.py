@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgpack
 import msgspec
@@ -458,67 +458,90 @@ def normalize_ids(doc: Any) -> Any:
         alias = doc.pop("_id")
         if "id" in doc and doc["id"] != alias:
             raise ClientError(ErrorCode.INVALID,
-                              f"document has both id {short_repr(doc['id'])} and _id "
+                              f"$.id: document has both id {short_repr(doc['id'])} and _id "
                               f"{short_repr(alias)}", path="$.id")
         doc["id"] = alias
     return doc
 
 
-def _normalize_request(obj: Any) -> Any:
-    if not isinstance(obj, dict):
-        return obj
+def _normalized(doc: Any, path: str) -> Any:
+    try:
+        return normalize_ids(doc)
+    except ClientError as exc:
+        raise exc.under(path) from None
+
+
+def _normalize_request(obj: dict[str, Any]) -> dict[str, Any]:
     scene = obj.get("scene")
     if isinstance(scene, dict):
-        scene = normalize_ids(scene)
+        scene = _normalized(scene, "$.scene")
         for key in ("walls", "tokens", "regions"):
             if isinstance(scene.get(key), list):
-                scene[key] = [normalize_ids(d) for d in scene[key]]
+                scene[key] = [_normalized(d, f"$.scene.{key}[{k}]")
+                              for k, d in enumerate(scene[key])]
         obj = {**obj, "scene": scene}
     for key in ("walls", "tokens"):
         if isinstance(obj.get(key), list):
-            obj = {**obj, key: [normalize_ids(d) for d in obj[key]]}
+            obj = {**obj, key: [_normalized(d, f"$.{key}[{k}]")
+                                for k, d in enumerate(obj[key])]}
+    if isinstance(obj.get("template"), dict):
+        obj = {**obj, "template": _normalized(obj["template"], "$.template")}
     return obj
 
 
-def _finite(obj: Any) -> None:
-    # JSON text frames may carry NaN/Infinity; nothing in the schema means them.
-    stack = [obj]
+#: Deepest nesting a message may have; the schema itself needs six levels.
+MAX_DEPTH = 32
+
+
+def _check_values(obj: Any) -> None:
+    """Reject what the schema cannot bound by itself: non-finite numbers (JSON's NaN and
+    Infinity, msgpack floats) and nesting deeper than MAX_DEPTH, with the path to it."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
     while stack:
-        item = stack.pop()
+        item, path = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
-            raise ClientError(ErrorCode.INVALID, f"non-finite number {item!r}")
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+            where = _path(path)
+            spelled = "NaN" if math.isnan(item) else ("-" if item < 0 else "") + "Infinity"
+            raise ClientError(ErrorCode.INVALID, f"{where}: non-finite number {spelled}",
+                              path=where)
+        if isinstance(item, dict | list):
+            if len(path) >= MAX_DEPTH:
+                where = _path(path)
+                raise ClientError(ErrorCode.INVALID,
+                                  f"{where}: nested deeper than {MAX_DEPTH} levels",
+                                  path=where)
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            stack.extend((v, (*path, k)) for k, v in pairs)
+
+
+def _path(segments: tuple[str | int, ...]) -> str:
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in segments)
 
 
 def decode_frame(data: bytes | str) -> Any:
     """Frame bytes to plain objects: binary frames are msgpack, text frames JSON. Bounded:
-    the frame size is capped by the transport, collection sizes and nesting here."""
+    the frame size is capped by the transport (so are lengths: an element takes a byte at
+    least), nesting by the decoders and, with paths, by parse_request."""
     try:
         if isinstance(data, str):
-            obj = json.loads(data, parse_constant=_reject_constant)
-        else:
-            obj = msgpack.unpackb(
-                data, raw=False, strict_map_key=True, use_list=True,
-                max_str_len=LIMITS.max_frame_bytes, max_bin_len=0, max_ext_len=0,
-                max_array_len=4 * LIMITS.max_walls, max_map_len=4096)
-    except ClientError:
-        raise
+            return json.loads(data)
+        return msgpack.unpackb(
+            data, raw=False, strict_map_key=True, use_list=True,
+            max_str_len=LIMITS.max_frame_bytes, max_bin_len=0, max_ext_len=0,
+            max_array_len=LIMITS.max_frame_bytes, max_map_len=LIMITS.max_frame_bytes)
     except RecursionError:
         raise ClientError(ErrorCode.BAD_FRAME, "frame nested too deeply") from None
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.StackError,
-            msgpack.FormatError, UnicodeDecodeError) as exc:
-        kind = "JSON" if isinstance(data, str) else "msgpack"
+    except msgpack.StackError:
+        raise ClientError(ErrorCode.BAD_FRAME, "frame nested too deeply") from None
+    except msgpack.FormatError:
         raise ClientError(ErrorCode.BAD_FRAME,
-                          f"frame is not valid {kind}: {short_repr(str(exc))}") from None
-    _finite(obj)
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise ClientError(ErrorCode.INVALID, f"non-finite number {name}")
+                          "frame is not valid msgpack: a byte that starts no msgpack value "
+                          f"(frame begins {short_repr(data[:16])})") from None
+    except (ValueError, TypeError, msgpack.ExtraData, UnicodeDecodeError) as exc:
+        kind = "JSON" if isinstance(data, str) else "msgpack"
+        detail = str(exc) or type(exc).__name__
+        raise ClientError(ErrorCode.BAD_FRAME,
+                          f"frame is not valid {kind}: {short_repr(detail)}") from None
 
 
 def parse_request(obj: Any) -> Request:
@@ -526,14 +549,13 @@ def parse_request(obj: Any) -> Request:
     if not isinstance(obj, dict):
         raise ClientError(ErrorCode.INVALID,
                           f"a message must be a map with a 'type', got {short_repr(obj)}")
+    _check_values(obj)
     kind = obj.get("type")
     if kind not in REQUEST_TYPES:
         raise ClientError(ErrorCode.INVALID,
                           f"$.type: unknown message type {short_repr(kind)}; valid types: "
                           f"{', '.join(REQUEST_TYPES)}", path="$.type")
     obj = _normalize_request(obj)
-    if isinstance(obj.get("template"), dict):
-        obj = {**obj, "template": normalize_ids(obj["template"])}
     try:
         request: Request = msgspec.convert(obj, Request)
         return request
@@ -562,6 +584,23 @@ def encode(message: Response, binary: bool) -> bytes | str:
     if binary:
         return _MSGPACK.encode(message)
     return _JSON.encode(message).decode()
+
+
+_IGNORED_FIELDS = {
+    cls: tuple(f.name for f in msgspec.structs.fields(cls)
+               if f.type is Any and f.default is None)
+    for cls in (WallDoc, TokenDoc)
+}
+
+DocT = TypeVar("DocT", WallDoc, TokenDoc)
+
+
+def strip(doc: DocT) -> DocT:
+    """The document without the Foundry fields Covercast accepts but never reads: a scene
+    holds only what it uses, however much a client forwards."""
+    extra = {name: None for name in _IGNORED_FIELDS[type(doc)]
+             if getattr(doc, name) is not None}
+    return msgspec.structs.replace(doc, **extra) if extra else doc
 
 
 def to_doc(doc: Struct) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from server.messages import (
     normalize_ids,
     schema_error,
     short_repr,
+    strip,
     to_doc,
 )
 
@@ -104,12 +105,11 @@ def _check_regions(regions: Mapping[str, RegionDoc], prefix: str) -> None:
                               f"{len(r.points)} numbers", path=f"{prefix}[{k}].points")
 
 
-def _check_walls(walls: Mapping[str, WallDoc], prefix: str) -> None:
-    for k, w in enumerate(walls.values()):
-        if w.c[0] == w.c[2] and w.c[1] == w.c[3]:
-            raise ClientError(ErrorCode.INVALID,
-                              f"{prefix}[{k}].c: a wall needs two distinct ends, got {w.c}",
-                              path=f"{prefix}[{k}].c")
+def _check_wall(w: WallDoc, prefix: str) -> None:
+    if w.c[0] == w.c[2] and w.c[1] == w.c[3]:
+        raise ClientError(ErrorCode.INVALID,
+                          f"{prefix}.c: a wall needs two distinct ends, got {w.c}",
+                          path=f"{prefix}.c")
 
 
 def resolve_options(ruleset_name: str, options: Mapping[str, Any]) -> tuple[Ruleset, Any]:
@@ -132,10 +132,13 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
     walls = _unique(doc.walls, "scene.walls")
     tokens = _unique(doc.tokens, "scene.tokens")
     regions = _unique(doc.regions, "scene.regions")
-    _check_walls(walls, "$.scene.walls")
+    for k, w in enumerate(walls.values()):
+        _check_wall(w, f"$.scene.walls[{k}]")
     _check_floors(tokens, ruleset, "$.scene.tokens")
     _check_regions(regions, "$.scene.regions")
-    bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[])
+    bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
+    walls = {k: strip(w) for k, w in walls.items()}
+    tokens = {k: strip(t) for k, t in tokens.items()}
     return Scene(doc.id, bare, walls, tokens, regions, ruleset, opts,
                  previous.revision + 1 if previous else 1)
 
@@ -145,11 +148,13 @@ def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:
     current = _current(scene, kind)
     new = dict(current)
     for k, d in enumerate(docs):
+        if kind == "walls":
+            _check_wall(d, f"$.walls[{k}]")
         if d.id in new:
             raise ClientError(ErrorCode.DUPLICATE_ID,
                               f"$.{kind}[{k}].id: {kind[:-1]} {short_repr(d.id)} already "
                               "exists", path=f"$.{kind}[{k}].id")
-        new[d.id] = d
+        new[d.id] = strip(d)
     _check_size(kind, len(new))
     return _with(scene, kind, new)
 
@@ -166,6 +171,10 @@ def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Sce
         except ClientError as exc:
             raise exc.under(prefix) from None
         doc_id = patch.get("id")
+        if not isinstance(doc_id, str):
+            raise ClientError(ErrorCode.INVALID,
+                              f"{prefix}.id: an update names its document by a string id, "
+                              f"got {short_repr(doc_id)}", path=f"{prefix}.id")
         if doc_id not in new:
             code = ErrorCode.UNKNOWN_WALL if kind == "walls" else ErrorCode.UNKNOWN_TOKEN
             raise ClientError(code, f"{prefix}.id: no {kind[:-1]} with id "
@@ -173,9 +182,11 @@ def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Sce
                               path=f"{prefix}.id")
         merged = _merge(to_doc(new[doc_id]), patch)
         try:
-            new[doc_id] = msgspec.convert(merged, schema)
+            new[doc_id] = strip(msgspec.convert(merged, schema))
         except msgspec.ValidationError as exc:
             raise schema_error(exc, merged, prefix=prefix) from None
+        if kind == "walls":
+            _check_wall(new[doc_id], prefix)
     return _with(scene, kind, new)
 
 
@@ -217,7 +228,6 @@ def _check_floors(tokens: Mapping[str, TokenDoc], ruleset: Ruleset, prefix: str)
 
 def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
     if kind == "walls":
-        _check_walls(docs, "$.walls")
         return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
                      scene.options, scene.revision + 1)
     _check_floors(docs, scene.ruleset, "$.tokens")

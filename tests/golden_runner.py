@@ -16,6 +16,18 @@ Each file in tests/golden/ is one case (JSON):
       ]
     }
 
+A case may also (or instead, with "queries": []) hold area effects:
+
+      "areas": [
+        {"template": {"t": "circle", "x": 250, "y": 250, "distance": 10},
+         "expect": [{"token": "b", "cover": "lesser",
+                     "modifiers": [{"stat": "reflex", "value": 2, "kind": "circumstance"}],
+                     "flags": {"reflex_degree_better": false}, "obstructions": 1}]}
+      ]
+
+The `expect` list of an area names exactly the affected tokens (any order); each entry is
+compared like a query's expectation, plus `obstructions` when present.
+
 `modifiers` is compared exactly as a multiset of (stat, value, kind) when present; `flags`
 checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
 Evaluation goes through the same validation and document conversion as the server
@@ -32,8 +44,8 @@ import msgspec
 
 from rulesets.base import AttackMode
 from server import scene as scenes
-from server.messages import SceneLoad, parse_request
-from server.session import annotation_out
+from server.messages import AreaQuery, SceneLoad, parse_request
+from server.session import Core, annotation_out
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -58,9 +70,28 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     return out
 
 
+def evaluate_areas(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(area, {token: actual hit as on the wire}) for every area of a case."""
+    request = parse_request({"type": "scene.load", "scene": case["scene"],
+                             "ruleset": case.get("ruleset", "dnd35"),
+                             "options": case.get("options", {})})
+    assert isinstance(request, SceneLoad)
+    scene = scenes.load(request.scene, request.ruleset, request.options, None)
+    core = Core()
+    core.scenes[scene.id] = scene
+    out = []
+    for area in case.get("areas", []):
+        query = parse_request({"type": "area.query", "scene": scene.id,
+                               "template": area["template"]})
+        assert isinstance(query, AreaQuery)
+        result = msgspec.to_builtins(core._area(query))
+        out.append((area, {hit["token"]: hit for hit in result["affected"]}))
+    return out
+
+
 def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     problems = []
-    for key in ("loe", "cover", "flankers"):
+    for key in ("loe", "cover", "flankers", "obstructions"):
         if key in expect and expect[key] != actual.get(key, [] if key == "flankers" else None):
             problems.append(f"{key}: expected {expect[key]!r}, got {actual.get(key)!r}")
     if "modifiers" in expect:

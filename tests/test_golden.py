@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_runner import GOLDEN_DIR, evaluate_case, golden_files, load_case, mismatches
+from tests.golden_runner import (
+    GOLDEN_DIR,
+    evaluate_areas,
+    evaluate_case,
+    golden_files,
+    load_case,
+    mismatches,
+)
 
 
 @pytest.mark.parametrize("path", golden_files(),
@@ -18,6 +25,15 @@ def test_golden(path: Path) -> None:
         for problem in mismatches(query["expect"], actual):
             failures.append(f"{query['attacker']} -> {query['target']} "
                             f"({query.get('attack', 'ranged')}): {problem}")
+    for area, hits in evaluate_areas(case):
+        want = {e["token"] for e in area["expect"]}
+        if want != set(hits):
+            failures.append(f"area {area['template']}: affected {sorted(hits)}, "
+                            f"expected {sorted(want)}")
+        for entry in area["expect"]:
+            if entry["token"] in hits:
+                failures.extend(f"area {area['template']} on {entry['token']}: {problem}"
+                                for problem in mismatches(entry, hits[entry["token"]]))
     assert not failures, f"{case['description']}\n" + "\n".join(failures)
 
 
