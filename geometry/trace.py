@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import shapely
 
 from geometry import kernel
@@ -40,6 +41,9 @@ class LineHits:
     creature_idx: IntArray
     region_line: IntArray
     region_idx: IntArray
+    #: Foundry side of each wall hit's line start, when one-way walls are not yet applied
+    #: (block tracing serves both directions of a pair); None: already applied.
+    wall_side: npt.NDArray[np.int8] | None = None
 
 
 class Tracer:
@@ -70,11 +74,15 @@ class Tracer:
         self._dist_cache: dict[tuple[int, int], float] = {}
 
     def trace(self, starts: FloatArray, ends: FloatArray,
-              group_start: IntArray | None = None) -> LineHits:
+              group_start: IntArray | None = None,
+              space_lines: tuple[FloatArray, FloatArray] | None = None) -> LineHits:
         """Trace lines from `starts` (the attacker's side, for one-way walls) to `ends`;
         `group_start` (first line of each contiguous group sharing a neighbourhood) turns on
-        the spatial prune, with identical results."""
+        the spatial prune, with identical results. `space_lines` are the same lines for the
+        tests against creatures' spaces and regions, when those differ (the rules' exact
+        corner-to-corner lines, where walls see lines drawn a hair inside the spaces)."""
         n = len(starts)
+        s_starts, s_ends = space_lines if space_lines is not None else (starts, ends)
         wl, wi = kernel.segments_cross_walls(starts, ends, self.wall_xy, group_start)
         if wl.size:
             one_way = self.wall_dir[wi] != Direction.BOTH
@@ -83,9 +91,24 @@ class Tracer:
                 # Foundry ignores a one-way wall when the origin is on the side it names.
                 keep = ~one_way | (side != self.wall_dir[wi])
                 wl, wi = wl[keep], wi[keep]
-        cl, ci = kernel.segments_enter_boxes(starts, ends, self.boxes, group_start)
-        rl, ri = kernel.segments_enter_polygons(starts, ends, self.region_polys)
+        cl, ci = kernel.segments_enter_boxes(s_starts, s_ends, self.boxes, group_start)
+        rl, ri = kernel.segments_enter_polygons(s_starts, s_ends, self.region_polys)
         return LineHits(n, wl, wi, cl, ci, rl, ri)
+
+    def trace_blocks(self, starts: FloatArray, ends: FloatArray,
+                     space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
+        """Trace blocks of 4 x 4 lines (all lines from 4 start points to 4 end points, line
+        index block * 16 + 4 * start + end), for both directions at once: one-way walls are
+        left to the reader, with each hit's side in `wall_side`. Spaces and regions are
+        tested on the `space_*` points, as in `trace`."""
+        b = len(starts)
+        wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+        flat_s = np.repeat(space_starts, 4, axis=1).reshape(-1, 2)
+        flat_e = np.tile(space_ends, (1, 4, 1)).reshape(-1, 2)
+        groups = np.arange(b, dtype=np.intp) * 16
+        cl, ci = kernel.segments_enter_boxes(flat_s, flat_e, self.boxes, groups)
+        rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
+        return LineHits(b * 16, wl, wi, cl, ci, rl, ri, side)
 
     def wall_distance_feet(self, creature: int, wall: int) -> float:
         """Shortest distance from a creature's space to a wall segment, in feet."""

@@ -18,8 +18,8 @@ each degree is worth; the procedure itself is the seed text:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -43,7 +43,7 @@ from geometry.square import (
 )
 from geometry.trace import LineHits, Tracer
 from rulesets.base import AttackMode, TracedLine
-from rulesets.obstacles import wall_roles
+from rulesets.obstacles import limited_blocked, wall_roles
 
 # Per-line levels, ordered by how much they help the target.
 NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
@@ -105,8 +105,15 @@ class PlanArrays:
 
     real_starts: FloatArray
     real_ends: FloatArray
+    #: The same lines between the exact corners (walls see the inset ones above).
+    space_starts: FloatArray
+    space_ends: FloatArray
     real_groups: IntArray | None  # None: no spatial prune (the reference computation)
     virt_real: IntArray
+    #: Virtual lines that read their real line backwards (the target's side of a block).
+    virt_reversed: BoolArray
+    #: The real lines as blocks of 4 x 4 (start corners, end corners), when they are.
+    blocks: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None
     kind: npt.NDArray[np.int8]
     att: IntArray
     tgt: IntArray
@@ -123,6 +130,8 @@ class _Plan:
     def __init__(self) -> None:
         self.starts: list[FloatArray] = []
         self.ends: list[FloatArray] = []
+        self.space_starts: list[FloatArray] = []
+        self.space_ends: list[FloatArray] = []
         self.line_kind: list[int] = []
         self.line_att: list[int] = []
         self.line_tgt: list[int] = []
@@ -146,6 +155,8 @@ class _Plan:
         self.probe_box.append(t_box)
         self.starts.append(np.repeat(inset(origins, o_box), len(targets), axis=0))
         self.ends.append(np.tile(inset(targets, t_box), (len(origins), 1)))
+        self.space_starts.append(np.repeat(origins, len(targets), axis=0))
+        self.space_ends.append(np.tile(targets, (len(origins), 1)))
         self.line_kind.extend([kind] * n)
         self.line_att.extend([a] * n)
         self.line_tgt.extend([t] * n)
@@ -157,7 +168,10 @@ class _Plan:
         pstart = np.array(self.probe_start, dtype=np.intp)
         return PlanArrays(
             real_starts=starts, real_ends=np.concatenate(self.ends),
+            space_starts=np.concatenate(self.space_starts),
+            space_ends=np.concatenate(self.space_ends),
             real_groups=pstart[rows], virt_real=np.arange(len(starts), dtype=np.intp),
+            virt_reversed=np.zeros(len(starts), dtype=bool), blocks=None,
             kind=np.array(self.line_kind, dtype=np.int8),
             att=np.array(self.line_att, dtype=np.intp),
             tgt=np.array(self.line_tgt, dtype=np.intp),
@@ -175,19 +189,26 @@ def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
     return pts[np.sort(first)]
 
 
-def _expand(real: LineHits, virt_real: IntArray) -> LineHits:
-    """Hits on traced (real) lines as hits on every virtual line that reads them."""
+def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
+            wall_dir: npt.NDArray[np.int8]) -> LineHits:
+    """Hits on traced (real) lines as hits on every virtual line that reads them; where the
+    real hits still carry sides, one-way walls are applied per virtual line's direction."""
     n_real = real.n
     order = np.argsort(virt_real, kind="stable")
     counts = np.bincount(virt_real, minlength=n_real)
     offsets = np.cumsum(counts) - counts
 
-    def spread(line: IntArray, other: IntArray) -> tuple[IntArray, IntArray]:
+    def spread(line: IntArray, other: npt.NDArray[Any]) -> tuple[IntArray, npt.NDArray[Any]]:
         c = counts[line]
         within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
         return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
 
     wl, wi = spread(real.wall_line, real.wall_idx)
+    if real.wall_side is not None:
+        _, side = spread(real.wall_line, real.wall_side)
+        side = np.where(virt_reversed[wl], 3 - side, side)
+        keep = (wall_dir[wi] == 0) | (side != wall_dir[wi])
+        wl, wi = wl[keep], wi[keep]
     cl, ci = spread(real.creature_line, real.creature_idx)
     rl, ri = spread(real.region_line, real.region_idx)
     return LineHits(len(virt_real), wl, wi, cl, ci, rl, ri)
@@ -246,7 +267,8 @@ class CornerEngine:
     # -- classification ----------------------------------------------------------------
 
     def _levels(self, hits: LineHits, kind: npt.NDArray[np.int8], att: IntArray,
-                tgt: IntArray) -> tuple[npt.NDArray[np.int8], dict[str, BoolArray]]:
+                tgt: IntArray, starts: FloatArray,
+                ends: FloatArray) -> tuple[npt.NDArray[np.int8], dict[str, BoolArray]]:
         """Per-line level, and per-hit masks of what counted (for the traced lines)."""
         tr = self.tracer
         n = hits.n
@@ -254,9 +276,9 @@ class CornerEngine:
         h_solid, h_low, h_improved = self._wall_roles(wi, tgt[wl])
         limited = tr.wall_limited[wi]
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
-        lim_count = np.bincount(wl[h_solid & limited], minlength=n)
-        solid = solid_full | (lim_count >= 2)
-        h_solid_counted = h_solid & (~limited | (lim_count[wl] >= 2))
+        lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
+        solid = solid_full | lim_blocked
+        h_solid_counted = h_solid & (~limited | lim_blocked[wl])
         h_low_active = h_low & self._low_active(wl, wi, att, tgt, h_low)
         low = tr.per_line_any(wl, h_low_active, n)
         improved_wall = tr.per_line_any(wl, h_improved, n)
@@ -401,12 +423,7 @@ class CornerEngine:
             self._plan_row(plan, a, t, mode)
         if not rows:
             return []
-        arrays = plan.arrays()
-        return self._evaluate_plan(
-            PlanArrays(arrays.real_starts, arrays.real_ends, None, arrays.virt_real,
-                       arrays.kind, arrays.att, arrays.tgt, arrays.probe_start,
-                       arrays.probe_origin, arrays.probe_box, arrays.row_probe_start),
-            rows, want_lines)
+        return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
 
     def _simple_plan(self, rows: Sequence[tuple[int, int, AttackMode]]) -> PlanArrays:
         """The plan for rows whose creatures each fill one square (or less): every mode uses
@@ -420,13 +437,21 @@ class CornerEngine:
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         melee_adj = melee & (sx <= 1) & (sy <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
-        keys, block = np.unique(a * n + t, return_inverse=True)
+        # One block of 16 lines per unordered pair, from the lower index's corners to the
+        # other's; the opposite direction reads the same lines backwards.
+        low, high = np.minimum(a, t), np.maximum(a, t)
+        keys, block = np.unique(low * n + high, return_inverse=True)
         ba, bt = keys // n, keys % n
-        cin = self._corners_inset
-        real_starts = np.repeat(cin[ba], 4, axis=1).reshape(-1, 2)
-        real_ends = np.tile(cin[bt], (1, 4, 1)).reshape(-1, 2)
-        lines = np.arange(16)
-        virt_real = (block.reshape(-1)[:, None] * 16 + lines[None, :]).reshape(-1)
+        cin, raw = self._corners_inset, self._corners_raw
+        block_starts, block_ends = cin[ba], cin[bt]
+        real_starts = np.repeat(block_starts, 4, axis=1).reshape(-1, 2)
+        real_ends = np.tile(block_ends, (1, 4, 1)).reshape(-1, 2)
+        k = np.repeat(np.arange(4), 4)  # attacker corner of each of a row's 16 lines
+        el = np.tile(np.arange(4), 4)  # target corner
+        backwards = a > t
+        within_block = np.where(backwards[:, None], el[None, :] * 4 + k[None, :],
+                                k[None, :] * 4 + el[None, :])
+        virt_real = (block.reshape(-1)[:, None] * 16 + within_block).reshape(-1)
         nprobes = np.where(melee_adj, 1, 4)
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
         probe_row = np.repeat(np.arange(len(rows)), nprobes)
@@ -435,7 +460,11 @@ class CornerEngine:
         origin[melee_adj[probe_row]] = np.nan
         return PlanArrays(
             real_starts=real_starts, real_ends=real_ends,
+            space_starts=np.repeat(raw[ba], 4, axis=1).reshape(-1, 2),
+            space_ends=np.tile(raw[bt], (1, 4, 1)).reshape(-1, 2),
             real_groups=np.arange(len(keys), dtype=np.intp) * 16, virt_real=virt_real,
+            virt_reversed=np.repeat(backwards, 16),
+            blocks=(block_starts, block_ends, raw[ba], raw[bt]),
             kind=np.repeat(kind, 16).astype(np.int8), att=np.repeat(a, 16),
             tgt=np.repeat(t, 16), probe_start=(probe_row * 16 + within * 4).astype(np.intp),
             probe_origin=origin, probe_box=self._space_arr[t[probe_row]],
@@ -443,11 +472,18 @@ class CornerEngine:
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
                        want_lines: bool) -> list[PairFacts]:
-        real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups)
-        hits = _expand(real, plan.virt_real)
-        starts = plan.real_starts[plan.virt_real]
-        ends = plan.real_ends[plan.virt_real]
-        level, counted = self._levels(hits, plan.kind, plan.att, plan.tgt)
+        if plan.blocks is not None:
+            real = self.tracer.trace_blocks(*plan.blocks)
+        else:
+            real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups,
+                                     (plan.space_starts, plan.space_ends))
+        hits = _expand(real, plan.virt_real, plan.virt_reversed, self.tracer.wall_dir)
+        rev = plan.virt_reversed[:, None]
+        fwd_s = plan.real_starts[plan.virt_real]
+        fwd_e = plan.real_ends[plan.virt_real]
+        starts = np.where(rev, fwd_e, fwd_s)
+        ends = np.where(rev, fwd_s, fwd_e)
+        level, counted = self._levels(hits, plan.kind, plan.att, plan.tgt, starts, ends)
 
         pstart = plan.probe_start
         capped = np.where(level == TOTAL, COVER, level)
@@ -466,7 +502,9 @@ class CornerEngine:
         adj = (sx <= 1) & (sy <= 1)
         reach = self._reach[a]
         in_melee = within_reach_many(sx, sy, reach)
-        in_weapon = ~adj & within_reach_many(sx, sy, 2 * reach)
+        # A reach weapon doubles natural reach and cannot strike within it (for a Medium
+        # wielder: not adjacent; for a Large one: not within 10 ft).
+        in_weapon = within_reach_many(sx, sy, 2 * reach) & ~within_reach_many(sx, sy, reach)
 
         out: list[PairFacts] = []
         for r, (_, _, mode) in enumerate(rows):

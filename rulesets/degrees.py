@@ -45,7 +45,7 @@ from rulesets.base import (
     Stat,
     TracedLine,
 )
-from rulesets.obstacles import wall_roles
+from rulesets.obstacles import limited_blocked, wall_roles
 
 M = Modifier
 LADDER = (Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER)
@@ -132,8 +132,8 @@ class CoverDegrees(Ruleset):
         if mode is AttackMode.MELEE:
             in_reach = within_reach(sa, st, reach, ctx.grid)
         elif mode is AttackMode.REACH:
-            in_reach = (not adjacent(sa, st, ctx.grid)
-                        and within_reach(sa, st, 2 * reach, ctx.grid))
+            in_reach = (within_reach(sa, st, 2 * reach, ctx.grid)
+                        and not within_reach(sa, st, reach, ctx.grid))
         else:
             in_reach = True
         flags = set()
@@ -203,14 +203,16 @@ class _Context:
         """Points standing for 'any part' of a space: its corners (a hair inside) and centre."""
         return np.vstack([inset(corners(box), box), np.array([centre(box)])])
 
-    def _solid(self, hits: LineHits, tgt: IntArray) -> tuple[np.ndarray, np.ndarray]:
+    def _solid(self, hits: LineHits, tgt: IntArray, starts: FloatArray,
+               ends: FloatArray) -> tuple[np.ndarray, np.ndarray]:
         """Per line: blocked outright (line of effect), and the wall roles of each hit."""
         tr = self.tracer
         solid, low, improved = wall_roles(tr, self.tall, self.elev, hits.wall_idx,
                                           tgt[hits.wall_line])
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
-        blocked |= np.bincount(hits.wall_line[solid & limited], minlength=hits.n) >= 2
+        blocked |= limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
+                                   hits.n)
         blocked |= tr.region_lines(hits, RegionKind.BLOCKING)
         roles = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
         return blocked, roles
@@ -231,7 +233,7 @@ class _Context:
         tgt_a = np.array(tgt, dtype=np.intp)
         group_a = np.array(group, dtype=np.intp)
         hits = self.tracer.trace(s, e)
-        blocked, roles = self._solid(hits, tgt_a)
+        blocked, roles = self._solid(hits, tgt_a, s, e)
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
         np.logical_or.at(open_any, group_a, ~blocked)
@@ -341,7 +343,7 @@ class _Context:
         ends = self._samples(box)
         starts = np.repeat(np.array([origin], dtype=np.float64), len(ends), 0)
         hits = self.tracer.trace(starts, ends)
-        blocked, roles = self._solid(hits, np.full(len(ends), t, dtype=np.intp))
+        blocked, roles = self._solid(hits, np.full(len(ends), t, dtype=np.intp), starts, ends)
         if blocked.all():
             return None
         line = len(ends) - 1  # the centre sample
