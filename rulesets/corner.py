@@ -300,11 +300,16 @@ class CornerEngine:
         level[~adj & creature] = SOFT
         level[(~adj & cover_reg) | low] = COVER
         level[improved_wall | (~adj & impr_reg)] = IMPROVED
-        level[solid | block_reg] = TOTAL
+        # A blocked line still tells what else it passed (an arrow slit before the wall
+        # behind it): a partly blocked corner is worth at least that, never less.
+        blocked = solid | block_reg
+        partly = np.where(blocked, np.maximum(level, COVER), level).astype(np.int8)
+        level[blocked] = TOTAL
         counted = {
             "walls": h_solid_counted | h_low_active | h_improved,
             "creatures": h_creature,
             "regions": (rkind == RegionKind.BLOCKING) | ~adj[rl],
+            "partly": partly,
         }
         return level, counted
 
@@ -486,7 +491,7 @@ class CornerEngine:
         level, counted = self._levels(hits, plan.kind, plan.att, plan.tgt, starts, ends)
 
         pstart = plan.probe_start
-        capped = np.where(level == TOTAL, COVER, level)
+        capped = counted["partly"]
         probe_max = np.maximum.reduceat(capped, pstart)
         probe_all_total = np.minimum.reduceat(level, pstart) == TOTAL
         probe_level = np.where(probe_all_total, TOTAL, probe_max)

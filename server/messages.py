@@ -412,16 +412,19 @@ Response = Welcome | Ack | CoverResult | AreaResult | Annotations | Error
 # -- decoding -------------------------------------------------------------------------------
 
 _PATH = re.compile(r" - at `(\$[^`]*)`$")
-_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+_UNKNOWN = re.compile(r"unknown field `(.*)`$", re.DOTALL)
+_KEY = re.compile(r"^(Expected `[^`]*`) - at `key` in `(\$[^`]*)`$")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
 
 def _value_at(obj: Any, path: str) -> Any:
+    """What the client sent at a msgspec path like `$.scene.tokens[2].x` (None if absent)."""
     for name, index in _SEGMENT.findall(path[1:]):
         if name:
-            obj = obj[name] if isinstance(obj, dict) else None
+            obj = obj.get(name) if isinstance(obj, dict) else None
         else:
-            obj = obj[int(index)] if isinstance(obj, list) and int(index) < len(obj) else None
+            k = int(index)
+            obj = obj[k] if isinstance(obj, list) and k < len(obj) else None
     return obj
 
 
@@ -434,14 +437,25 @@ def schema_error(exc: msgspec.ValidationError, raw: Any, prefix: str = "$") -> C
     """A ClientError from msgspec's message, with the path rooted at `prefix` and the value
     the client actually sent at that path."""
     text = str(exc)
+    key = _KEY.search(text)
+    if key:
+        # A map with a key that is not a string: msgspec names the map.
+        path = prefix + key.group(2)[1:]
+        return ClientError(ErrorCode.INVALID,
+                           f"{path}: map keys must be strings ({key.group(1)})", path=path)
     match = _PATH.search(text)
     inner = match.group(1) if match else "$"
     what = _PATH.sub("", text)
     unknown = _UNKNOWN.search(what)
     if unknown:
-        inner = f"{inner}.{unknown.group(1)}"
-        what = f"unknown field {unknown.group(1)!r}"
-        detail = f"{what} (value {short_repr(_value_at(raw, inner))})"
+        # The name may hold '.', '[' or backticks: look it up, never parse it as a path.
+        name = unknown.group(1)
+        container = _value_at(raw, inner)
+        value = container.get(name) if isinstance(container, dict) else None
+        path = prefix + inner[1:] + field_segment(name)
+        return ClientError(ErrorCode.INVALID,
+                           f"{path}: unknown field {name!r} (value {short_repr(value)})",
+                           path=path)
     elif what.startswith("Object missing required field"):
         detail = what
     else:
@@ -515,7 +529,17 @@ def _check_values(obj: Any) -> None:
 
 
 def _path(segments: tuple[str | int, ...]) -> str:
-    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in segments)
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else field_segment(s)
+                         for s in segments)
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def field_segment(name: str) -> str:
+    """One step of an error path: `.name`, or `["na.me"]` (JSON-quoted) when the name would
+    not read back unambiguously."""
+    return f".{name}" if _PLAIN_NAME.match(name) else f"[{json.dumps(name)}]"
 
 
 def decode_frame(data: bytes | str) -> Any:
