@@ -137,26 +137,26 @@ def blocks_cross_walls(
     hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
     bi, wi = group_candidates(lo, hi, group_start, walls)
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
-    step = max(1, CHUNK_CELLS // 16)
+    step = max(1, CHUNK_CELLS // 1024)
     for c0 in range(0, len(bi), step):
         cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-        ax, ay = walls[cw, 0][:, None], walls[cw, 1][:, None]
-        bx, by = walls[cw, 2][:, None], walls[cw, 3][:, None]
+        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
         s, e = starts[cb], ends[cb]
-        o3 = _orient(ax, ay, bx, by, s[:, :, 0], s[:, :, 1])  # (C, 4)
-        o4 = _orient(ax, ay, bx, by, e[:, :, 0], e[:, :, 1])
-        ci, k, el = np.nonzero(o3[:, :, None] * o4[:, None, :] < 0)
+        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, 4, 1): start k
+        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, 4): end l
+        o3 = _orient(ax, ay, bx, by, px, py)  # (C, 4, 1)
+        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, 4)
+        dx, dy = qx - px, qy - py  # (C, 4, 4)
+        o1 = dx * (ay - py) - dy * (ax - px)
+        o2 = dx * (by - py) - dy * (bx - px)
+        # Dense over the 16 lines: cheaper than gathering the few that survive.
+        hit = (o3 * o4 < 0) & (o1 * o2 <= 0)
+        ci, k, el = np.nonzero(hit)
         if ci.size == 0:
             continue
-        px, py = s[ci, k, 0], s[ci, k, 1]
-        qx, qy = e[ci, el, 0], e[ci, el, 1]
-        wx0, wy0, wx1, wy1 = ax[ci, 0], ay[ci, 0], bx[ci, 0], by[ci, 0]
-        o1 = _orient(px, py, qx, qy, wx0, wy0)
-        o2 = _orient(px, py, qx, qy, wx1, wy1)
-        hit = o1 * o2 <= 0
-        ci, k, el = ci[hit], k[hit], el[hit]
         # Foundry's orient2dFast is the negative of this orientation: positive is its left.
-        side = np.where(o3[ci, k] > 0, 1, 2).astype(np.int8)
+        side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
         parts.append((cb[ci] * 16 + k * 4 + el, cw[ci], side))
     if not parts:
         empty = np.empty(0, dtype=np.intp)

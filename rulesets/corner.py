@@ -189,6 +189,30 @@ def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
     return pts[np.sort(first)]
 
 
+def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
+                    reach: float) -> FloatArray:
+    """Rings (N, 6, 2) of the shadows segments a-b cast from point p, out to `reach` (at least
+    as far as anything that matters). Each runs a, b, b's far point, a far point on the
+    bisector, a's far point: with the bisector point the far side never cuts into a shadow
+    that spans a wide angle (at most 90 degrees per far edge, so at 2x the distance it stays
+    beyond `reach`). A segment seen edge-on gives an empty (invalid) ring."""
+    ua, ub = a - p, b - p
+    la = np.hypot(ua[:, 0], ua[:, 1])[:, None]
+    lb = np.hypot(ub[:, 0], ub[:, 1])[:, None]
+    ua, ub = ua / np.maximum(la, 1e-12), ub / np.maximum(lb, 1e-12)
+    far = 2.0 * reach
+    mid = ua + ub
+    norm = np.hypot(mid[:, 0], mid[:, 1])[:, None]
+    # Seen from a point on the segment itself the bisector vanishes: use the normal.
+    normal = np.column_stack([-ua[:, 1], ua[:, 0]])
+    mid = np.where(norm > 1e-9, mid / np.maximum(norm, 1e-12), normal)
+    a_far = p + ua * np.maximum(far, la)
+    b_far = p + ub * np.maximum(far, lb)
+    m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
+    rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
+    return rings
+
+
 def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
             wall_dir: npt.NDArray[np.int8]) -> LineHits:
     """Hits on traced (real) lines as hits on every virtual line that reads them; where the
@@ -324,7 +348,8 @@ class CornerEngine:
         blocking terrain cast from that point. Creatures and limited walls cast none."""
         tr = self.tracer
         target = shapely.box(*box)
-        p = np.array(origin, dtype=np.float64)
+        # From the point the lines start at, a hair inside the attacker's space.
+        p = inset(np.array([origin], dtype=np.float64), self.spaces[a])[0]
         segments: list[FloatArray] = []
         if len(tr.walls):
             idx = np.arange(len(tr.walls))
@@ -351,15 +376,8 @@ class CornerEngine:
             return 1.0
         a_pts, b_pts = segs[:, 0:2], segs[:, 2:4]
         corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
-        reach = 2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0
-
-        def project(x: FloatArray) -> FloatArray:
-            d = x - p
-            length = np.hypot(d[:, 0], d[:, 1])
-            k = np.maximum(1.0, reach / np.maximum(length, 1e-12))
-            return p + d * k[:, None]
-
-        quads = np.stack([a_pts, b_pts, project(b_pts), project(a_pts), a_pts], axis=1)
+        quads = shadow_polygons(p, a_pts, b_pts,
+                                2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0)
         shadows = shapely.polygons(quads)
         shadows = shadows[shapely.is_valid(shadows) & shapely.intersects(shadows, target)]
         regions = [tr.region_polys[k] for k, kind in enumerate(tr.region_kind)

@@ -211,9 +211,12 @@ class _Context:
                                           tgt[hits.wall_line])
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
-        blocked |= limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
-                                   hits.n)
+        by_limited = limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
+                                     hits.n)
+        blocked |= by_limited
         blocked |= tr.region_lines(hits, RegionKind.BLOCKING)
+        # A limited wall would block nothing alone: it counts only with a second one.
+        solid &= ~limited | by_limited[hits.wall_line]
         roles = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
         return blocked, roles
 
