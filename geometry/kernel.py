@@ -176,7 +176,7 @@ def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
     return side
 
 
-def _enter(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
+def enter_paired(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
     """Row-paired lines and boxes: does the line pass through the box's open interior?"""
     with np.errstate(divide="ignore", invalid="ignore"):
         tlo = np.zeros(len(starts))
@@ -207,7 +207,7 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
     if group_start is None:
         group_start = np.arange(len(starts), dtype=np.intp)
     li, bi = group_candidates(starts, ends, group_start, boxes)
-    hit = _enter(starts[li], ends[li], boxes[bi])
+    hit = enter_paired(starts[li], ends[li], boxes[bi])
     return li[hit], bi[hit]
 
 

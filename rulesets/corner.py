@@ -29,7 +29,7 @@ import shapely
 from geometry import kernel
 from geometry.flanking import crosses_opposite_borders
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
+from geometry.model import Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     adjacent,
@@ -582,6 +582,19 @@ class CornerEngine:
 
     # -- flanking ----------------------------------------------------------------------
 
+    def threat_rows(self, pairs: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (creature, target) pairs flanking needs to know about for attacks on these
+        targets: only creatures within their natural reach of a target can threaten it."""
+        targets = sorted({t for _, t in pairs})
+        if not targets:
+            return []
+        n = len(self.cs)
+        tt = np.repeat(np.array(targets, dtype=np.intp), n)
+        bb = np.tile(np.arange(n), len(targets))
+        sx, sy = grid_steps_many(self._space_arr[bb], self._space_arr[tt], self.grid.size)
+        near = within_reach_many(sx, sy, self._reach[bb]) & (bb != tt)
+        return list(zip(bb[near].tolist(), tt[near].tolist(), strict=True))
+
     def flankers(self, a: int, t: int, threatens: dict[tuple[int, int], bool]) -> list[str]:
         """Allies of `a` that, threatening `t`, stand across it from `a` (3.5 SRD flanking:
         the line between centres crosses opposite borders or corners; big creatures may use
@@ -599,13 +612,3 @@ class CornerEngine:
                    for p in a_centres for q in b_centres):
                 found.append(other.id)
         return found
-
-
-def ally_rows(cs: Sequence[CreatureGeom], pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
-    """The (ally, target) pairs flanking needs to know about for these attacks."""
-    need: set[tuple[int, int]] = set()
-    for a, t in pairs:
-        for b, other in enumerate(cs):
-            if b not in (a, t) and other.disposition == cs[a].disposition:
-                need.add((b, t))
-    return need

@@ -35,7 +35,6 @@ from rulesets.corner import (
     CornerEngine,
     CornerOptions,
     PairFacts,
-    ally_rows,
 )
 
 M = Modifier
@@ -88,12 +87,9 @@ class Dnd35(Ruleset):
         rows = [(a, t, m) for a, t in idx_pairs for m in modes]
         wanted = {(a, t, m) for a, t, m in rows}
         melee_modes = [m for m in modes if m is not AttackMode.RANGED]
-        if melee_modes:
-            extra = [(b, t, AttackMode.MELEE)
-                     for b, t in sorted(ally_rows(scene.creatures, idx_pairs))
-                     if (b, t, AttackMode.MELEE) not in wanted]
-        else:
-            extra = []
+        extra = [] if not melee_modes else [
+            (b, t, AttackMode.MELEE) for b, t in engine.threat_rows(idx_pairs)
+            if (b, t, AttackMode.MELEE) not in wanted]
         facts = engine.evaluate(rows + extra, lines)
         by_row = dict(zip(rows + extra, facts, strict=True))
         threatens = {(a, t): f.in_reach and f.level != TOTAL

@@ -3,8 +3,9 @@
 Rule of this module: move frames between sockets and the sans-I/O Core, nothing else. The
 Core runs on one worker thread, so geometry never blocks the event loop (pings and other
 connections keep flowing) and the Core never sees two frames at once. Each connection has
-a bounded outgoing queue; a client too slow to drain it is closed rather than allowed to
-grow the server's memory.
+a writer: replies wait in a bounded queue (a client that stops reading them is closed), and
+annotation news is a set of scenes, turned into one delta per scene when the writer gets to
+it, so a slow subscriber gets the latest state, never a backlog.
 """
 
 from __future__ import annotations
@@ -14,18 +15,29 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from server.messages import LIMITS
-from server.session import Close, Core, Output, Send
+from server.session import Close, Core, Notify, Output, Send
 
 log = logging.getLogger("covercast.app")
 
-OUTGOING_QUEUE = 1024
+REPLY_QUEUE = 1024
 TRY_AGAIN_LATER = 1013
+
+
+@dataclass(slots=True)
+class _Peer:
+    ws: ServerConnection
+    replies: asyncio.Queue[bytes | str] = field(
+        default_factory=lambda: asyncio.Queue(REPLY_QUEUE))
+    news: set[str] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class App:
@@ -34,8 +46,7 @@ class App:
     def __init__(self, core: Core) -> None:
         self.core = core
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
-        self._queues: dict[int, asyncio.Queue[bytes | str | None]] = {}
-        self._sockets: dict[int, ServerConnection] = {}
+        self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
     async def _core(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -44,10 +55,9 @@ class App:
 
     async def handler(self, ws: ServerConnection) -> None:
         conn: int = await self._core(self.core.connect)
-        queue: asyncio.Queue[bytes | str | None] = asyncio.Queue(OUTGOING_QUEUE)
-        self._queues[conn] = queue
-        self._sockets[conn] = ws
-        writer = asyncio.create_task(self._writer(ws, queue))
+        peer = _Peer(ws)
+        self._peers[conn] = peer
+        writer = asyncio.create_task(self._writer(conn, peer))
         try:
             async for frame in ws:
                 outputs: list[Output] = await self._core(self.core.receive, conn, frame)
@@ -55,8 +65,7 @@ class App:
         except ConnectionClosed:
             pass
         finally:
-            self._queues.pop(conn, None)
-            self._sockets.pop(conn, None)
+            self._peers.pop(conn, None)
             await self._core(self.core.disconnect, conn)
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -64,39 +73,50 @@ class App:
 
     async def _deliver(self, outputs: list[Output]) -> None:
         for out in outputs:
+            peer = self._peers.get(out.conn)
+            if peer is None:
+                continue
             if isinstance(out, Send):
-                queue = self._queues.get(out.conn)
-                if queue is None:
-                    continue
                 try:
-                    queue.put_nowait(out.frame)
+                    peer.replies.put_nowait(out.frame)
                 except asyncio.QueueFull:
-                    log.warning("connection %d too slow, closing it", out.conn)
-                    ws = self._sockets.get(out.conn)
-                    if ws is not None:
-                        task = asyncio.create_task(ws.close(TRY_AGAIN_LATER, "too slow"))
-                        self._closing.add(task)
-                        task.add_done_callback(self._closing.discard)
+                    log.warning("connection %d does not read its replies, closing it",
+                                out.conn)
+                    self._close_later(peer.ws, TRY_AGAIN_LATER, "too slow")
+                peer.wake.set()
+            elif isinstance(out, Notify):
+                peer.news.add(out.scene)
+                peer.wake.set()
             elif isinstance(out, Close):
-                ws = self._sockets.get(out.conn)
-                queue = self._queues.get(out.conn)
-                if queue is not None:
-                    # Frames queued before the close still go out, then the close itself.
-                    await queue.join()
-                if ws is not None:
-                    await ws.close(out.code, out.reason)
+                # Replies queued before the close still go out, then the close itself.
+                peer.idle.clear()
+                peer.wake.set()
+                if not peer.replies.empty():
+                    await peer.idle.wait()
+                await peer.ws.close(out.code, out.reason)
 
-    async def _writer(self, ws: ServerConnection,
-                      queue: asyncio.Queue[bytes | str | None]) -> None:
-        while True:
-            frame = await queue.get()
-            try:
-                if frame is not None:
-                    await ws.send(frame)
-            except ConnectionClosed:
-                return
-            finally:
-                queue.task_done()
+    def _close_later(self, ws: ServerConnection, code: int, reason: str) -> None:
+        task = asyncio.create_task(ws.close(code, reason))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _writer(self, conn: int, peer: _Peer) -> None:
+        try:
+            while True:
+                await peer.wake.wait()
+                peer.wake.clear()
+                while not peer.replies.empty():
+                    await peer.ws.send(peer.replies.get_nowait())
+                while peer.news:
+                    scene = peer.news.pop()
+                    frame = await self._core(self.core.delta, conn, scene)
+                    if frame is not None:
+                        await peer.ws.send(frame)
+                    while not peer.replies.empty():
+                        await peer.ws.send(peer.replies.get_nowait())
+                peer.idle.set()
+        except ConnectionClosed:
+            return
 
     async def start(self, host: str, port: int) -> Server:
         # Per-message deflate is off: measured, it made one 20 KB broadcast to 50 clients

@@ -1,10 +1,12 @@
 """The session core, sans I/O: frames in, frames out.
 
 Rule of this module: `Core.receive(conn, frame)` takes one frame from one connection and
-returns every frame to send (to that connection and to others subscribed to the scene it
-changed) and whether to close; it never awaits, sleeps or touches a socket. State flows one
-way: validated request -> new Scene value -> ruleset annotations -> delta against what each
-subscriber was last sent.
+returns what to send: replies, closes, and a `Notify` for every subscriber of a scene it
+changed, whose delta `Core.delta(conn, scene)` builds when that connection is ready for
+it (so bursts coalesce, latest state wins); it never awaits, sleeps or touches a socket.
+State flows one way: validated request -> new Scene value -> ruleset annotations (only the
+pairs a change can touch are recomputed) -> delta against what each subscriber was last
+sent.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from geometry.incremental import affected_pairs
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
@@ -75,7 +78,24 @@ class Close:
     reason: str
 
 
-Output = Send | Close
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """A subscriber has news about a scene: send it `Core.delta(conn, scene)` when ready."""
+
+    conn: int
+    scene: str
+
+
+Output = Send | Close | Notify
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    revision: int
+    geom: SceneGeom
+    ruleset: Any
+    options: Any
+    table: dict[Key, AnnotationOut]
 
 
 @dataclass(slots=True)
@@ -85,6 +105,7 @@ class Subscription:
     modes: tuple[AttackMode, ...]
     binary: bool
     sent: dict[Key, AnnotationOut] = field(default_factory=dict)
+    revision: int = 0
 
 
 @dataclass(slots=True)
@@ -122,7 +143,7 @@ class Core:
         self.scenes: dict[str, scenes.Scene] = {}
         self._next = 1
         # Per scene and lines flag: annotations at the scene's current revision.
-        self._cache: dict[tuple[str, bool], tuple[int, dict[Key, AnnotationOut]]] = {}
+        self._cache: dict[tuple[str, bool], _Cached] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -257,35 +278,70 @@ class Core:
                       binary: bool) -> list[Output]:
         scene = self.scenes[sid]
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
-        out.extend(self._push(sid))
+        # Subscribers are only told there is news; each one's delta is computed when its
+        # connection is ready for it (`delta`), so bursts coalesce and slow readers cost
+        # no memory.
+        out.extend(Notify(conn, sid) for conn in self.subscribers(sid))
         return out
 
     # -- annotations -----------------------------------------------------------------------
 
+    def delta(self, conn: int, sid: str) -> bytes | str | None:
+        """The `annotations` frame bringing this subscriber from what it was last sent to
+        the scene's current state (None: nothing changed, or no longer subscribed)."""
+        state = self.connections.get(conn)
+        sub = state.subscriptions.get(sid) if state is not None else None
+        if sub is None or sid not in self.scenes:
+            return None
+        table = self._filtered(sid, sub)
+        changed = [v for k, v in table.items() if sub.sent.get(k) != v]
+        removed = [k for k in sub.sent if k not in table]
+        if not changed and not removed and sub.revision == self.scenes[sid].revision:
+            return None
+        sub.sent = table
+        sub.revision = self.scenes[sid].revision
+        msg = Annotations(sid, sub.revision, False, changed, removed)
+        return encode(msg, sub.binary)
+
+    def drain(self, outputs: list[Output]) -> list[Send | Close]:
+        """Outputs with every Notify resolved into its delta now (for callers without
+        per-connection writers: tests, tools)."""
+        out: list[Send | Close] = []
+        for o in outputs:
+            if isinstance(o, Notify):
+                frame = self.delta(o.conn, o.scene)
+                if frame is not None:
+                    out.append(Send(o.conn, frame))
+            else:
+                out.append(o)
+        return out
+
     def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
+        """Annotations of the scene's current revision, recomputing only the pairs the
+        changes since the cached revision can have touched."""
         scene = self.scenes[sid]
         cached = self._cache.get((sid, lines))
-        if cached is not None and cached[0] == scene.revision:
-            return cached[1]
-        results = scene.ruleset.evaluate(scene.geometry, scene.options, lines=lines)
-        table = {a.key(): annotation_out(a) for a in results}
-        self._cache[(sid, lines)] = (scene.revision, table)
+        if cached is not None and cached.revision == scene.revision:
+            return cached.table
+        geom = scene.geometry
+        affected = None
+        if (cached is not None and cached.ruleset is scene.ruleset
+                and cached.options == scene.options):
+            affected = affected_pairs(cached.geom, geom)
+        if affected is None:
+            results = scene.ruleset.evaluate(geom, scene.options, lines=lines)
+            table = {a.key(): annotation_out(a) for a in results}
+        else:
+            assert cached is not None
+            ids = {c.id for c in geom.creatures}
+            table = {k: v for k, v in cached.table.items()
+                     if k[0] in ids and k[1] in ids and (k[0], k[1]) not in affected}
+            results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected),
+                                             lines=lines) if affected else []
+            table.update((a.key(), annotation_out(a)) for a in results)
+        self._cache[(sid, lines)] = _Cached(scene.revision, geom, scene.ruleset,
+                                            scene.options, table)
         return table
-
-    def _push(self, sid: str) -> list[Output]:
-        out: list[Output] = []
-        revision = self.scenes[sid].revision
-        for conn in self.connections.values():
-            sub = conn.subscriptions.get(sid)
-            if sub is None:
-                continue
-            table = self._filtered(sid, sub)
-            changed = [v for k, v in table.items() if sub.sent.get(k) != v]
-            removed = [k for k in sub.sent if k not in table]
-            sub.sent = table
-            msg = Annotations(sid, revision, False, changed, removed)
-            out.append(Send(conn.id, encode(msg, sub.binary)))
-        return out
 
     def _filtered(self, sid: str, sub: Subscription) -> dict[Key, AnnotationOut]:
         table = self._current(sid, sub.lines)
@@ -305,6 +361,7 @@ class Core:
         sub = Subscription(request.scene, request.lines,
                            tuple(AttackMode(m) for m in request.modes), binary)
         sub.sent = self._filtered(request.scene, sub)
+        sub.revision = scene.revision
         state.subscriptions[request.scene] = sub
         msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
                           request.id)
