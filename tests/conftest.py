@@ -60,6 +60,12 @@ class Peer:
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
 
+    @classmethod
+    def open(cls, url: str) -> Peer:
+        # Entered as websockets asks (its context manager), closed by close().
+        ws = connect(url, max_size=None).__enter__()
+        return cls(ws)
+
     def send(self, message: dict[str, Any]) -> None:
         self.ws.send(msgpack.packb(message))
 
@@ -102,7 +108,7 @@ def peer_factory(live_server: LiveServer) -> Iterator[Any]:
     peers: list[Peer] = []
 
     def make(greet: bool = True) -> Peer:
-        p = Peer(connect(live_server.url, max_size=None))
+        p = Peer.open(live_server.url)
         peers.append(p)
         if greet:
             welcome = p.hello()

@@ -148,9 +148,7 @@ def token_server() -> Iterator[LiveServer]:
 
 
 def raw_peer(server: LiveServer) -> Peer:
-    from websockets.sync.client import connect
-
-    return Peer(connect(server.url, max_size=None))
+    return Peer.open(server.url)
 
 
 # -- handshake ----------------------------------------------------------------------------
