@@ -124,8 +124,9 @@ async def _move(args: argparse.Namespace) -> int:
 
 
 async def _grid_size(client: Any, scene: str) -> float:
-    # The protocol does not echo scenes back; the demo's grid is 100 px, others say --px.
-    return 100.0
+    state = await client.get_scene(scene)
+    size: float = state["grid"]["size"]
+    return size
 
 
 async def _door(args: argparse.Namespace) -> int:

@@ -88,6 +88,12 @@ class Client:
         return await self.request({"type": "scene.load", "scene": scene, "ruleset": ruleset,
                                    "options": options or {}})
 
+    async def get_scene(self, scene: str) -> dict[str, Any]:
+        """The scene as the server holds it (grid, walls, tokens, regions, revision)."""
+        reply = await self.request({"type": "scene.get", "scene": scene})
+        state: dict[str, Any] = reply["scene"]
+        return state
+
     async def update_tokens(self, scene: str, changes: list[dict[str, Any]]) -> dict[str, Any]:
         return await self.request({"type": "token.update", "scene": scene, "tokens": changes})
 

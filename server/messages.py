@@ -302,6 +302,11 @@ class AreaQuery(_Strict, frozen=True, tag="area.query", tag_field="type"):
     id: ReqId = None
 
 
+class SceneGet(_Strict, frozen=True, tag="scene.get", tag_field="type"):
+    scene: Id
+    id: ReqId = None
+
+
 class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
     scene: Id
     lines: bool = False
@@ -316,7 +321,8 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
 
 
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
-           | WallUpdate | WallDelete | CoverQuery | AreaQuery | Subscribe | Unsubscribe)
+           | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | Subscribe
+           | Unsubscribe)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
     for t in Request.__args__))
@@ -368,6 +374,15 @@ class AreaResult(Struct, frozen=True, tag="area.result", tag_field="type"):
     id: ReqId = None
 
 
+class SceneState(Struct, frozen=True, tag="scene", tag_field="type"):
+    """A scene as the server holds it: its documents (Foundry fields Covercast ignores are
+    not kept), ruleset and options, at a revision."""
+
+    scene: dict[str, Any]
+    revision: int
+    id: ReqId = None
+
+
 class Welcome(Struct, frozen=True, tag="welcome", tag_field="type"):
     protocol: int
     server: str
@@ -406,7 +421,7 @@ class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=Tr
     id: ReqId = None
 
 
-Response = Welcome | Ack | CoverResult | AreaResult | Annotations | Error
+Response = Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | Error
 
 
 # -- decoding -------------------------------------------------------------------------------

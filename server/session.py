@@ -40,7 +40,9 @@ from server.messages import (
     LineOut,
     ModifierOut,
     Response,
+    SceneGet,
     SceneLoad,
+    SceneState,
     Subscribe,
     TokenCreate,
     TokenDelete,
@@ -235,6 +237,10 @@ class Core:
                 return [Send(state.id, encode(self._query(request), binary))]
             case AreaQuery():
                 return [Send(state.id, encode(self._area(request), binary))]
+            case SceneGet(scene=sid):
+                scene = self._scene(sid)
+                reply = SceneState(scene.snapshot(), scene.revision, request.id)
+                return [Send(state.id, encode(reply, binary))]
             case Subscribe():
                 return self._subscribe(state, request, binary)
             case Unsubscribe(scene=sid):
