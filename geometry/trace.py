@@ -16,7 +16,7 @@ import shapely
 
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover
+from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
 from geometry.square import space
 
 #: Wall cover kinds as small integers for vectorised tests.
@@ -46,23 +46,61 @@ class LineHits:
     wall_side: npt.NDArray[np.int8] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _WallArrays:
+    walls: tuple[WallGeom, ...]
+    xy: FloatArray
+    direction: npt.NDArray[np.int8]
+    limited: BoolArray
+    cover: tuple[WallCover, ...]
+    cover_code: npt.NDArray[np.int8]
+    top: FloatArray
+    index: dict[str, int]
+
+
+# The walls of a scene rarely change while its tokens move: their arrays are kept for the
+# last few wall tuples seen (by identity; the tuple is held, so its id stays unique).
+_WALL_CACHE: dict[int, tuple[tuple[WallGeom, ...], _WallArrays]] = {}
+_WALL_CACHE_SIZE = 16
+
+
+def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
+    hit = _WALL_CACHE.get(id(all_walls))
+    if hit is not None and hit[0] is all_walls:
+        return hit[1]
+    walls = tuple(w for w in all_walls if w.active)
+    arrays = _WallArrays(
+        walls=walls,
+        xy=np.array([[w.x0, w.y0, w.x1, w.y1] for w in walls],
+                    dtype=np.float64).reshape(-1, 4),
+        direction=np.array([int(w.direction) for w in walls], dtype=np.int8),
+        limited=np.array([w.limited for w in walls], dtype=bool),
+        cover=tuple(w.cover for w in walls),
+        cover_code=np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8),
+        top=np.array([np.nan if w.top is None else w.top for w in walls], dtype=np.float64),
+        index={w.id: k for k, w in enumerate(walls)})
+    if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
+        del _WALL_CACHE[next(iter(_WALL_CACHE))]
+    _WALL_CACHE[id(all_walls)] = (all_walls, arrays)
+    return arrays
+
+
 class Tracer:
     """Line tracing over one frozen scene."""
 
     def __init__(self, scene: SceneGeom) -> None:
         self.scene = scene
         grid = scene.grid
-        walls = [w for w in scene.walls if w.active]
-        self.walls = tuple(walls)
-        self.wall_xy: FloatArray = np.array(
-            [[w.x0, w.y0, w.x1, w.y1] for w in walls], dtype=np.float64).reshape(-1, 4)
-        self.wall_dir = np.array([int(w.direction) for w in walls], dtype=np.int8)
-        self.wall_limited: BoolArray = np.array([w.limited for w in walls], dtype=bool)
-        self.wall_cover = tuple(w.cover for w in walls)
-        self.wall_cover_code = np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8)
-        self.wall_top: FloatArray = np.array(
-            [np.nan if w.top is None else w.top for w in walls], dtype=np.float64)
-        self.wall_index = {w.id: k for k, w in enumerate(walls)}
+        w = _wall_arrays(scene.walls)
+        self.walls = w.walls
+        self.wall_xy: FloatArray = w.xy
+        self.wall_dir = w.direction
+        self.wall_limited: BoolArray = w.limited
+        self.wall_cover = w.cover
+        self.wall_cover_code = w.cover_code
+        self.wall_top: FloatArray = w.top
+        self.wall_index = w.index
+        walls = w.walls
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.creature_index = {c.id: k for k, c in enumerate(scene.creatures)}
         self.boxes: FloatArray = np.array(

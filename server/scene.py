@@ -59,12 +59,16 @@ class Scene:
     options: Any
     revision: int
     _geom: list[SceneGeom] = field(default_factory=list, compare=False, repr=False)
+    #: The previous revision's geometry, whose unchanged parts this one reuses.
+    _before: list[SceneGeom] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def geometry(self) -> SceneGeom:
         """The geometric snapshot, built once per revision."""
         if not self._geom:
-            self._geom.append(to_geometry(self))
+            before = self._before[0] if self._before else None
+            self._geom.append(to_geometry(self, before))
+            self._before.clear()
         return self._geom[0]
 
     def snapshot(self) -> dict[str, Any]:
@@ -231,8 +235,10 @@ def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
         return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
                      scene.options, scene.revision + 1)
     _check_floors(docs, scene.ruleset, "$.tokens")
+    # Only tokens changed: the next geometry can keep this one's walls and regions.
+    before = scene._geom[:1] or scene._before[:1]
     return Scene(scene.id, scene.doc, scene.walls, docs, scene.regions, scene.ruleset,
-                 scene.options, scene.revision + 1)
+                 scene.options, scene.revision + 1, _before=list(before))
 
 
 def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,12 +253,15 @@ def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- documents to geometry -------------------------------------------------------------------
 
-def to_geometry(scene: Scene) -> SceneGeom:
+def to_geometry(scene: Scene, before: SceneGeom | None = None) -> SceneGeom:
+    """The scene's geometry; `before` (a geometry of the same walls and regions) lends its
+    wall tuple, so wall arrays computed for it are found again by identity."""
     g = scene.doc.grid
     grid = Grid(GridKind(g.type), g.size, g.distance, g.units)
     return SceneGeom(
         grid=grid,
-        walls=tuple(_wall(w, grid) for w in scene.walls.values()),
+        walls=before.walls if before is not None else tuple(
+            _wall(w, grid) for w in scene.walls.values()),
         creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
         regions=tuple(RegionGeom(r.id, RegionKind(r.kind),
                                  tuple(zip(r.points[0::2], r.points[1::2], strict=True)))

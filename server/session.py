@@ -63,6 +63,8 @@ log = logging.getLogger("covercast.session")
 SERVER_NAME = "covercast"
 SERVER_VERSION = "0.1.0"
 POLICY_VIOLATION = 1008
+#: Cached revisions whose changed keys are remembered for cheap deltas.
+CHANGE_LOG = 32
 
 Key = tuple[str, str, str]
 
@@ -98,6 +100,9 @@ class _Cached:
     ruleset: Any
     options: Any
     table: dict[Key, AnnotationOut]
+    #: Per cached revision, the keys that may have changed since the previous cached one
+    #: (None: all of them), for subscribers a few revisions behind.
+    log: dict[int, frozenset[Key] | None]
 
 
 @dataclass(slots=True)
@@ -300,14 +305,36 @@ class Core:
         if sub is None or sid not in self.scenes:
             return None
         table = self._filtered(sid, sub)
-        changed = [v for k, v in table.items() if sub.sent.get(k) != v]
-        removed = [k for k in sub.sent if k not in table]
-        if not changed and not removed and sub.revision == self.scenes[sid].revision:
+        keys = self._touched_since(sid, sub)
+        if keys is None:
+            changed = [v for k, v in table.items() if sub.sent.get(k) is not v]
+            removed = [k for k in sub.sent if k not in table]
+        else:
+            changed = [table[k] for k in keys if k in table and sub.sent.get(k) is not table[k]]
+            removed = [k for k in keys if k not in table and k in sub.sent]
+        revision = self.scenes[sid].revision
+        if not changed and not removed and sub.revision == revision:
             return None
         sub.sent = table
-        sub.revision = self.scenes[sid].revision
-        msg = Annotations(sid, sub.revision, False, changed, removed)
+        sub.revision = revision
+        msg = Annotations(sid, revision, False, changed, removed)
         return encode(msg, sub.binary)
+
+    def _touched_since(self, sid: str, sub: Subscription) -> list[Key] | None:
+        """Keys that may differ between the table this subscriber holds and the current
+        one, from the cache's change log; None when the log does not reach back."""
+        cached = self._cache.get((sid, sub.lines))
+        if cached is None or sub.revision not in cached.log:
+            return None
+        keys: set[Key] = set()
+        for revision, touched in cached.log.items():
+            if revision <= sub.revision:
+                continue
+            if touched is None:
+                return None
+            keys |= touched
+        modes = {m.value for m in sub.modes}
+        return [k for k in keys if k[2] in modes]
 
     def drain(self, outputs: list[Output]) -> list[Send | Close]:
         """Outputs with every Notify resolved into its delta now (for callers without
@@ -324,7 +351,9 @@ class Core:
 
     def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
         """Annotations of the scene's current revision, recomputing only the pairs the
-        changes since the cached revision can have touched."""
+        changes since the cached revision can have touched. Tables are never changed once
+        built: a new revision copies the last one and replaces what it recomputes, so
+        unchanged entries stay the same objects."""
         scene = self.scenes[sid]
         cached = self._cache.get((sid, lines))
         if cached is not None and cached.revision == scene.revision:
@@ -334,19 +363,38 @@ class Core:
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
             affected = affected_pairs(cached.geom, geom)
+        touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.evaluate(geom, scene.options, lines=lines)
             table = {a.key(): annotation_out(a) for a in results}
+            touched = None
         else:
             assert cached is not None
-            ids = {c.id for c in geom.creatures}
-            table = {k: v for k, v in cached.table.items()
-                     if k[0] in ids and k[1] in ids and (k[0], k[1]) not in affected}
+            table = dict(cached.table)
+            gone = {c.id for c in cached.geom.creatures} - {c.id for c in geom.creatures}
+            stale = {(a, t, m.value) for a, t in affected for m in AttackMode}
+            if gone:
+                stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
+            for key in stale:
+                table.pop(key, None)
             results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected),
                                              lines=lines) if affected else []
-            table.update((a.key(), annotation_out(a)) for a in results)
+            changed: set[Key] = set()
+            for a in results:
+                key, new = a.key(), annotation_out(a)
+                old = cached.table.get(key)
+                if old is not None and old == new:
+                    table[key] = old  # the same object: unchanged for every diff
+                else:
+                    table[key] = new
+                    changed.add(key)
+            touched = frozenset(changed | {k for k in stale if k not in table})
+        log = dict(cached.log) if cached is not None else {}
+        log[scene.revision] = touched
+        while len(log) > CHANGE_LOG:
+            del log[min(log)]
         self._cache[(sid, lines)] = _Cached(scene.revision, geom, scene.ruleset,
-                                            scene.options, table)
+                                            scene.options, table, log)
         return table
 
     def _filtered(self, sid: str, sub: Subscription) -> dict[Key, AnnotationOut]:
