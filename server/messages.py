@@ -367,14 +367,14 @@ class AreaHitOut(Struct, frozen=True, omit_defaults=True):
     obstructions: int | None = None
 
 
-class AreaResult(Struct, frozen=True, tag="area.result", tag_field="type"):
+class AreaResult(Struct, frozen=True, tag="area.result", tag_field="type", omit_defaults=True):
     scene: str
     revision: int
     affected: list[AreaHitOut]
     id: ReqId = None
 
 
-class SceneState(Struct, frozen=True, tag="scene", tag_field="type"):
+class SceneState(Struct, frozen=True, tag="scene", tag_field="type", omit_defaults=True):
     """A scene as the server holds it: its documents (Foundry fields Covercast ignores are
     not kept), ruleset and options, at a revision."""
 
@@ -383,7 +383,7 @@ class SceneState(Struct, frozen=True, tag="scene", tag_field="type"):
     id: ReqId = None
 
 
-class Welcome(Struct, frozen=True, tag="welcome", tag_field="type"):
+class Welcome(Struct, frozen=True, tag="welcome", tag_field="type", omit_defaults=True):
     protocol: int
     server: str
     version: str
@@ -392,25 +392,25 @@ class Welcome(Struct, frozen=True, tag="welcome", tag_field="type"):
     id: ReqId = None
 
 
-class Ack(Struct, frozen=True, tag="ack", tag_field="type"):
+class Ack(Struct, frozen=True, tag="ack", tag_field="type", omit_defaults=True):
     scene: str
     revision: int
     id: ReqId = None
 
 
-class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type"):
+class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type", omit_defaults=True):
     scene: str
     revision: int
     annotation: AnnotationOut
     id: ReqId = None
 
 
-class Annotations(Struct, frozen=True, tag="annotations", tag_field="type"):
+class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit_defaults=True):
     scene: str
     revision: int
     full: bool
     annotations: list[AnnotationOut]
-    removed: list[tuple[str, str, str]] = []
+    removed: list[tuple[str, str, str]]
     id: ReqId = None
 
 

@@ -138,7 +138,8 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
     regions = _unique(doc.regions, "scene.regions")
     for k, w in enumerate(walls.values()):
         _check_wall(w, f"$.scene.walls[{k}]")
-    _check_floors(tokens, ruleset, "$.scene.tokens")
+    for k, t in enumerate(tokens.values()):
+        _check_floor(t, ruleset, f"$.scene.tokens[{k}]")
     _check_regions(regions, "$.scene.regions")
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
     walls = {k: strip(w) for k, w in walls.items()}
@@ -154,6 +155,8 @@ def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:
     for k, d in enumerate(docs):
         if kind == "walls":
             _check_wall(d, f"$.walls[{k}]")
+        else:
+            _check_floor(d, scene.ruleset, f"$.tokens[{k}]")
         if d.id in new:
             raise ClientError(ErrorCode.DUPLICATE_ID,
                               f"$.{kind}[{k}].id: {kind[:-1]} {short_repr(d.id)} already "
@@ -191,6 +194,8 @@ def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Sce
             raise schema_error(exc, merged, prefix=prefix) from None
         if kind == "walls":
             _check_wall(new[doc_id], prefix)
+        else:
+            _check_floor(new[doc_id], scene.ruleset, prefix)
     return _with(scene, kind, new)
 
 
@@ -219,22 +224,22 @@ def _check_size(kind: str, n: int) -> None:
                           path=f"$.{kind}")
 
 
-def _check_floors(tokens: Mapping[str, TokenDoc], ruleset: Ruleset, prefix: str) -> None:
-    valid = [d.value for d in ruleset.ladder]
-    for k, t in enumerate(tokens.values()):
-        floor = t.flags.covercast.cover if t.flags.covercast else None
-        if floor is not None and floor not in valid:
-            path = f"{prefix}[{k}].flags.covercast.cover"
-            raise ClientError(ErrorCode.INVALID,
-                              f"{path}: {floor!r} is not a cover degree of ruleset "
-                              f"{ruleset.name!r}; valid: {', '.join(valid)}", path=path)
+def _check_floor(t: TokenDoc, ruleset: Ruleset, path: str) -> None:
+    """A GM override must name a degree of the scene's ruleset."""
+    valid = [d.value for d in ruleset.ladder[1:]]
+    floor = t.flags.covercast.cover if t.flags.covercast else None
+    if floor is not None and floor not in valid:
+        where = f"{path}.flags.covercast.cover"
+        raise ClientError(ErrorCode.INVALID,
+                          f"{where}: {floor!r} is not a cover degree of ruleset "
+                          f"{ruleset.name!r}; valid: {', '.join(valid)} (null clears it)",
+                          path=where)
 
 
 def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
     if kind == "walls":
         return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
                      scene.options, scene.revision + 1)
-    _check_floors(docs, scene.ruleset, "$.tokens")
     # Only tokens changed: the next geometry can keep this one's walls and regions.
     before = scene._geom[:1] or scene._before[:1]
     return Scene(scene.id, scene.doc, scene.walls, docs, scene.regions, scene.ruleset,
@@ -242,8 +247,13 @@ def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
 
 
 def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Foundry's mergeObject for a `changed` diff: nested maps merge, other values replace,
+    and a key written `-=name` deletes `name` (how Foundry's unsetFlag travels)."""
     out = dict(base)
     for key, value in patch.items():
+        if key.startswith("-="):
+            out.pop(key[2:], None)
+            continue
         if isinstance(value, Mapping) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
         else:

@@ -122,6 +122,12 @@ class Connection:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
 
 
+def _reason(text: str) -> str:
+    """A close reason: WebSocket allows 123 bytes of UTF-8."""
+    data = text.encode()
+    return text if len(data) <= 123 else data[:120].decode(errors="ignore") + "..."
+
+
 def annotation_out(a: Annotation) -> AnnotationOut:
     """A ruleset result as it travels on the wire."""
     return AnnotationOut(
@@ -139,6 +145,8 @@ def annotation_out(a: Annotation) -> AnnotationOut:
 
 
 _FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
+#: The flags that mean something for a creature caught in an area effect.
+_AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
 
 
 class Core:
@@ -179,7 +187,8 @@ class Core:
             request = parse_request(raw)
         except ClientError as exc:
             if not state.greeted:
-                return [Close(conn, POLICY_VIOLATION, "expected hello")]
+                reason = _reason(f"expected hello; {exc.message}")
+                return [Close(conn, POLICY_VIOLATION, reason)]
             return [Send(conn, encode(self._error(exc, request_id(raw)), binary))]
         if not state.greeted:
             return self._hello(state, request, binary)
@@ -451,7 +460,7 @@ class Core:
             AreaHitOut(h.target, h.cover.value,
                        [ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
                         for m in h.modifiers],
-                       {f.value: (f in h.flags) for f in _FLAGS}, h.obstructions)
+                       {f.value: (f in h.flags) for f in _AREA_FLAGS}, h.obstructions)
             for h in hits], request.id)
 
     # -- introspection for tests and tools -------------------------------------------------
