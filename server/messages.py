@@ -167,14 +167,60 @@ class TokenDoc(_Strict, frozen=True):
     _stats: _IGNORED = None
 
 
+RegionKindName = Literal["blocking", "cover", "improved", "obscuring"]
+Points = Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
+
+
+class CovercastRegionFlags(_Strict, frozen=True):
+    kind: RegionKindName
+
+
+class RegionFlags(Struct, frozen=True):
+    covercast: CovercastRegionFlags | None = None
+
+
+class ShapeDoc(_Strict, frozen=True):
+    """One shape of a Foundry RegionDocument that Covercast reads (pixels, degrees)."""
+
+    type: Literal["polygon", "rectangle", "circle", "ellipse"]
+    points: Points | None = None
+    x: Coord = 0
+    y: Coord = 0
+    width: Annotated[float, Meta(ge=0, le=LIMITS.max_coordinate)] = 0
+    height: Annotated[float, Meta(ge=0, le=LIMITS.max_coordinate)] = 0
+    radius: Annotated[float, Meta(ge=0, le=LIMITS.max_coordinate)] = 0
+    radiusX: Annotated[float, Meta(ge=0, le=LIMITS.max_coordinate)] = 0
+    radiusY: Annotated[float, Meta(ge=0, le=LIMITS.max_coordinate)] = 0
+    rotation: Annotated[float, Meta(ge=-3600, le=3600)] = 0
+    hole: bool = False
+
+
 class RegionDoc(_Strict, frozen=True):
-    """A map feature Foundry has no wall for: a polygon (flat [x0, y0, x1, y1, ...] in
-    pixels, like Foundry's polygon shapes) of blocking terrain, cover, improved cover or
-    vision-limiting (obscuring) terrain."""
+    """A map feature Foundry has no wall for, in either of two forms:
+
+    - Covercast's own: `kind` (blocking, cover, improved, obscuring) and `points`, a flat
+      polygon [x0, y0, x1, y1, ...] in pixels;
+    - Foundry's RegionDocument, forwarded untouched: read when `flags.covercast.kind` names
+      a kind (its `shapes` become the polygon), ignored otherwise (a region for other
+      purposes).
+    """
 
     id: Id
-    kind: Literal["blocking", "cover", "improved", "obscuring"]
-    points: Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
+    kind: RegionKindName | None = None
+    points: Points | None = None
+    shapes: Annotated[list[dict[str, Any]], Meta(max_length=64)] = []
+    flags: RegionFlags = RegionFlags()
+    name: _IGNORED = None
+    color: _IGNORED = None
+    elevation: _IGNORED = None
+    behaviors: _IGNORED = None
+    visibility: _IGNORED = None
+    displayMeasurements: _IGNORED = None
+    highlightMode: _IGNORED = None
+    restriction: _IGNORED = None
+    locked: _IGNORED = None
+    ownership: _IGNORED = None
+    _stats: _IGNORED = None
 
 
 class GridDoc(_Strict, frozen=True):
@@ -197,7 +243,38 @@ class SceneDoc(_Strict, frozen=True):
     walls: Annotated[list[WallDoc], Meta(max_length=LIMITS.max_walls)] = []
     tokens: Annotated[list[TokenDoc], Meta(max_length=LIMITS.max_tokens)] = []
     regions: Annotated[list[RegionDoc], Meta(max_length=LIMITS.max_regions)] = []
+    # Foundry SceneDocument fields accepted untouched and not read:
     padding: _IGNORED = None
+    active: _IGNORED = None
+    navigation: _IGNORED = None
+    navOrder: _IGNORED = None
+    navName: _IGNORED = None
+    background: _IGNORED = None
+    foreground: _IGNORED = None
+    foregroundElevation: _IGNORED = None
+    thumb: _IGNORED = None
+    initial: _IGNORED = None
+    backgroundColor: _IGNORED = None
+    tokenVision: _IGNORED = None
+    fog: _IGNORED = None
+    environment: _IGNORED = None
+    drawings: _IGNORED = None
+    lights: _IGNORED = None
+    notes: _IGNORED = None
+    sounds: _IGNORED = None
+    templates: _IGNORED = None
+    tiles: _IGNORED = None
+    playlist: _IGNORED = None
+    playlistSound: _IGNORED = None
+    journal: _IGNORED = None
+    journalEntryPage: _IGNORED = None
+    weather: _IGNORED = None
+    folder: _IGNORED = None
+    sort: _IGNORED = None
+    ownership: _IGNORED = None
+    flags: _IGNORED = None
+    levels: _IGNORED = None
+    _stats: _IGNORED = None
 
 
 # -- client -> server -----------------------------------------------------------------------
@@ -302,6 +379,11 @@ class AreaQuery(_Strict, frozen=True, tag="area.query", tag_field="type"):
     id: ReqId = None
 
 
+class SceneUnload(_Strict, frozen=True, tag="scene.unload", tag_field="type"):
+    scene: Id
+    id: ReqId = None
+
+
 class SceneGet(_Strict, frozen=True, tag="scene.get", tag_field="type"):
     scene: Id
     id: ReqId = None
@@ -321,7 +403,7 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
 
 
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
-           | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | Subscribe
+           | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | SceneUnload | Subscribe
            | Unsubscribe)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import shapely
+import shapely.affinity
 
 from geometry.model import (
     CreatureGeom,
@@ -33,6 +35,7 @@ from server.messages import (
     LIMITS,
     RegionDoc,
     SceneDoc,
+    ShapeDoc,
     TokenDoc,
     WallDoc,
     normalize_ids,
@@ -101,12 +104,65 @@ def _check_grid(doc: SceneDoc) -> None:
                           "supported yet; supported: 1 (square)", path="$.scene.grid.type")
 
 
-def _check_regions(regions: Mapping[str, RegionDoc], prefix: str) -> None:
-    for k, r in enumerate(regions.values()):
-        if len(r.points) % 2:
-            raise ClientError(ErrorCode.INVALID,
-                              f"{prefix}[{k}].points: needs x, y pairs, got "
-                              f"{len(r.points)} numbers", path=f"{prefix}[{k}].points")
+def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely.Polygon]] | None:
+    """The polygons a region covers and what they are, or None for a Foundry region that
+    is no Covercast feature (no `kind`, no `flags.covercast.kind`)."""
+    if r.kind is not None or r.points is not None:
+        if r.kind is None or r.points is None:
+            missing = "points" if r.points is None else "kind"
+            raise ClientError(ErrorCode.INVALID, f"{prefix}.{missing}: a Covercast region "
+                              f"needs both kind and points", path=f"{prefix}.{missing}")
+        return RegionKind(r.kind), [_polygon(r.points, f"{prefix}.points")]
+    if r.flags.covercast is None:
+        return None
+    polygons = []
+    for k, raw in enumerate(r.shapes):
+        path = f"{prefix}.shapes[{k}]"
+        try:
+            shape = msgspec.convert(raw, ShapeDoc)
+        except msgspec.ValidationError as exc:
+            raise schema_error(exc, raw, prefix=path) from None
+        if shape.hole:
+            raise ClientError(ErrorCode.UNSUPPORTED, f"{path}.hole: holes in Covercast "
+                              "regions are not supported; draw the region without them",
+                              path=f"{path}.hole")
+        polygons.append(_shape_polygon(shape, path))
+    if not polygons:
+        raise ClientError(ErrorCode.INVALID, f"{prefix}.shapes: a region marked "
+                          "flags.covercast.kind needs at least one shape",
+                          path=f"{prefix}.shapes")
+    return RegionKind(r.flags.covercast.kind), polygons
+
+
+def _polygon(points: Sequence[float], path: str) -> shapely.Polygon:
+    if len(points) % 2:
+        raise ClientError(ErrorCode.INVALID,
+                          f"{path}: needs x, y pairs, got {len(points)} numbers", path=path)
+    poly = shapely.Polygon(list(zip(points[0::2], points[1::2], strict=True)))
+    if poly.area <= 0:
+        raise ClientError(ErrorCode.INVALID, f"{path}: the polygon has no area", path=path)
+    return poly
+
+
+def _shape_polygon(s: ShapeDoc, path: str) -> shapely.Polygon:
+    """Foundry's region shapes (x, y top-left for rectangles, centre for the round ones;
+    rotation in degrees about the shape's centre) as polygons."""
+    if s.type == "polygon":
+        if s.points is None:
+            raise ClientError(ErrorCode.INVALID, f"{path}.points: a polygon shape needs "
+                              "points", path=f"{path}.points")
+        return _polygon(s.points, f"{path}.points")
+    if s.type == "rectangle":
+        poly = shapely.box(s.x, s.y, s.x + s.width, s.y + s.height)
+    else:
+        rx, ry = (s.radius, s.radius) if s.type == "circle" else (s.radiusX, s.radiusY)
+        poly = shapely.affinity.scale(shapely.Point(s.x, s.y).buffer(1.0, quad_segs=16),
+                                      rx, ry)
+    if s.rotation:
+        poly = shapely.affinity.rotate(poly, s.rotation, origin="centroid")
+    if poly.area <= 0:
+        raise ClientError(ErrorCode.INVALID, f"{path}: the shape has no area", path=path)
+    return poly
 
 
 def _check_wall(w: WallDoc, prefix: str) -> None:
@@ -140,7 +196,8 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
         _check_wall(w, f"$.scene.walls[{k}]")
     for k, t in enumerate(tokens.values()):
         _check_floor(t, ruleset, f"$.scene.tokens[{k}]")
-    _check_regions(regions, "$.scene.regions")
+    for k, r in enumerate(regions.values()):
+        region_polygons(r, f"$.scene.regions[{k}]")
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
     walls = {k: strip(w) for k, w in walls.items()}
     tokens = {k: strip(t) for k, t in tokens.items()}
@@ -273,10 +330,21 @@ def to_geometry(scene: Scene, before: SceneGeom | None = None) -> SceneGeom:
         walls=before.walls if before is not None else tuple(
             _wall(w, grid) for w in scene.walls.values()),
         creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
-        regions=tuple(RegionGeom(r.id, RegionKind(r.kind),
-                                 tuple(zip(r.points[0::2], r.points[1::2], strict=True)))
-                      for r in scene.regions.values()),
+        regions=tuple(_regions(scene.regions)),
     )
+
+
+def _regions(regions: Mapping[str, RegionDoc]) -> list[RegionGeom]:
+    out = []
+    for k, r in enumerate(regions.values()):
+        found = region_polygons(r, f"$.scene.regions[{k}]")
+        if found is None:
+            continue
+        kind, polygons = found
+        for poly in polygons:
+            ring = tuple((float(x), float(y)) for x, y in poly.exterior.coords[:-1])
+            out.append(RegionGeom(r.id, kind, ring))
+    return out
 
 
 def _wall(w: WallDoc, grid: Grid) -> WallGeom:

@@ -43,6 +43,7 @@ from server.messages import (
     SceneGet,
     SceneLoad,
     SceneState,
+    SceneUnload,
     Subscribe,
     TokenCreate,
     TokenDelete,
@@ -251,6 +252,8 @@ class Core:
                 return [Send(state.id, encode(self._query(request), binary))]
             case AreaQuery():
                 return [Send(state.id, encode(self._area(request), binary))]
+            case SceneUnload(scene=sid):
+                return self._unload(state, sid, request.id, binary)
             case SceneGet(scene=sid):
                 scene = self._scene(sid)
                 reply = SceneState(scene.snapshot(), scene.revision, request.id)
@@ -287,6 +290,20 @@ class Core:
         self.scenes[sid] = scenes.load(request.scene, request.ruleset, request.options,
                                        previous)
         return sid
+
+    def _unload(self, state: Connection, sid: str, rid: Any, binary: bool) -> list[Output]:
+        """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
+        scene = self._scene(sid)
+        del self.scenes[sid]
+        for lines in (False, True):
+            self._cache.pop((sid, lines), None)
+        out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
+        for conn in self.connections.values():
+            sub = conn.subscriptions.pop(sid, None)
+            if sub is not None:
+                last = Annotations(sid, scene.revision + 1, True, [], [])
+                out.append(Send(conn.id, encode(last, sub.binary)))
+        return out
 
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
                 binary: bool) -> list[Output]:
