@@ -172,6 +172,15 @@ class Ruleset(abc.ABC):
                 "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
 
 
+def pair_indices(n: int, index: Mapping[str, int],
+                 pairs: Sequence[tuple[str, str]] | None) -> list[tuple[int, int]]:
+    """The (attacker, target) creature indices to evaluate: the given id pairs, or every
+    ordered pair of the scene's n creatures."""
+    if pairs is None:
+        return [(a, t) for a in range(n) for t in range(n) if a != t]
+    return [(index[a], index[t]) for a, t in pairs]
+
+
 class UnknownRuleset(LookupError):
     def __init__(self, name: str, valid: Sequence[str]) -> None:
         super().__init__(f"unknown ruleset {name!r}; valid rulesets: {', '.join(valid)}")

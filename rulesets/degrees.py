@@ -44,6 +44,7 @@ from rulesets.base import (
     Ruleset,
     Stat,
     TracedLine,
+    pair_indices,
 )
 from rulesets.obstacles import limited_blocked, wall_roles
 
@@ -107,11 +108,7 @@ class CoverDegrees(Ruleset):
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
         ctx = _Context(scene, options)
-        n = len(scene.creatures)
-        if pairs is None:
-            idx = [(a, t) for a in range(n) for t in range(n) if a != t]
-        else:
-            idx = [(ctx.index[a], ctx.index[t]) for a, t in pairs]
+        idx = pair_indices(len(scene.creatures), ctx.index, pairs)
         rows = ctx.rows(idx, lines)
         modes = tuple(modes)
         flanking = ctx.flanking(idx, rows) if any(m is not AttackMode.RANGED for m in modes) \

@@ -24,6 +24,7 @@ from rulesets.base import (
     ModKind,
     Ruleset,
     Stat,
+    pair_indices,
 )
 from rulesets.corner import (
     CORNER_OPTION_DOCS,
@@ -78,11 +79,7 @@ class Dnd35(Ruleset):
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
         engine = CornerEngine(scene, options)
-        n = len(scene.creatures)
-        if pairs is None:
-            idx_pairs = [(a, t) for a in range(n) for t in range(n) if a != t]
-        else:
-            idx_pairs = [(engine.index[a], engine.index[t]) for a, t in pairs]
+        idx_pairs = pair_indices(len(scene.creatures), engine.index, pairs)
         modes = tuple(modes)
         rows = [(a, t, m) for a, t in idx_pairs for m in modes]
         wanted = {(a, t, m) for a, t, m in rows}

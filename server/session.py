@@ -123,6 +123,17 @@ class Connection:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
 
 
+#: Batch requests: the scene operation, the documents it changes, the field holding them.
+_BATCHES: dict[type, tuple[Any, str, str]] = {
+    TokenCreate: (scenes.create, "tokens", "tokens"),
+    TokenUpdate: (scenes.update, "tokens", "tokens"),
+    TokenDelete: (scenes.delete, "tokens", "ids"),
+    WallCreate: (scenes.create, "walls", "walls"),
+    WallUpdate: (scenes.update, "walls", "walls"),
+    WallDelete: (scenes.delete, "walls", "ids"),
+}
+
+
 def _reason(text: str) -> str:
     """A close reason: WebSocket allows 123 bytes of UTF-8."""
     data = text.encode()
@@ -230,23 +241,11 @@ class Core:
             case SceneLoad():
                 changed = self._load(request)
                 return self._after_change(state, changed, request.id, binary)
-            case TokenCreate(scene=sid, tokens=docs):
-                return self._change(state, sid, lambda s: scenes.create(s, "tokens", docs),
-                                    request.id, binary)
-            case TokenUpdate(scene=sid, tokens=patches):
-                return self._change(state, sid, lambda s: scenes.update(s, "tokens", patches),
-                                    request.id, binary)
-            case TokenDelete(scene=sid, ids=ids):
-                return self._change(state, sid, lambda s: scenes.delete(s, "tokens", ids),
-                                    request.id, binary)
-            case WallCreate(scene=sid, walls=docs):
-                return self._change(state, sid, lambda s: scenes.create(s, "walls", docs),
-                                    request.id, binary)
-            case WallUpdate(scene=sid, walls=patches):
-                return self._change(state, sid, lambda s: scenes.update(s, "walls", patches),
-                                    request.id, binary)
-            case WallDelete(scene=sid, ids=ids):
-                return self._change(state, sid, lambda s: scenes.delete(s, "walls", ids),
+            case (TokenCreate() | TokenUpdate() | TokenDelete() | WallCreate() | WallUpdate()
+                  | WallDelete()):
+                build, kind, field_name = _BATCHES[type(request)]
+                items = getattr(request, field_name)
+                return self._change(state, request.scene, lambda s: build(s, kind, items),
                                     request.id, binary)
             case CoverQuery():
                 return [Send(state.id, encode(self._query(request), binary))]
