@@ -17,7 +17,7 @@ along an edge does not enter it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -39,19 +39,20 @@ def _orient(px: FloatArray, py: FloatArray, qx: FloatArray, qy: FloatArray,
     return (qx - px) * (xy - py) - (qy - py) * (xx - px)
 
 
-def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
-                     boxes: FloatArray) -> tuple[IntArray, IntArray]:
-    """Spatial prune: (line, box) pairs whose line's *group* bounding box overlaps the box.
+def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
+                          boxes: FloatArray) -> Iterator[tuple[IntArray, IntArray]]:
+    """Spatial prune, in bounded chunks: (line, box) pairs whose line's *group* bounding box
+    overlaps the box.
 
     Lines come in contiguous groups (the lines of one pair of creatures) that share most of
     their bounding box, so the box test runs once per group instead of once per line; only
     the survivors reach the exact tests. group_start: first line of each group, ascending.
-    boxes: (M, 4) as x0, y0, x1, y1 (any order within each axis).
+    boxes: (M, 4) as x0, y0, x1, y1 (any order within each axis). Each chunk holds at most
+    about CHUNK_CELLS pairs, whatever the scene's size.
     """
     n, m = len(starts), len(boxes)
     if n == 0 or m == 0 or len(group_start) == 0:
-        empty = np.empty(0, dtype=np.intp)
-        return empty, empty.copy()
+        return
     lo = np.minimum(starts, ends)
     hi = np.maximum(starts, ends)
     glo = np.minimum.reduceat(lo, group_start, axis=0)
@@ -61,9 +62,7 @@ def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray
     by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
     by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
     sizes = np.diff(np.append(group_start, n))
-    step = max(1, CHUNK_CELLS // m)
-    line_parts: list[IntArray] = []
-    box_parts: list[IntArray] = []
+    step = max(1, CHUNK_CELLS // (m * int(sizes.max())))
     for g0 in range(0, len(group_start), step):
         sl = slice(g0, g0 + step)
         near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
@@ -76,12 +75,24 @@ def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray
         # Expand each (group, box) candidate to every line of the group.
         first = np.repeat(group_start[gi], counts)
         offset = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        line_parts.append(first + offset)
-        box_parts.append(np.repeat(bi, counts))
-    if not line_parts:
+        yield first + offset, np.repeat(bi, counts)
+
+
+def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
+                     boxes: FloatArray) -> tuple[IntArray, IntArray]:
+    """All of iter_group_candidates at once."""
+    parts = list(iter_group_candidates(starts, ends, group_start, boxes))
+    if not parts:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
-    return np.concatenate(line_parts), np.concatenate(box_parts)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _collect(parts: list[tuple[IntArray, IntArray]]) -> tuple[IntArray, IntArray]:
+    if not parts:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def segments_cross_walls(starts: FloatArray, ends: FloatArray, walls: FloatArray,
@@ -94,9 +105,11 @@ def segments_cross_walls(starts: FloatArray, ends: FloatArray, walls: FloatArray
     """
     if group_start is None:
         group_start = np.arange(len(starts), dtype=np.intp)
-    li, wi = group_candidates(starts, ends, group_start, walls)
-    hit = _cross(starts[li], ends[li], walls[wi])
-    return li[hit], wi[hit]
+    parts = []
+    for li, wi in iter_group_candidates(starts, ends, group_start, walls):
+        hit = _cross(starts[li], ends[li], walls[wi])
+        parts.append((li[hit], wi[hit]))
+    return _collect(parts)
 
 
 def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray:
@@ -117,50 +130,52 @@ def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray
 def blocks_cross_walls(
         starts: FloatArray, ends: FloatArray,
         walls: FloatArray) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
-    """The crossing convention for blocks of 4 x 4 lines: every line from one of a block's
-    4 start points to one of its 4 end points (the lines between two creatures' corners).
+    """The crossing convention for blocks of P x Q lines: every line from one of a block's
+    P start points to one of its Q end points (the lines between two creatures' corners).
 
-    starts, ends: (B, 4, 2). Returns (line, wall, side) for every hit, where line is
-    block * 16 + 4 * start + end, and side is Foundry's side of the line's start (1 left,
+    starts: (B, P, 2), ends: (B, Q, 2). Returns (line, wall, side) for every hit, where line
+    is block * P * Q + p * Q + q, and side is Foundry's side of the line's start (1 left,
     2 right; the end is always on the other side of a wall that blocks).
 
     Works per (block, wall) first: a wall can block a line only if its start and end lie
-    strictly on opposite sides of the wall's line, and those 8 orientations decide it for
-    all 16 lines at once; only the surviving lines are tested against the wall's ends.
+    strictly on opposite sides of the wall's line, and those P + Q orientations decide it
+    for all P * Q lines at once; the wall's ends are then tested densely, in chunks sized to
+    stay in cache.
     """
     b, m = len(starts), len(walls)
+    empty = (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
+             np.empty(0, dtype=np.int8))
     if b == 0 or m == 0:
-        empty = np.empty(0, dtype=np.intp)
-        return empty, empty.copy(), np.empty(0, dtype=np.int8)
-    group_start = np.arange(b, dtype=np.intp)
+        return empty
+    p_n, q_n = starts.shape[1], ends.shape[1]
     lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
     hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
-    bi, wi = group_candidates(lo, hi, group_start, walls)
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
-    step = max(1, CHUNK_CELLS // 1024)
-    for c0 in range(0, len(bi), step):
-        cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
-        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
-        s, e = starts[cb], ends[cb]
-        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, 4, 1): start k
-        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, 4): end l
-        o3 = _orient(ax, ay, bx, by, px, py)  # (C, 4, 1)
-        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, 4)
-        dx, dy = qx - px, qy - py  # (C, 4, 4)
-        o1 = dx * (ay - py) - dy * (ax - px)
-        o2 = dx * (by - py) - dy * (bx - px)
-        # Dense over the 16 lines: cheaper than gathering the few that survive.
-        hit = (o3 * o4 < 0) & (o1 * o2 <= 0)
-        ci, k, el = np.nonzero(hit)
-        if ci.size == 0:
-            continue
-        # Foundry's orient2dFast is the negative of this orientation: positive is its left.
-        side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
-        parts.append((cb[ci] * 16 + k * 4 + el, cw[ci], side))
+    step = max(1, 65536 // (p_n * q_n))
+    blocks = np.arange(b, dtype=np.intp)
+    for bi, wi in iter_group_candidates(lo, hi, blocks, walls):
+        for c0 in range(0, len(bi), step):
+            cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
+            ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+            bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
+            s, e = starts[cb], ends[cb]
+            px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
+            qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
+            o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
+            o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
+            dx, dy = qx - px, qy - py  # (C, P, Q)
+            o1 = dx * (ay - py) - dy * (ax - px)
+            o2 = dx * (by - py) - dy * (bx - px)
+            # Dense over the block's lines: cheaper than gathering the few that survive.
+            hit = (o3 * o4 < 0) & (o1 * o2 <= 0)
+            ci, k, el = np.nonzero(hit)
+            if ci.size == 0:
+                continue
+            # Foundry's orient2dFast is the negative of this orientation: positive is left.
+            side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
+            parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
     if not parts:
-        empty = np.empty(0, dtype=np.intp)
-        return empty, empty.copy(), np.empty(0, dtype=np.int8)
+        return empty
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             np.concatenate([p[2] for p in parts]))
 
@@ -206,9 +221,11 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
     """
     if group_start is None:
         group_start = np.arange(len(starts), dtype=np.intp)
-    li, bi = group_candidates(starts, ends, group_start, boxes)
-    hit = enter_paired(starts[li], ends[li], boxes[bi])
-    return li[hit], bi[hit]
+    parts = []
+    for li, bi in iter_group_candidates(starts, ends, group_start, boxes):
+        hit = enter_paired(starts[li], ends[li], boxes[bi])
+        parts.append((li[hit], bi[hit]))
+    return _collect(parts)
 
 
 def segments_enter_polygons(starts: FloatArray, ends: FloatArray,

@@ -135,18 +135,18 @@ class Tracer:
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
                      space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
-        """Trace blocks of 4 x 4 lines (all lines from 4 start points to 4 end points, line
-        index block * 16 + 4 * start + end), for both directions at once: one-way walls are
+        """Trace blocks of P x Q lines (all lines from P start points to Q end points, line
+        index block * P * Q + p * Q + q), for both directions at once: one-way walls are
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
         tested on the `space_*` points, as in `trace`."""
-        b = len(starts)
+        b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
-        flat_s = np.repeat(space_starts, 4, axis=1).reshape(-1, 2)
-        flat_e = np.tile(space_ends, (1, 4, 1)).reshape(-1, 2)
-        groups = np.arange(b, dtype=np.intp) * 16
+        flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
+        flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
+        groups = np.arange(b, dtype=np.intp) * (p_n * q_n)
         cl, ci = kernel.segments_enter_boxes(flat_s, flat_e, self.boxes, groups)
         rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
-        return LineHits(b * 16, wl, wi, cl, ci, rl, ri, side)
+        return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
 
     def wall_distance_feet(self, creature: int, wall: int) -> float:
         """Shortest distance from a creature's space to a wall segment, in feet."""

@@ -112,8 +112,9 @@ class PlanArrays:
     virt_real: IntArray
     #: Virtual lines that read their real line backwards (the target's side of a block).
     virt_reversed: BoolArray
-    #: The real lines as blocks of 4 x 4 (start corners, end corners), when they are.
-    blocks: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None
+    #: The real lines as blocks of P x Q, grouped by shape: (first real line, start points,
+    #: end points, and the same two exact, for spaces and regions), when they are.
+    blocks: list[tuple[int, FloatArray, FloatArray, FloatArray, FloatArray]] | None
     kind: npt.NDArray[np.int8]
     att: IntArray
     tgt: IntArray
@@ -144,17 +145,17 @@ class _Plan:
     def begin_row(self) -> None:
         self.row_probe_start.append(len(self.probe_start))
 
-    def probe(self, a: int, t: int, kind: int, origins: FloatArray, o_box: Box,
-              targets: FloatArray, t_box: Box) -> None:
-        """Every line from each origin point (corners of o_box) to each target point (corners
-        of t_box), as one probe."""
+    def probe(self, a: int, t: int, kind: int, origins: FloatArray, o_space: Box,
+              targets: FloatArray, t_space: Box, t_box: Box) -> None:
+        """Every line from each origin point (of the attacker, whose space is o_space) to
+        each target point (corners of t_box, in t_space), as one probe."""
         n = len(origins) * len(targets)
         self.probe_start.append(self.count)
         self.probe_origin.append(
             (float(origins[0, 0]), float(origins[0, 1])) if len(origins) == 1 else None)
         self.probe_box.append(t_box)
-        self.starts.append(np.repeat(inset(origins, o_box), len(targets), axis=0))
-        self.ends.append(np.tile(inset(targets, t_box), (len(origins), 1)))
+        self.starts.append(np.repeat(inset(origins, o_space), len(targets), axis=0))
+        self.ends.append(np.tile(inset(targets, t_space), (len(origins), 1)))
         self.space_starts.append(np.repeat(origins, len(targets), axis=0))
         self.space_ends.append(np.tile(targets, (len(origins), 1)))
         self.line_kind.extend([kind] * n)
@@ -180,6 +181,9 @@ class _Plan:
                                    for o in self.probe_origin], dtype=np.float64),
             probe_box=np.array(self.probe_box, dtype=np.float64).reshape(-1, 4),
             row_probe_start=rows)
+
+
+_NO_POINTS: FloatArray = np.empty((0, 2))
 
 
 def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
@@ -211,6 +215,27 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
     rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
     return rings
+
+
+def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
+    """Where each wanted point sits in `points`."""
+    hits = np.all(np.isclose(points[None, :, :], wanted[:, None, :]), axis=2)
+    found: IntArray = np.argmax(hits, axis=1)
+    return found
+
+
+def _concat_hits(parts: list[tuple[int, LineHits]], n: int) -> LineHits:
+    """Hits of several traced groups of lines, each starting at its offset, as one."""
+    def cat(field: str, shift: bool) -> npt.NDArray[Any]:
+        arrays = [getattr(h, field) + (off if shift else 0) for off, h in parts]
+        return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.intp)
+
+    sides = [h.wall_side for _, h in parts if h.wall_side is not None]
+    return LineHits(n, cat("wall_line", True), cat("wall_idx", False),
+                    cat("creature_line", True), cat("creature_idx", False),
+                    cat("region_line", True), cat("region_idx", False),
+                    np.concatenate(sides).astype(np.int8) if sides else
+                    np.empty(0, dtype=np.int8))
 
 
 def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
@@ -257,6 +282,17 @@ class CornerEngine:
                                      dtype=np.float64).reshape(-1, 4, 2)
         self._corners_inset = np.array([inset(corners(b), b) for b in self.spaces],
                                        dtype=np.float64).reshape(-1, 4, 2)
+        # Every corner of every square a creature occupies, each once (the space's own four
+        # first for one-square creatures), exact and a hair inside the space; and where the
+        # space's corners and each square's corners sit among them.
+        self._points = [_distinct_corners(sq) for sq in self.squares]
+        self._points_in = [inset(pts, b) for pts, b in zip(self._points, self.spaces,
+                                                           strict=True)]
+        self._k = np.array([len(pts) for pts in self._points], dtype=np.intp)
+        self._space_idx = [_indices(pts, corners(b)) for pts, b in zip(self._points, self.spaces,
+                                                                      strict=True)]
+        self._square_idx = [np.array([_indices(pts, corners(sq)) for sq in sqs])
+                            for pts, sqs in zip(self._points, self.squares, strict=True)]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
 
@@ -268,11 +304,13 @@ class CornerEngine:
             for tsq in self.squares[t]:
                 tc = corners(tsq)
                 for o in origins:
-                    plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, tsq)
+                    plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t],
+                               tsq)
         else:
             tc = corners(self.spaces[t])
             for o in corners(self.spaces[a]):
-                plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t])
+                plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t],
+                           self.spaces[t])
 
     def _plan_row(self, plan: _Plan, a: int, t: int, mode: AttackMode) -> None:
         plan.begin_row()
@@ -283,7 +321,8 @@ class CornerEngine:
             for asq in self.squares[a]:
                 for tsq in self.squares[t]:
                     if adjacent(asq, tsq, self.grid):
-                        plan.probe(a, t, ADJACENT_LINE, corners(asq), asq, corners(tsq), tsq)
+                        plan.probe(a, t, ADJACENT_LINE, corners(asq), self.spaces[a],
+                                   corners(tsq), self.spaces[t], tsq)
             if plan.row_probe_start[-1] < len(plan.probe_start):
                 return
         self._corner_probes(plan, a, t, REACH_LINE, True)
@@ -404,36 +443,40 @@ class CornerEngine:
         return active
 
     def _distances(self, creatures: IntArray, walls: IntArray) -> FloatArray:
+        """Feet from each creature's space to each (paired) wall; every distinct pair is
+        measured once, however many lines cross that wall."""
         tr = self.tracer
-        boxes = shapely.box(*tr.boxes[creatures].T)
-        lines = shapely.linestrings(tr.wall_xy[walls].reshape(-1, 2, 2))
-        return np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
+        keys = creatures * len(tr.walls) + walls
+        unique, back = np.unique(keys, return_inverse=True)
+        uc, uw = unique // len(tr.walls), unique % len(tr.walls)
+        boxes = shapely.box(*tr.boxes[uc].T)
+        lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
+        feet = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
             self.grid.px_per_foot)
+        out: FloatArray = feet[back.reshape(-1)]
+        return out
 
     # -- evaluation --------------------------------------------------------------------
 
     def evaluate(self, rows: Sequence[tuple[int, int, AttackMode]],
                  want_lines: bool) -> list[PairFacts]:
-        """Facts for each (attacker, target, mode) row. Pairs of single-square creatures
-        (nearly all of them) are planned with whole-array operations and traced once for all
-        modes; big creatures take the general path, probe by probe. Both give the same facts."""
-        single = [self._single[a] and self._single[t] for a, t, _ in rows]
-        simple = [r for r, ok in enumerate(single) if ok]
-        general = [r for r, ok in enumerate(single) if not ok]
+        """Facts for each (attacker, target, mode) row, planned with whole-array operations:
+        each unordered pair's lines (every corner of one creature's squares to every corner
+        of the other's) are traced once, for all modes and both directions, and each row
+        reads its probes from them. Rows of one-square creatures (nearly all) are planned
+        all at once; the others row by row. `reference` gives the same facts."""
+        if not rows:
+            return []
+        simple = [i for i, (a, t, _) in enumerate(rows)
+                  if self._k[a] == 4 and self._k[t] == 4]
+        taken = set(simple)
+        order = simple + [i for i in range(len(rows)) if i not in taken]
+        ordered = [rows[i] for i in order]
+        facts = self._evaluate_plan(self._block_plan(ordered, len(simple)), ordered,
+                                    want_lines)
         out: list[PairFacts | None] = [None] * len(rows)
-        if simple:
-            sub = [rows[r] for r in simple]
-            for r, facts in zip(simple, self._evaluate_plan(self._simple_plan(sub), sub,
-                                                            want_lines), strict=True):
-                out[r] = facts
-        if general:
-            plan = _Plan()
-            sub = [rows[r] for r in general]
-            for a, t, mode in sub:
-                self._plan_row(plan, a, t, mode)
-            for r, facts in zip(general, self._evaluate_plan(plan.arrays(), sub, want_lines),
-                                strict=True):
-                out[r] = facts
+        for pos, i in enumerate(order):
+            out[i] = facts[pos]
         return [f for f in out if f is not None]
 
     def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
@@ -448,55 +491,154 @@ class CornerEngine:
             return []
         return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
 
-    def _simple_plan(self, rows: Sequence[tuple[int, int, AttackMode]]) -> PlanArrays:
-        """The plan for rows whose creatures each fill one square (or less): every mode uses
-        the 16 lines between the two spaces' corners, grouped as 4 probes (one per attacker
-        corner) or, for adjacent melee, as one probe of 16."""
+    def _block_plan(self, rows: Sequence[tuple[int, int, AttackMode]],
+                    n_simple: int) -> PlanArrays:
+        """The plan for `rows`, whose first n_simple rows are between one-square creatures."""
         n = len(self.cs)
         a = np.array([r[0] for r in rows], dtype=np.intp)
         t = np.array([r[1] for r in rows], dtype=np.intp)
+        low, high = np.minimum(a, t), np.maximum(a, t)
+        keys, block = np.unique(low * n + high, return_inverse=True)
+        block = block.reshape(-1)
+        bl, bh = keys // n, keys % n
+        size = self._k[bl] * self._k[bh]
+        shape_key = self._k[bl] * 1024 + self._k[bh]
+        order = np.argsort(shape_key, kind="stable")
+        base = np.zeros(len(keys), dtype=np.intp)
+        base[order] = np.concatenate([[0], np.cumsum(size[order])[:-1]])
+        total = int(size.sum())
+        real_starts = np.empty((total, 2))
+        real_ends = np.empty((total, 2))
+        space_starts = np.empty((total, 2))
+        space_ends = np.empty((total, 2))
+        groups = []
+        for sk in np.unique(shape_key):
+            idx = order[shape_key[order] == sk]
+            p_n, q_n = int(self._k[bl[idx[0]]]), int(self._k[bh[idx[0]]])
+            s_in = np.stack([self._points_in[c] for c in bl[idx]])
+            e_in = np.stack([self._points_in[c] for c in bh[idx]])
+            s_raw = np.stack([self._points[c] for c in bl[idx]])
+            e_raw = np.stack([self._points[c] for c in bh[idx]])
+            first = int(base[idx[0]])
+            span = slice(first, first + len(idx) * p_n * q_n)
+            real_starts[span] = np.repeat(s_in, q_n, axis=1).reshape(-1, 2)
+            real_ends[span] = np.tile(e_in, (1, p_n, 1)).reshape(-1, 2)
+            space_starts[span] = np.repeat(s_raw, q_n, axis=1).reshape(-1, 2)
+            space_ends[span] = np.tile(e_raw, (1, p_n, 1)).reshape(-1, 2)
+            groups.append((first, s_in, e_in, s_raw, e_raw))
+
+        parts = [self._simple_rows(rows[:n_simple], a[:n_simple], t[:n_simple],
+                                   block[:n_simple], base)] if n_simple else []
+        for r in range(n_simple, len(rows)):
+            parts.append(self._general_row(rows[r], int(base[block[r]])))
+        virt, rev, kind, att, tgt, pstart, porigin, pbox, rstart = [], [], [], [], [], [], \
+            [], [], []
+        lines = probes = 0
+        for part in parts:
+            virt.append(part.virt_real)
+            rev.append(part.virt_reversed)
+            kind.append(part.kind)
+            att.append(part.att)
+            tgt.append(part.tgt)
+            pstart.append(part.probe_start + lines)
+            porigin.append(part.probe_origin)
+            pbox.append(part.probe_box)
+            rstart.append(part.row_probe_start + probes)
+            lines += len(part.virt_real)
+            probes += len(part.probe_start)
+        return PlanArrays(
+            real_starts=real_starts, real_ends=real_ends, space_starts=space_starts,
+            space_ends=space_ends, real_groups=None, virt_real=np.concatenate(virt),
+            virt_reversed=np.concatenate(rev), blocks=groups,
+            kind=np.concatenate(kind).astype(np.int8), att=np.concatenate(att),
+            tgt=np.concatenate(tgt), probe_start=np.concatenate(pstart),
+            probe_origin=np.concatenate(porigin).reshape(-1, 2),
+            probe_box=np.concatenate(pbox).reshape(-1, 4),
+            row_probe_start=np.concatenate(rstart))
+
+    def _simple_rows(self, rows: Sequence[tuple[int, int, AttackMode]], a: IntArray,
+                     t: IntArray, block: IntArray, base: IntArray) -> PlanArrays:
+        """Rows between one-square creatures: every mode reads the 16 lines between the
+        spaces' corners, as 4 probes (one per attacker corner) or, for adjacent melee, as
+        one probe of 16."""
         ranged = np.array([r[2] is AttackMode.RANGED for r in rows], dtype=bool)
         melee = np.array([r[2] is AttackMode.MELEE for r in rows], dtype=bool)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         melee_adj = melee & (sx <= 1) & (sy <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
-        # One block of 16 lines per unordered pair, from the lower index's corners to the
-        # other's; the opposite direction reads the same lines backwards.
-        low, high = np.minimum(a, t), np.maximum(a, t)
-        keys, block = np.unique(low * n + high, return_inverse=True)
-        ba, bt = keys // n, keys % n
-        cin, raw = self._corners_inset, self._corners_raw
-        block_starts, block_ends = cin[ba], cin[bt]
-        real_starts = np.repeat(block_starts, 4, axis=1).reshape(-1, 2)
-        real_ends = np.tile(block_ends, (1, 4, 1)).reshape(-1, 2)
         k = np.repeat(np.arange(4), 4)  # attacker corner of each of a row's 16 lines
         el = np.tile(np.arange(4), 4)  # target corner
         backwards = a > t
-        within_block = np.where(backwards[:, None], el[None, :] * 4 + k[None, :],
-                                k[None, :] * 4 + el[None, :])
-        virt_real = (block.reshape(-1)[:, None] * 16 + within_block).reshape(-1)
+        within = np.where(backwards[:, None], el[None, :] * 4 + k[None, :],
+                          k[None, :] * 4 + el[None, :])
+        virt_real = (base[block][:, None] + within).reshape(-1)
         nprobes = np.where(melee_adj, 1, 4)
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
         probe_row = np.repeat(np.arange(len(rows)), nprobes)
-        within = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
-        origin = self._corners_raw[a[probe_row], within % 4]
+        corner = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
+        origin = np.array([self._points[c] for c in a], dtype=np.float64).reshape(
+            -1, 4, 2)[probe_row, corner]
         origin[melee_adj[probe_row]] = np.nan
         return PlanArrays(
-            real_starts=real_starts, real_ends=real_ends,
-            space_starts=np.repeat(raw[ba], 4, axis=1).reshape(-1, 2),
-            space_ends=np.tile(raw[bt], (1, 4, 1)).reshape(-1, 2),
-            real_groups=np.arange(len(keys), dtype=np.intp) * 16, virt_real=virt_real,
-            virt_reversed=np.repeat(backwards, 16),
-            blocks=(block_starts, block_ends, raw[ba], raw[bt]),
+            real_starts=_NO_POINTS, real_ends=_NO_POINTS, space_starts=_NO_POINTS,
+            space_ends=_NO_POINTS, real_groups=None, virt_real=virt_real.astype(np.intp),
+            virt_reversed=np.repeat(backwards, 16), blocks=None,
             kind=np.repeat(kind, 16).astype(np.int8), att=np.repeat(a, 16),
-            tgt=np.repeat(t, 16), probe_start=(probe_row * 16 + within * 4).astype(np.intp),
-            probe_origin=origin, probe_box=self._space_arr[t[probe_row]],
+            tgt=np.repeat(t, 16), probe_start=(probe_row * 16 + corner * 4).astype(np.intp),
+            probe_origin=origin.reshape(-1, 2), probe_box=self._space_arr[t[probe_row]],
             row_probe_start=row_probe_start)
+
+    def _general_row(self, row: tuple[int, int, AttackMode], base: int) -> PlanArrays:
+        """One row with a creature bigger than a square: its probes, as `_plan_row` makes
+        them, read from the pair's block of lines."""
+        a, t, mode = row
+        ka, kt = int(self._k[a]), int(self._k[t])
+        probes: list[tuple[IntArray, IntArray, Box]] = []  # origins, targets, target box
+        kind = RANGED_LINE
+        if mode is AttackMode.RANGED and not self.options.big_creatures_ranged:
+            for o in self._space_idx[a]:
+                probes.append((np.array([o]), self._space_idx[t], self.spaces[t]))
+        else:
+            if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t],
+                                                     self.grid):
+                for i, asq in enumerate(self.squares[a]):
+                    for j, tsq in enumerate(self.squares[t]):
+                        if adjacent(asq, tsq, self.grid):
+                            probes.append((self._square_idx[a][i], self._square_idx[t][j],
+                                           tsq))
+                kind = ADJACENT_LINE
+            if not probes:
+                kind = RANGED_LINE if mode is AttackMode.RANGED else REACH_LINE
+                for j, tsq in enumerate(self.squares[t]):
+                    for o in range(ka):
+                        probes.append((np.array([o]), self._square_idx[t][j], tsq))
+        virt, starts, origins, boxes = [], [], [], []
+        count = 0
+        for o_idx, t_idx, box in probes:
+            oo, tt = np.repeat(o_idx, len(t_idx)), np.tile(t_idx, len(o_idx))
+            virt.append(base + (oo * kt + tt if a < t else tt * ka + oo))
+            starts.append(count)
+            count += len(oo)
+            origins.append(self._points[a][o_idx[0]] if len(o_idx) == 1
+                           else np.array([np.nan, np.nan]))
+            boxes.append(box)
+        return PlanArrays(
+            real_starts=_NO_POINTS, real_ends=_NO_POINTS, space_starts=_NO_POINTS,
+            space_ends=_NO_POINTS, real_groups=None,
+            virt_real=np.concatenate(virt).astype(np.intp),
+            virt_reversed=np.full(count, a > t), blocks=None,
+            kind=np.full(count, kind, dtype=np.int8), att=np.full(count, a, dtype=np.intp),
+            tgt=np.full(count, t, dtype=np.intp), probe_start=np.array(starts, dtype=np.intp),
+            probe_origin=np.array(origins, dtype=np.float64).reshape(-1, 2),
+            probe_box=np.array(boxes, dtype=np.float64).reshape(-1, 4),
+            row_probe_start=np.array([0], dtype=np.intp))
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
                        want_lines: bool) -> list[PairFacts]:
         if plan.blocks is not None:
-            real = self.tracer.trace_blocks(*plan.blocks)
+            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw))
+                                 for first, s_in, e_in, s_raw, e_raw in plan.blocks],
+                                len(plan.real_starts))
         else:
             real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups,
                                      (plan.space_starts, plan.space_ends))
