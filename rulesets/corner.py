@@ -184,6 +184,8 @@ class _Plan:
 
 
 _NO_POINTS: FloatArray = np.empty((0, 2))
+# Row shapes (CornerEngine._row_shape), in planning order.
+_SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
 
 def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
@@ -293,6 +295,7 @@ class CornerEngine:
                                                                       strict=True)]
         self._square_idx = [np.array([_indices(pts, corners(sq)) for sq in sqs])
                             for pts, sqs in zip(self._points, self.squares, strict=True)]
+        self._square_boxes = [np.array(sqs, dtype=np.float64) for sqs in self.squares]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
 
@@ -467,13 +470,16 @@ class CornerEngine:
         all at once; the others row by row. `reference` gives the same facts."""
         if not rows:
             return []
-        simple = [i for i, (a, t, _) in enumerate(rows)
-                  if self._k[a] == 4 and self._k[t] == 4]
-        taken = set(simple)
-        order = simple + [i for i in range(len(rows)) if i not in taken]
+        keys = [self._row_shape(row) for row in rows]
+        order = sorted(range(len(rows)), key=lambda i: keys[i])
         ordered = [rows[i] for i in order]
-        facts = self._evaluate_plan(self._block_plan(ordered, len(simple)), ordered,
-                                    want_lines)
+        segments: list[tuple[tuple[int, ...], int, int]] = []
+        for pos, i in enumerate(order):
+            if segments and segments[-1][0] == keys[i] and keys[i][0] != _ONE_BY_ONE:
+                segments[-1] = (keys[i], segments[-1][1], pos + 1)
+            else:
+                segments.append((keys[i], pos, pos + 1))
+        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines)
         out: list[PairFacts | None] = [None] * len(rows)
         for pos, i in enumerate(order):
             out[i] = facts[pos]
@@ -491,9 +497,23 @@ class CornerEngine:
             return []
         return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
 
+    def _row_shape(self, row: tuple[int, int, AttackMode]) -> tuple[int, ...]:
+        """Rows of one shape share their probe layout and are planned together: both
+        creatures of one square; space corners to space corners; every corner to each
+        target square; or, one by one, adjacent melee with a big creature."""
+        a, t, mode = row
+        ka, kt = int(self._k[a]), int(self._k[t])
+        if ka == 4 and kt == 4:
+            return (_SIMPLE,)
+        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
+            return (_ONE_BY_ONE,)
+        if mode is AttackMode.RANGED and not self.options.big_creatures_ranged:
+            return (_SPACES, ka, kt)
+        return (_SQUARES, ka, kt, len(self.squares[t]))
+
     def _block_plan(self, rows: Sequence[tuple[int, int, AttackMode]],
-                    n_simple: int) -> PlanArrays:
-        """The plan for `rows`, whose first n_simple rows are between one-square creatures."""
+                    segments: Sequence[tuple[tuple[int, ...], int, int]]) -> PlanArrays:
+        """The plan for `rows`, laid out in segments of one shape each (`_row_shape`)."""
         n = len(self.cs)
         a = np.array([r[0] for r in rows], dtype=np.intp)
         t = np.array([r[1] for r in rows], dtype=np.intp)
@@ -527,10 +547,15 @@ class CornerEngine:
             space_ends[span] = np.tile(e_raw, (1, p_n, 1)).reshape(-1, 2)
             groups.append((first, s_in, e_in, s_raw, e_raw))
 
-        parts = [self._simple_rows(rows[:n_simple], a[:n_simple], t[:n_simple],
-                                   block[:n_simple], base)] if n_simple else []
-        for r in range(n_simple, len(rows)):
-            parts.append(self._general_row(rows[r], int(base[block[r]])))
+        parts = []
+        for shape, lo, hi in segments:
+            sub, b = rows[lo:hi], base[block[lo:hi]]
+            if shape[0] == _SIMPLE:
+                parts.append(self._simple_rows(sub, a[lo:hi], t[lo:hi], b))
+            elif shape[0] == _ONE_BY_ONE:
+                parts.append(self._general_row(sub[0], int(b[0])))
+            else:
+                parts.append(self._shaped_rows(shape, sub, a[lo:hi], t[lo:hi], b))
         virt, rev, kind, att, tgt, pstart, porigin, pbox, rstart = [], [], [], [], [], [], \
             [], [], []
         lines = probes = 0
@@ -557,7 +582,7 @@ class CornerEngine:
             row_probe_start=np.concatenate(rstart))
 
     def _simple_rows(self, rows: Sequence[tuple[int, int, AttackMode]], a: IntArray,
-                     t: IntArray, block: IntArray, base: IntArray) -> PlanArrays:
+                     t: IntArray, base: IntArray) -> PlanArrays:
         """Rows between one-square creatures: every mode reads the 16 lines between the
         spaces' corners, as 4 probes (one per attacker corner) or, for adjacent melee, as
         one probe of 16."""
@@ -571,7 +596,7 @@ class CornerEngine:
         backwards = a > t
         within = np.where(backwards[:, None], el[None, :] * 4 + k[None, :],
                           k[None, :] * 4 + el[None, :])
-        virt_real = (base[block][:, None] + within).reshape(-1)
+        virt_real = (base[:, None] + within).reshape(-1)
         nprobes = np.where(melee_adj, 1, 4)
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
         probe_row = np.repeat(np.arange(len(rows)), nprobes)
@@ -587,6 +612,48 @@ class CornerEngine:
             tgt=np.repeat(t, 16), probe_start=(probe_row * 16 + corner * 4).astype(np.intp),
             probe_origin=origin.reshape(-1, 2), probe_box=self._space_arr[t[probe_row]],
             row_probe_start=row_probe_start)
+
+    def _shaped_rows(self, shape: tuple[int, ...], rows: Sequence[tuple[int, int, AttackMode]],
+                     a: IntArray, t: IntArray, base: IntArray) -> PlanArrays:
+        """Rows of one shape with a big creature, all at once, probes as `_plan_row` makes
+        them: from each space corner to the target's space corners (ranged), or from every
+        corner of the attacker's squares to each of the target's squares (reach, melee that
+        is not adjacent, and ranged with the big-creature option)."""
+        ka, kt = shape[1], shape[2]
+        g = len(rows)
+        if shape[0] == _SPACES:
+            origins = np.stack([self._space_idx[c] for c in a])  # (G, 4) origin per probe
+            targets = np.stack([self._space_idx[c] for c in t])[:, None, :]  # (G, 1, 4)
+            targets = np.broadcast_to(targets, (g, 4, 4))
+            boxes = np.broadcast_to(self._space_arr[t][:, None, :], (g, 4, 4))
+            kind = np.full(g, RANGED_LINE)
+        else:
+            n_sq = shape[3]
+            # Probes square-major, then origin: (square j, origin o) -> j * ka + o.
+            origins = np.tile(np.arange(ka), (g, n_sq))  # (G, n_sq * ka)
+            sq = np.stack([self._square_idx[c] for c in t])  # (G, n_sq, 4)
+            targets = np.repeat(sq, ka, axis=1)  # (G, n_sq * ka, 4)
+            sq_boxes = np.stack([self._square_boxes[c] for c in t])  # (G, n_sq, 4)
+            boxes = np.repeat(sq_boxes, ka, axis=1)
+            kind = np.array([RANGED_LINE if r[2] is AttackMode.RANGED else REACH_LINE
+                             for r in rows])
+        n_probes = origins.shape[1]
+        o = np.repeat(origins[:, :, None], 4, axis=2)  # (G, P, 4)
+        forward = (a < t)[:, None, None]
+        within = np.where(forward, o * kt + targets, targets * ka + o)
+        virt_real = (base[:, None, None] + within).reshape(-1)
+        lines_per_row = n_probes * 4
+        origin_pts = np.stack([self._points[c] for c in a])  # (G, ka, 2)
+        probe_origin = np.take_along_axis(origin_pts, origins[:, :, None], axis=1)
+        return PlanArrays(
+            real_starts=_NO_POINTS, real_ends=_NO_POINTS, space_starts=_NO_POINTS,
+            space_ends=_NO_POINTS, real_groups=None, virt_real=virt_real.astype(np.intp),
+            virt_reversed=np.repeat(a > t, lines_per_row), blocks=None,
+            kind=np.repeat(kind, lines_per_row).astype(np.int8),
+            att=np.repeat(a, lines_per_row), tgt=np.repeat(t, lines_per_row),
+            probe_start=(np.arange(g * n_probes) * 4).astype(np.intp),
+            probe_origin=probe_origin.reshape(-1, 2), probe_box=boxes.reshape(-1, 4),
+            row_probe_start=(np.arange(g) * n_probes).astype(np.intp))
 
     def _general_row(self, row: tuple[int, int, AttackMode], base: int) -> PlanArrays:
         """One row with a creature bigger than a square: its probes, as `_plan_row` makes
