@@ -1,0 +1,1 @@
+"""Covercast benchmarks: `python -m bench` (see bench/__main__.py)."""

@@ -1,0 +1,610 @@
+"""Covercast benchmarks: `.venv/bin/python -m bench [--quick] [options]`.
+
+Figures (each the median of repeated runs, the run count shown; ratios to the baselines are
+measured in the same run, on the same scenes):
+
+- full matrix: Dnd35 `evaluate` of every ordered pair in all three modes, for 50/100/200
+  tokens x 100/1,000/5,000 walls, against the naive baseline (sampled, extrapolated) and
+  the brute-force numpy baseline (bench/baselines.py);
+- equality: on every scene, Dnd35 through the fast engine equals Dnd35 through
+  `CornerEngine.reference` (all targets when affordable, otherwise a sample of targets with
+  every attacker); any difference makes the run fail (exit status 1);
+- one move through the sans-I/O Core (100 tokens, 1,000 walls, one subscriber);
+- end to end over WebSockets on 127.0.0.1 (50 subscribers, one mover): latency and
+  sustained moves per second;
+- peak memory (tracemalloc) of loading the 100 x 1,000 scene and computing its matrix;
+- permessage-deflate on vs off: server CPU per broadcast to 50 clients.
+
+Each full-matrix size and each Core figure runs in a worker process under a memory limit
+(--mem-limit-gb) and a timeout, so a blow-up is reported instead of taking the machine
+down. Results are printed and written to bench/RESULTS.md (not in --quick mode unless --out
+is given). Exit status: 0 fine, 1 a result differs from the reference, 2 a measurement
+failed (error, memory limit, timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import live
+from bench.scenes import generate
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "RESULTS.md"
+Result = dict[str, Any]
+
+FULL_CONFIGS = [(t, w) for t in (50, 100, 200) for w in (100, 1000, 5000)]
+QUICK_CONFIGS = [(50, 100), (50, 1000)]
+
+TARGET_NAIVE = 100.0
+TARGET_BRUTE = 2.0
+TARGET_P99_S = 0.010
+TARGET_BIG_S = 0.5
+
+
+@dataclass
+class Plan:
+    quick: bool
+    sections: set[str]
+    configs: list[tuple[int, int]]
+    seed: int
+    live_tokens: int
+    live_walls: int
+    clients: int
+    core_moves: int
+    e2e_moves: int
+    seconds: float
+    mem_limit_gb: float
+    timeout: float
+    in_thread: bool
+    breakdown: bool
+    out: Path | None
+    command: str
+    results: Result = field(default_factory=dict)
+
+
+# -- running workers ---------------------------------------------------------------------------
+
+def _worker(plan: Plan, module: str, args: Sequence[str], label: str) -> Result:
+    """Run `python -m module args --out tmp` under the memory limit; its JSON, or an error."""
+    with tempfile.TemporaryDirectory(prefix="covercast-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", module, *args, "--out", str(out)]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                                  timeout=plan.timeout,
+                                  preexec_fn=live._limit_memory(plan.mem_limit_gb))
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {plan.timeout:.0f} s"}
+        elapsed = time.perf_counter() - t0
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or "").strip().splitlines()[-3:]
+            how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+                   else f"exit status {proc.returncode}")
+            return {"error": f"{label}: worker {how}: " + " | ".join(tail)}
+        result: Result = json.loads(out.read_text())
+        result["worker_s"] = elapsed
+        return result
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_plan(plan: Plan) -> None:
+    r = plan.results
+    if "matrix" in plan.sections:
+        r["matrix"] = []
+        for tokens, walls in plan.configs:
+            _say(f"[bench] full matrix {tokens} tokens x {walls} walls ...")
+            args = ["--tokens", str(tokens), "--walls", str(walls), "--seed", str(plan.seed)]
+            if plan.quick:
+                args += ["--max-runs", "3", "--naive-budget", "1"]
+            if plan.breakdown:
+                args.append("--breakdown")
+            res = _worker(plan, "bench.matrix", args, f"{tokens}x{walls}")
+            res.setdefault("tokens", tokens)
+            res.setdefault("walls", walls)
+            r["matrix"].append(res)
+            _say("        " + _matrix_line(res))
+    live_args = ["--tokens", str(plan.live_tokens), "--walls", str(plan.live_walls),
+                 "--seed", str(plan.seed)]
+    if "move" in plan.sections:
+        _say(f"[bench] one move through the Core ({plan.live_tokens} x {plan.live_walls}) ...")
+        r["move"] = _worker(plan, "bench.live", ["move", *live_args, "--moves",
+                                                 str(plan.core_moves)], "move")
+    if "memory" in plan.sections:
+        _say("[bench] peak memory (tracemalloc) ...")
+        r["memory"] = _worker(plan, "bench.live", ["memory", *live_args], "memory")
+    if "e2e" in plan.sections:
+        _say(f"[bench] end to end: {plan.clients} subscribers, {plan.e2e_moves} moves, "
+             f"{plan.seconds:g} s of throughput ...")
+        scene = generate(plan.live_tokens, plan.live_walls, plan.seed)
+        try:
+            r["e2e"] = live.run_e2e(scene, plan.clients, plan.e2e_moves, plan.seconds,
+                                    plan.in_thread, plan.mem_limit_gb)
+        except Exception as exc:
+            r["e2e"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if "compression" in plan.sections:
+        _say(f"[bench] permessage-deflate on/off, {plan.clients} clients ...")
+        r["compression"] = _worker(plan, "bench.live", ["compression", *live_args,
+                                                        "--clients", str(plan.clients)],
+                                   "compression")
+
+
+# -- formatting ----------------------------------------------------------------------------------
+
+def _s(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if v >= 100:
+        return f"{v:.0f} s"
+    if v >= 1:
+        return f"{v:.2f} s"
+    if v >= 0.001:
+        return f"{v * 1e3:.1f} ms"
+    return f"{v * 1e6:.0f} us"
+
+
+def _ms(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v * 1e3:.2f} ms"
+
+
+def _ratio(base: float | None, engine: float | None) -> float | None:
+    if base is None or engine is None or engine <= 0:
+        return None
+    return base / engine
+
+
+def _x(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.0f}x" if v >= 10 else f"{v:.2f}x"
+
+
+def _engine_s(m: Result) -> float | None:
+    e = m.get("engine", {})
+    v = e.get("median_s")
+    return float(v) if v is not None else None
+
+
+def _brute_s(m: Result) -> float | None:
+    v = m.get("brute", {}).get("median_s")
+    return float(v) if v is not None else None
+
+
+def _naive_s(m: Result) -> float | None:
+    v = m.get("naive", {}).get("extrapolated_s")
+    return float(v) if v is not None else None
+
+
+def _runs(d: Result) -> str:
+    times = d.get("times")
+    return f" ({len(times)})" if times else ""
+
+
+def _equality_text(m: Result) -> str:
+    eq = m.get("equality")
+    if not eq:
+        return "n/a"
+    if "error" in eq:
+        return "ERROR"
+    scope = "all targets" if eq.get("all_targets") else f"{eq.get('targets')} targets"
+    if eq.get("mismatches"):
+        return f"MISMATCH {eq['mismatches']}/{eq['compared']}"
+    sub = eq.get("subset_mismatches")
+    extra = f", subset != full: {sub}" if sub else ""
+    return f"equal {eq['compared']} ({scope}){extra}"
+
+
+def _matrix_line(m: Result) -> str:
+    if "error" in m and "engine" not in m:
+        return f"{m['tokens']}x{m['walls']}: {m['error']}"
+    e = m.get("engine", {})
+    eng = _s(_engine_s(m)) + _runs(e) if "median_s" in e else "FAILED"
+    return (f"engine {eng}, brute {_s(_brute_s(m))}{_runs(m.get('brute', {}))}, "
+            f"naive ~{_s(_naive_s(m))} ({m.get('naive', {}).get('sampled_pairs')} pairs), "
+            f"{_equality_text(m)}")
+
+
+def machine() -> Result:
+    from importlib.metadata import version
+
+    import msgpack
+    import msgspec
+    import numpy
+    import shapely
+
+    cpu = "unknown"
+    mem = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    commit = "unknown"
+    dirty = ""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        diff = subprocess.run(["git", "diff", "HEAD", "--", ".", ":(exclude)bench",
+                               ":(exclude)tests/test_bench_scenes.py"], cwd=REPO,
+                              capture_output=True, timeout=30).stdout
+        if diff.strip():
+            dirty = hashlib.sha1(diff).hexdigest()[:10]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "cpu": cpu, "memory": mem, "platform": platform.platform(),
+        "python": platform.python_version(), "numpy": numpy.__version__,
+        "shapely": shapely.__version__, "websockets": version("websockets"),
+        "msgspec": msgspec.__version__, "msgpack": ".".join(map(str, msgpack.version)),
+        "commit": commit + (f" + uncommitted changes (diff sha1 {dirty})" if dirty else ""),
+    }
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    verdict: str  # "met", "not met", "not measured"
+    detail: str
+
+
+def targets(plan: Plan) -> list[Target]:
+    r = plan.results
+    out: list[Target] = []
+    matrix: list[Result] = r.get("matrix", [])
+    if matrix:
+        for label, base, goal in (("naive", _naive_s, TARGET_NAIVE),
+                                  ("brute numpy", _brute_s, TARGET_BRUTE)):
+            ratios = [(m, _ratio(base(m), _engine_s(m))) for m in matrix]
+            worst = min(ratios, key=lambda p: -1.0 if p[1] is None else p[1])
+            failed = [m for m, v in ratios if v is None or v < goal]
+            detail = ", ".join(f"{m['tokens']}x{m['walls']}: {_x(v)}" for m, v in ratios)
+            verdict = "not met" if failed else "met"
+            if plan.quick:
+                verdict += " (quick sizes only)"
+            out.append(Target(f"full matrix >= {goal:g}x faster than {label}", verdict,
+                              f"worst {worst[0]['tokens']}x{worst[0]['walls']}; {detail}"))
+    else:
+        out.append(Target("full matrix >= 100x faster than naive, >= 2x than brute numpy",
+                          "not measured", ""))
+    e2e = r.get("e2e")
+    if e2e and "all_delivered_p99_s" in e2e:
+        p99 = e2e["all_delivered_p99_s"]
+        sized = (e2e["tokens"], e2e["walls"], e2e["clients"]) == (100, 1000, 50)
+        verdict = ("met" if p99 < TARGET_P99_S else "not met") if sized else \
+            f"not measured (ran {e2e['tokens']}x{e2e['walls']}, {e2e['clients']} clients)"
+        out.append(Target("one move, 100 tokens / 1,000 walls, delivered to 50 subscribers: "
+                          "p99 < 10 ms", verdict,
+                          f"p99 until all {e2e['clients']} have it {_ms(p99)}; per-client "
+                          f"p99 {_ms(e2e.get('per_client_p99_s'))}, p50 "
+                          f"{_ms(e2e.get('per_client_p50_s'))}"))
+    else:
+        out.append(Target("one move delivered to 50 subscribers: p99 < 10 ms", "not measured",
+                          (e2e or {}).get("error", "")))
+    big = [m for m in matrix if (m["tokens"], m["walls"]) == (200, 5000)]
+    if big:
+        t = _engine_s(big[0])
+        err = big[0].get("engine", {}).get("error") or big[0].get("error")
+        out.append(Target("200 tokens (all 39,800 ordered pairs) with 5,000 walls < 0.5 s",
+                          "met" if t is not None and t < TARGET_BIG_S else "not met",
+                          _s(t) if t is not None else f"failed: {err}"))
+    else:
+        out.append(Target("200 tokens with 5,000 walls < 0.5 s", "not measured", ""))
+    return out
+
+
+def problems(plan: Plan) -> tuple[list[str], list[str]]:
+    """(wrong results, failed measurements)."""
+    wrong: list[str] = []
+    failed: list[str] = []
+    for m in plan.results.get("matrix", []):
+        name = f"{m['tokens']}x{m['walls']}"
+        if "error" in m:
+            failed.append(f"{name}: {m['error']}")
+        for part in ("engine", "brute"):
+            if "error" in m.get(part, {}):
+                failed.append(f"{name} {part}: {m[part]['error']} (at {m[part].get('where')})")
+        eq = m.get("equality", {})
+        if "error" in eq:
+            failed.append(f"{name} equality: {eq['error']} (at {eq.get('where')})")
+        if eq.get("mismatches"):
+            wrong.append(f"{name}: {eq['mismatches']} of {eq['compared']} annotations differ "
+                         f"from the reference; e.g. {eq['examples'][:1]}")
+        if eq.get("subset_mismatches"):
+            wrong.append(f"{name}: {eq['subset_mismatches']} annotations of a subset "
+                         "evaluation differ from the full matrix")
+    move = plan.results.get("move")
+    if move is not None:
+        if "error" in move:
+            failed.append(f"move: {move['error']}")
+        elif not move.get("view_matches_fresh", True):
+            wrong.append(f"move: after the moves, the subscriber's view differs from a fresh "
+                         f"evaluation in {move['view_mismatches']} annotations, e.g. "
+                         f"{move['view_examples'][:1]}")
+    for name in ("memory", "e2e", "compression"):
+        res = plan.results.get(name)
+        if res is not None and "error" in res:
+            failed.append(f"{name}: {res['error']}")
+    return wrong, failed
+
+
+def report(plan: Plan, elapsed: float, info: Result) -> str:
+    """The results as Markdown (printed and written to RESULTS.md)."""
+    r = plan.results
+    lines: list[str] = ["# Covercast benchmark results", ""]
+    lines += [f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+              f"- command: `{plan.command}`" + (" (quick run: small sizes, few runs)"
+                                                if plan.quick else ""),
+              f"- machine: {info['nproc']} CPUs ({info['cpu']}), {info['memory']} RAM, "
+              f"{info['platform']}",
+              f"- Python {info['python']}, numpy {info['numpy']}, shapely {info['shapely']}, "
+              f"websockets {info['websockets']}, msgspec {info['msgspec']}, msgpack "
+              f"{info['msgpack']}",
+              f"- code: commit {info['commit']}",
+              f"- scenes: bench/scenes.py, seed {plan.seed}; workers limited to "
+              f"{plan.mem_limit_gb:g} GiB of address space, {plan.timeout:.0f} s each; "
+              f"whole run {elapsed:.0f} s", ""]
+
+    lines += ["## Targets", "", "| target | verdict | detail |", "| --- | --- | --- |"]
+    lines += [f"| {t.name} | **{t.verdict}** | {t.detail} |" for t in targets(plan)]
+    wrong, failed = problems(plan)
+    if wrong or failed:
+        lines += ["", "## Problems", ""]
+        lines += [f"- WRONG: {w}" for w in wrong]
+        lines += [f"- FAILED: {f}" for f in failed]
+    lines.append("")
+
+    matrix: list[Result] = r.get("matrix", [])
+    if matrix:
+        lines += [
+            "## Full matrix", "",
+            "Dnd35 `evaluate`: every ordered pair, melee + reach + ranged, creatures as soft "
+            "cover, flanking. Time is the median of the runs in parentheses (5 when a run is "
+            "under 2 s, 3 under 10 s, else 1). Baselines compute the *ranged* degree only "
+            "(bench/baselines.py); ratio = baseline time / engine time. Naive: mean time per "
+            "pair over the sampled pairs x all ordered pairs (extrapolated). Agreement: share "
+            "of pairs where the baseline's ranged degree equals the engine's.", "",
+            "| tokens | walls | ordered pairs | engine | brute numpy | engine vs brute | "
+            "naive (extrapolated) | engine vs naive | baselines agree | equality vs "
+            "reference |",
+            "| ---: | ---: | ---: | --- | --- | ---: | --- | ---: | --- | --- |"]
+        for m in matrix:
+            e, b, nv = m.get("engine", {}), m.get("brute", {}), m.get("naive", {})
+            eng = (_s(e["median_s"]) + _runs(e)) if "median_s" in e else \
+                f"FAILED: {e.get('error', m.get('error', '?'))}"
+            brute = (_s(b["median_s"]) + _runs(b)) if "median_s" in b else \
+                f"FAILED: {b.get('error', m.get('error', '?'))}"
+            naive = (f"{_s(nv['extrapolated_s'])} ({nv['sampled_pairs']} pairs, "
+                     f"{_ms(nv['per_pair_s'])}/pair)") if nv else "n/a"
+            agree = []
+            if b.get("agreement") is not None:
+                agree.append(f"brute {b['agreement']:.2%}")
+            if nv.get("agreement") is not None:
+                agree.append(f"naive {nv['agreement']:.2%} (vs {nv['agreement_with']})")
+            lines.append(
+                f"| {m['tokens']} | {m['walls']} | {m.get('pairs', '')} | {eng} | {brute} | "
+                f"{_x(_ratio(_brute_s(m), _engine_s(m)))} | {naive} | "
+                f"{_x(_ratio(_naive_s(m), _engine_s(m)))} | {', '.join(agree) or 'n/a'} | "
+                f"{_equality_text(m)} |")
+        lines += ["", "Equality: Dnd35 through `CornerEngine.evaluate` against Dnd35 through "
+                  "`CornerEngine.reference` (the same rows), every attacker against all "
+                  "targets or a sample of targets including every creature size, in batches; "
+                  "'subset != full' counts annotations where a subset evaluation disagreed with "
+                  "the full matrix.", ""]
+        if any("breakdown" in m for m in matrix):
+            lines += ["Where the engine's time goes (one run of `CornerEngine.evaluate` on the "
+                      "matrix rows, split by path):", "",
+                      "| tokens | walls | single-square rows | rows with a big creature |",
+                      "| ---: | ---: | --- | --- |"]
+            for m in matrix:
+                bd = m.get("breakdown")
+                if not bd:
+                    continue
+                cells = []
+                for part in ("single_rows", "big_rows"):
+                    p = bd[part]
+                    cells.append(f"{p['rows']} rows: " + (
+                        _s(p["seconds"]) if "error" not in p
+                        else f"FAILED after {_s(p['seconds'])}: {p['error']}"))
+                lines.append(f"| {m['tokens']} | {m['walls']} | {cells[0]} | {cells[1]} |")
+            lines.append("")
+
+    move = r.get("move")
+    if move:
+        lines += ["## One move through the Core (sans-I/O)", ""]
+        if "error" in move:
+            lines += [f"FAILED: {move['error']}", ""]
+        else:
+            lines += [
+                f"{move['tokens']} tokens, {move['walls']} walls, one subscriber (all modes). "
+                f"Time of `core.receive(gm, token.update)` plus resolving its Notify into the "
+                f"subscriber's delta (`core.drain`), moving token {move['mover']} one square "
+                f"right and back (chosen as the movable token that sees the most).", "",
+                f"- median of {move['moves']} moves: **{_ms(move['median_s'])}** (min "
+                f"{_ms(min(move['times']))}, max {_ms(max(move['times']))})",
+                f"- annotations changed per move: median {move['changed_median']:g}, max "
+                f"{move['changed_max']}; delta frame {move['delta_bytes_median']:.0f} bytes",
+                f"- the subscription itself (full matrix through the Core, snapshot "
+                f"{move['snapshot_bytes'] / 1e6:.1f} MB): {_s(move['subscribe_s'])}",
+                f"- subscriber's view after the moves equals a fresh full evaluation: "
+                f"{'yes' if move['view_matches_fresh'] else 'NO'}", ""]
+
+    e2e = r.get("e2e")
+    if e2e:
+        lines += ["## End to end over WebSockets (127.0.0.1)", ""]
+        if "error" in e2e and "moves_done" not in e2e:
+            lines += [f"FAILED: {e2e['error']}", ""]
+        else:
+            cpu = e2e.get("server_cpu_per_move_s")
+            where = ("a thread of the client process" if e2e["server"] == "thread"
+                     else "a child process")
+            lines += [
+                f"Real server (server.app.run, compression off) in {where}"
+                f"; {e2e['clients']} subscribed asyncio clients and one mover in one process; "
+                f"{e2e['tokens']} tokens, {e2e['walls']} walls. Latency: from sending a "
+                f"token.update to the arrival of its annotation delta; moves one at a time "
+                f"({e2e['moves_done']} of {e2e['moves']} done).", "",
+                f"- until **all {e2e['clients']}** subscribers have it: p50 "
+                f"{_ms(e2e['all_delivered_p50_s'])}, **p99 {_ms(e2e['all_delivered_p99_s'])}**, "
+                f"max {_ms(e2e['all_delivered_max_s'])}",
+                f"- per subscriber ({e2e['moves_done'] * e2e['clients']} deliveries): p50 "
+                f"{_ms(e2e['per_client_p50_s'])}, p99 {_ms(e2e['per_client_p99_s'])}",
+                f"- ack to the mover: p50 {_ms(e2e['ack_p50_s'])}",
+                f"- server CPU per move: {_ms(cpu) if cpu is not None else 'n/a'}",
+                f"- subscribing all {e2e['clients']} (first one computes the matrix): "
+                f"{_s(e2e['subscribe_all_s'])}"]
+            if "moves_per_s" in e2e:
+                lines += [
+                    f"- sustained: **{e2e['moves_per_s']:.1f} moves/s** acknowledged over "
+                    f"{e2e['throughput_seconds']:.1f} s (next move sent when the ack arrives), "
+                    f"{e2e['deltas_per_client_per_s']:.1f} deltas/s reached each subscriber "
+                    f"(deltas coalesce); all caught up: {'yes' if e2e['caught_up'] else 'NO'} "
+                    f"({_s(e2e['catch_up_s'])} after the last ack)"]
+            if "error" in e2e:
+                lines.append(f"- ERROR: {e2e['error']}")
+            lines.append("")
+
+    mem = r.get("memory")
+    if mem:
+        lines += ["## Peak memory", ""]
+        if "error" in mem:
+            lines += [f"FAILED: {mem['error']}", ""]
+        else:
+            lines += [
+                f"tracemalloc around a Core loading the {mem['tokens']} x {mem['walls']} scene "
+                f"(scene.load) and computing its full matrix (first subscription); Python and "
+                f"numpy allocations (GEOS memory is not traced).", "",
+                f"- peak **{mem['peak_mb']:.0f} MiB**, retained afterwards "
+                f"{mem['retained_mb']:.0f} MiB (time under tracemalloc "
+                f"{_s(mem['seconds_traced'])})", ""]
+        peaks = [f"{m['tokens']}x{m['walls']}: {m['peak_rss_mb']:.0f} MiB"
+                 for m in matrix if "peak_rss_mb" in m]
+        if peaks:
+            lines += ["Peak RSS of each full-matrix worker (engine, baselines and checks "
+                      "together): " + ", ".join(peaks), ""]
+
+    comp = r.get("compression")
+    if comp:
+        lines += ["## permessage-deflate", ""]
+        if "error" in comp:
+            lines += [f"FAILED: {comp['error']}", ""]
+        else:
+            on, off = comp["on"], comp["off"]
+            lines += [
+                f"Server-thread CPU time (time.thread_time) to send one frame to "
+                f"{comp['clients']} clients with websockets, median; frames are real ones "
+                f"from the Core ({comp['tokens']} x {comp['walls']} scene): move deltas "
+                f"(median {comp['delta_bytes_median']:.0f} bytes, deflated "
+                f"{comp['delta_deflated_bytes_median']:.0f}) and the subscription snapshot "
+                f"({comp['snapshot_bytes'] / 1e6:.2f} MB, deflated "
+                f"{comp['snapshot_deflated_bytes'] / 1e3:.0f} KB). The server runs with "
+                f"compression off.", "",
+                "| frame | deflate off | deflate on |", "| --- | --- | --- |",
+                f"| move delta | {_ms(off['delta_cpu_median_s'])} | "
+                f"{_ms(on['delta_cpu_median_s'])} |",
+                f"| snapshot | {_ms(off['snapshot_cpu_median_s'])} | "
+                f"{_ms(on['snapshot_cpu_median_s'])} |",
+                "", f"(deflate negotiated: off {off['negotiated']}, on {on['negotiated']})",
+                ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few runs (a minute), to check everything works")
+    p.add_argument("--sections", default="matrix,move,memory,e2e,compression",
+                   help="comma-separated subset of matrix,move,memory,e2e,compression")
+    p.add_argument("--configs", help="full-matrix sizes, e.g. 50x100,200x5000 "
+                   "(default: 50/100/200 tokens x 100/1000/5000 walls)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--clients", type=int, help="subscribers (default 50; quick 20)")
+    p.add_argument("--moves", type=int, help="end-to-end moves (default 100; quick 20)")
+    p.add_argument("--seconds", type=float, help="throughput phase (default 10; quick 2)")
+    p.add_argument("--mem-limit-gb", type=float, default=8.0,
+                   help="address-space limit of each worker and of the server (default 8)")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds before a worker is stopped (default 900)")
+    p.add_argument("--server-in-thread", action="store_true",
+                   help="run the end-to-end server in a thread of this process (like "
+                        "tests.conftest.LiveServer) instead of a child process")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time the engine's single-square and big-creature paths")
+    p.add_argument("--out", help="Markdown results file (default bench/RESULTS.md; "
+                   "none in --quick mode)")
+    args = p.parse_args(argv)
+    quick = bool(args.quick)
+    if args.configs:
+        configs = [(int(a), int(b)) for a, b in
+                   (c.lower().split("x") for c in args.configs.split(","))]
+    else:
+        configs = QUICK_CONFIGS if quick else FULL_CONFIGS
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    unknown = sections - {"matrix", "move", "memory", "e2e", "compression"}
+    if unknown:
+        p.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    out = Path(args.out) if args.out else (None if quick else RESULTS)
+    plan = Plan(
+        quick=quick, sections=sections, configs=configs, seed=args.seed,
+        live_tokens=50 if quick else 100, live_walls=300 if quick else 1000,
+        clients=args.clients or (20 if quick else 50),
+        core_moves=6 if quick else 20,
+        e2e_moves=args.moves or (20 if quick else 100),
+        seconds=args.seconds if args.seconds is not None else (2.0 if quick else 10.0),
+        mem_limit_gb=args.mem_limit_gb, timeout=args.timeout,
+        in_thread=args.server_in_thread, breakdown=args.breakdown, out=out,
+        command=".venv/bin/python -m bench" + "".join(
+            f" {a}" for a in (sys.argv[1:] if argv is None else argv)))
+    t0 = time.perf_counter()
+    before = machine()["commit"]
+    run_plan(plan)
+    info = machine()
+    if info["commit"] != before:
+        info["commit"] = (f"{before} at the start, {info['commit']} at the end (the code "
+                          "changed during the run: figures may mix versions)")
+    text = report(plan, time.perf_counter() - t0, info)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n")
+        _say(f"[bench] wrote {out}")
+    wrong, failed = problems(plan)
+    if wrong:
+        _say("\n" + "!" * 78 + "\nBENCHMARK FAILED: results differ from the reference:\n"
+             + "\n".join(f"  - {w}" for w in wrong) + "\n" + "!" * 78)
+        return 1
+    if failed:
+        _say("[bench] some measurements failed:\n" + "\n".join(f"  - {f}" for f in failed))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

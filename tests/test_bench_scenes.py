@@ -1,0 +1,123 @@
+"""The benchmark's scene generator and its equality check, on small generated scenes.
+
+- the generator is deterministic in its seed, gives exactly the sizes asked for, and its
+  scene.load message becomes, through the server, exactly its SceneGeom;
+- tokens sit on free squares: no two overlap, no wall runs through one;
+- the fast corner engine equals `CornerEngine.reference` row by row (all ordered pairs, all
+  modes, with and without traced lines, default and non-default options), and Dnd35 through
+  either gives the same annotations;
+- both baselines compute the engine's ranged degree (so the benchmark's ratios compare like
+  with like).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import shapely
+
+from bench import baselines
+from bench.scenes import BenchScene, generate
+from geometry.model import Direction, Size, WallCover
+from rulesets.base import AttackMode
+from rulesets.corner import CornerEngine, CornerOptions
+from server import messages
+from server import scene as scenes
+
+SEEDS = (1, 2, 3)
+TOKENS, WALLS = 12, 40
+OPTIONS = {
+    "default": CornerOptions(),
+    "variant": CornerOptions(big_creatures_ranged=True, soft_cover_vs_reach=True,
+                             low_obstacle_range_from="target"),
+}
+
+
+@pytest.fixture(scope="module", params=SEEDS, ids=lambda s: f"seed{s}")
+def small(request: pytest.FixtureRequest) -> BenchScene:
+    seed: int = request.param
+    return generate(TOKENS, WALLS, seed)
+
+
+def all_rows(n: int) -> list[tuple[int, int, AttackMode]]:
+    return [(a, t, m) for a, t in itertools.permutations(range(n), 2) for m in AttackMode]
+
+
+def test_generator_is_deterministic_and_sized() -> None:
+    for seed in SEEDS:
+        first, again = generate(TOKENS, WALLS, seed), generate(TOKENS, WALLS, seed)
+        assert first == again
+        assert first.message == again.message
+        assert len(first.geom.creatures) == TOKENS
+        assert len(first.geom.walls) == WALLS
+        assert len(first.message["scene"]["walls"]) == WALLS
+    assert generate(TOKENS, WALLS, 1).geom != generate(TOKENS, WALLS, 2).geom
+
+
+def test_scene_load_gives_the_same_geometry(small: BenchScene) -> None:
+    request = messages.parse_request(small.message)
+    assert isinstance(request, messages.SceneLoad)
+    loaded = scenes.load(request.scene, request.ruleset, request.options, None)
+    assert loaded.geometry == small.geom
+
+
+def test_tokens_on_free_squares(small: BenchScene) -> None:
+    size = small.geom.grid.size
+    boxes = [shapely.box(c.x, c.y, c.x + c.width * size, c.y + c.height * size)
+             for c in small.geom.creatures]
+    for a, b in itertools.combinations(boxes, 2):
+        assert shapely.area(shapely.intersection(a, b)) == 0
+    eps = 1e-6
+    inner = [shapely.box(*(v + d for v, d in zip(b.bounds, (eps, eps, -eps, -eps),
+                                                  strict=True))) for b in boxes]
+    for w in small.geom.walls:
+        seg = shapely.linestrings([(w.x0, w.y0), (w.x1, w.y1)])
+        assert not any(shapely.intersects(seg, box) for box in inner), w.id
+    for token_id, _, (x, y) in small.movers:
+        target = shapely.box(x + eps, y + eps, x + size - eps, y + size - eps)
+        assert not any(shapely.intersects(target, b) for b in boxes), token_id
+
+
+def test_small_scenes_cover_the_interesting_cases() -> None:
+    geoms = [generate(TOKENS, WALLS, s).geom for s in SEEDS]
+    sizes = {c.size for g in geoms for c in g.creatures}
+    walls = [w for g in geoms for w in g.walls]
+    assert {Size.MEDIUM, Size.LARGE, Size.TINY} <= sizes
+    assert any(w.cover is WallCover.LOW for w in walls)
+    assert any(w.cover is WallCover.IMPROVED for w in walls)
+    assert any(w.limited for w in walls)
+    assert any(w.direction is not Direction.BOTH for w in walls)
+    assert any(not w.active for w in walls)  # an open door
+
+
+@pytest.mark.parametrize("lines", [False, True], ids=["facts", "lines"])
+@pytest.mark.parametrize("option_set", sorted(OPTIONS))
+def test_fast_engine_equals_reference_row_by_row(small: BenchScene, option_set: str,
+                                                 lines: bool) -> None:
+    rows = all_rows(len(small.geom.creatures))
+    engine = CornerEngine(small.geom, OPTIONS[option_set])
+    fast = engine.evaluate(rows, lines)
+    ref = engine.reference(rows, lines)
+    assert len(fast) == len(ref) == len(rows)
+    wrong = [(row, f, r) for row, f, r in zip(rows, fast, ref, strict=True) if f != r]
+    assert not wrong, f"{len(wrong)} rows differ, first: {wrong[0]}"
+
+
+def test_dnd35_fast_equals_reference(small: BenchScene) -> None:
+    compared, mismatches = baselines.compare_annotations(small.geom, None)
+    assert compared == 3 * TOKENS * (TOKENS - 1)
+    assert not mismatches, mismatches[0]
+
+
+def test_baselines_compute_the_engines_ranged_degree(small: BenchScene) -> None:
+    from rulesets.dnd35 import Dnd35
+
+    pairs = baselines.ordered_pairs(TOKENS)
+    engine = baselines.engine_ranged(Dnd35().evaluate(small.geom, CornerOptions()),
+                                     small.geom, pairs)
+    brute = [int(v) for v in baselines.brute_ranged(small.geom)]
+    assert brute == engine
+    sample = pairs[::7]
+    naive = baselines.naive_pairs(small.geom, sample)
+    assert naive == [engine[k] for k in range(0, len(pairs), 7)]
