@@ -52,13 +52,31 @@ def affected_pairs(old: SceneGeom, new: SceneGeom) -> set[Pair] | None:
     for i in changed & after.keys():
         out.update((i, j) for j in ids if j != i)
         out.update((j, i) for j in ids if j != i)
-    # Flanking: attacks on any target touched above, or near a changed creature's old or
-    # new place, by anyone who can reach that target.
-    targets = {t for _, t in out}
+    # Flanking: attacks on a target whose threats may have changed (a pair above in which
+    # the attacker can reach the target), or near a changed creature's old or new place,
+    # by anyone who can reach that target.
+    targets = _threatened(new, out)
     targets |= _near(new.creatures, [c for i in changed for c in (before.get(i), after.get(i))
                                      if c is not None], new)
     out |= _reaching(new, targets)
     return out
+
+
+def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
+    """Targets of those pairs whose attacker is within twice its natural reach of them: the
+    only pairs whose change can change who flanks."""
+    if not pairs:
+        return set()
+    grid = scene.grid
+    index = {c.id: k for k, c in enumerate(scene.creatures)}
+    spaces = np.array([space(c, grid) for c in scene.creatures], dtype=np.float64)
+    reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)
+    ordered = sorted(pairs)
+    a = np.array([index[p[0]] for p in ordered], dtype=np.intp)
+    t = np.array([index[p[1]] for p in ordered], dtype=np.intp)
+    sx, sy = grid_steps_many(spaces[a], spaces[t], grid.size)
+    near = within_reach_many(sx, sy, 2 * reach[a])
+    return {p[1] for p, ok in zip(ordered, near.tolist(), strict=True) if ok}
 
 
 def _hulls_meet(spaces: FloatArray, a: np.ndarray, t: np.ndarray,

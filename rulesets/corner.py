@@ -17,6 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -29,7 +30,7 @@ import shapely
 from geometry import kernel
 from geometry.flanking import crosses_opposite_borders
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import Grid, RegionKind, SceneGeom
+from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     adjacent,
@@ -184,6 +185,34 @@ class _Plan:
 
 
 _NO_POINTS: FloatArray = np.empty((0, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where a creature's lines can start or end: every corner of every square it occupies,
+    each once (the space's own four first for a one-square creature), exact and a hair
+    inside the space; and where the space's corners and each square's corners sit among
+    them."""
+
+    space: Box
+    squares: list[Box]
+    points: FloatArray
+    points_in: FloatArray
+    space_idx: IntArray
+    square_idx: IntArray
+    square_boxes: FloatArray
+
+
+@functools.lru_cache(maxsize=16384)
+def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
+    # Creatures are frozen values: a token that did not move keeps its layout across
+    # revisions (the arrays are never written to).
+    box = space(c, grid)
+    sqs = squares(c, grid)
+    pts = _distinct_corners(sqs)
+    return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
+                   np.array([_indices(pts, corners(sq)) for sq in sqs]),
+                   np.array(sqs, dtype=np.float64))
 # Row shapes (CornerEngine._row_shape), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
@@ -274,28 +303,18 @@ class CornerEngine:
         self.options = options
         self.tracer = Tracer(scene)
         self.cs = scene.creatures
-        self.spaces = [space(c, self.grid) for c in self.cs]
-        self.squares = [squares(c, self.grid) for c in self.cs]
+        layouts = [_layout(c, self.grid) for c in self.cs]
+        self.spaces = [lay.space for lay in layouts]
+        self.squares = [lay.squares for lay in layouts]
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self._space_arr = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
-        self._single = [len(sq) == 1 for sq in self.squares]
         self._reach = np.array([c.reach for c in self.cs], dtype=np.float64)
-        self._corners_raw = np.array([corners(b) for b in self.spaces],
-                                     dtype=np.float64).reshape(-1, 4, 2)
-        self._corners_inset = np.array([inset(corners(b), b) for b in self.spaces],
-                                       dtype=np.float64).reshape(-1, 4, 2)
-        # Every corner of every square a creature occupies, each once (the space's own four
-        # first for one-square creatures), exact and a hair inside the space; and where the
-        # space's corners and each square's corners sit among them.
-        self._points = [_distinct_corners(sq) for sq in self.squares]
-        self._points_in = [inset(pts, b) for pts, b in zip(self._points, self.spaces,
-                                                           strict=True)]
+        self._points = [lay.points for lay in layouts]
+        self._points_in = [lay.points_in for lay in layouts]
         self._k = np.array([len(pts) for pts in self._points], dtype=np.intp)
-        self._space_idx = [_indices(pts, corners(b)) for pts, b in zip(self._points, self.spaces,
-                                                                      strict=True)]
-        self._square_idx = [np.array([_indices(pts, corners(sq)) for sq in sqs])
-                            for pts, sqs in zip(self._points, self.squares, strict=True)]
-        self._square_boxes = [np.array(sqs, dtype=np.float64) for sqs in self.squares]
+        self._space_idx = [lay.space_idx for lay in layouts]
+        self._square_idx = [lay.square_idx for lay in layouts]
+        self._square_boxes = [lay.square_boxes for lay in layouts]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
 
