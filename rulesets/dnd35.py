@@ -82,17 +82,18 @@ class Dnd35(Ruleset):
         idx_pairs = pair_indices(len(scene.creatures), engine.index, pairs)
         modes = tuple(modes)
         rows = [(a, t, m) for a, t in idx_pairs for m in modes]
-        wanted = {(a, t, m) for a, t, m in rows}
-        melee_modes = [m for m in modes if m is not AttackMode.RANGED]
-        extra = [] if not melee_modes else [
+        # Flanking needs melee facts for everyone who can reach a target, asked for or not.
+        melee = AttackMode.MELEE in modes
+        asked = set(idx_pairs) if melee else set()
+        extra = [] if not any(m is not AttackMode.RANGED for m in modes) else [
             (b, t, AttackMode.MELEE) for b, t in engine.threat_rows(idx_pairs)
-            if (b, t, AttackMode.MELEE) not in wanted]
+            if (b, t) not in asked]
         facts = engine.evaluate(rows + extra, lines)
-        by_row = dict(zip(rows + extra, facts, strict=True))
         threatens = {(a, t): f.in_reach and f.level != TOTAL
-                     for (a, t, m), f in by_row.items() if m is AttackMode.MELEE}
-        return [self._annotate(engine, a, t, m, by_row[(a, t, m)], threatens, options)
-                for a, t, m in rows]
+                     for (a, t, m), f in zip(rows + extra, facts, strict=True)
+                     if m is AttackMode.MELEE}
+        return [self._annotate(engine, a, t, m, f, threatens, options)
+                for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area with line of effect from its origin; cover is traced from

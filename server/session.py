@@ -134,6 +134,14 @@ _BATCHES: dict[type, tuple[Any, str, str]] = {
 }
 
 
+def _flag_map(flags: frozenset[Flag]) -> dict[str, bool]:
+    """Every flag by name, true for those set (the wire shows them all)."""
+    out = dict(_ALL_FALSE)
+    for f in flags:
+        out[f.value] = True
+    return out
+
+
 def _reason(text: str) -> str:
     """A close reason: WebSocket allows 123 bytes of UTF-8."""
     data = text.encode()
@@ -147,7 +155,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
         cover=a.cover.value,
         modifiers=[ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
                    for m in a.modifiers],
-        flags={f.value: (f in a.flags) for f in _FLAGS},
+        flags=_flag_map(a.flags),
         flankers=list(a.flankers),
         lines=None if a.lines is None else [
             LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
@@ -157,6 +165,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
 
 
 _FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
+_ALL_FALSE = {f.value: False for f in _FLAGS}
 #: The flags that mean something for a creature caught in an area effect.
 _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
 
@@ -324,7 +333,22 @@ class Core:
 
     def delta(self, conn: int, sid: str) -> bytes | str | None:
         """The `annotations` frame bringing this subscriber from what it was last sent to
-        the scene's current state (None: nothing changed, or no longer subscribed)."""
+        the scene's current state (None: nothing changed, or no longer subscribed). A bug
+        while computing it is logged and reported to the subscriber as an `internal` error;
+        the connection, and what it was last sent, stay as they were."""
+        try:
+            return self._delta(conn, sid)
+        except Exception:
+            log.exception("bug while computing annotations of scene %r for connection %d",
+                          sid, conn)
+            state = self.connections.get(conn)
+            sub = state.subscriptions.get(sid) if state is not None else None
+            err = Error(ErrorCode.INTERNAL.value,
+                        f"internal error computing annotations of scene {sid!r}; they may "
+                        "be stale until the next change", None, None)
+            return encode(err, sub.binary if sub is not None else True)
+
+    def _delta(self, conn: int, sid: str) -> bytes | str | None:
         state = self.connections.get(conn)
         sub = state.subscriptions.get(sid) if state is not None else None
         if sub is None or sid not in self.scenes:

@@ -122,3 +122,29 @@ def apply(held: dict[Key, Any], delta: dict[str, Any]) -> None:
         held.pop((key[0], key[1], key[2]), None)
     for a in delta["annotations"]:
         held[(a["attacker"], a["target"], a["mode"])] = a
+
+
+def test_a_bug_while_computing_a_delta_is_reported_not_fatal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    core = Core()
+    gm, viewer = core.connect(), core.connect()
+    for conn in (gm, viewer):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(random.Random(5), "dnd35"))
+    _send(core, viewer, {"type": "subscribe", "scene": "s"})
+    ruleset = core.scenes["s"].ruleset
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(type(ruleset), "evaluate", broken)
+    frames = _send(core, gm, {"type": "token.update", "scene": "s",
+                              "tokens": [{"id": "t1", "x": 0, "y": 0}]})
+    assert frames[gm][0]["type"] == "ack"
+    (err,) = frames[viewer]
+    assert err["type"] == "error" and err["code"] == "internal"
+    monkeypatch.undo()
+    frames = _send(core, gm, {"type": "token.update", "scene": "s",
+                              "tokens": [{"id": "t1", "x": 100, "y": 0}]})
+    (delta,) = frames[viewer]
+    assert delta["type"] == "annotations" and delta["revision"] == core.scenes["s"].revision
