@@ -100,16 +100,12 @@ class Tracer:
         self.wall_cover_code = w.cover_code
         self.wall_top: FloatArray = w.top
         self.wall_index = w.index
-        walls = w.walls
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
-        self.creature_index = {c.id: k for k, c in enumerate(scene.creatures)}
         self.boxes: FloatArray = np.array(
             [space(c, grid) for c in scene.creatures], dtype=np.float64).reshape(-1, 4)
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
-        self._wall_lines = shapely.linestrings(self.wall_xy.reshape(-1, 2, 2)) if walls else None
-        self._dist_cache: dict[tuple[int, int], float] = {}
 
     def trace(self, starts: FloatArray, ends: FloatArray,
               group_start: IntArray | None = None,
@@ -148,36 +144,12 @@ class Tracer:
         rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
 
-    def wall_distance_feet(self, creature: int, wall: int) -> float:
-        """Shortest distance from a creature's space to a wall segment, in feet."""
-        key = (creature, wall)
-        cached = self._dist_cache.get(key)
-        if cached is None:
-            assert self._wall_lines is not None
-            box = shapely.box(*self.boxes[creature])
-            cached = float(shapely.distance(box, self._wall_lines[wall])) / (
-                self.scene.grid.px_per_foot)
-            self._dist_cache[key] = cached
-        return cached
-
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
         """Per line: whether any of its hits (given by line indices) passes `mask`."""
         out = np.zeros(n, dtype=bool)
         out[lines[mask]] = True
         return out
 
-    def solid_walls(self, hits: LineHits, wall_mask: BoolArray) -> BoolArray:
-        """Per line: blocked by the walls selected in `wall_mask` (per wall index), counting
-        limited walls only from the second one on the same line."""
-        sel = wall_mask[hits.wall_idx]
-        limited = self.wall_limited[hits.wall_idx]
-        full = self.per_line_any(hits.wall_line, sel & ~limited, hits.n)
-        counts = np.bincount(hits.wall_line[sel & limited], minlength=hits.n)
-        return full | (counts >= 2)
-
     def region_lines(self, hits: LineHits, kind: RegionKind) -> BoolArray:
         mask = np.array([self.region_kind[i] is kind for i in hits.region_idx], dtype=bool)
         return self.per_line_any(hits.region_line, mask, hits.n)
-
-    def wall_cover_mask(self, cover: WallCover) -> BoolArray:
-        return np.array([c is cover for c in self.wall_cover], dtype=bool)
