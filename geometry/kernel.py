@@ -17,7 +17,7 @@ along an edge does not enter it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -81,11 +81,21 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
 def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
                      boxes: FloatArray) -> tuple[IntArray, IntArray]:
     """All of iter_group_candidates at once."""
-    parts = list(iter_group_candidates(starts, ends, group_start, boxes))
-    if not parts:
-        empty = np.empty(0, dtype=np.intp)
-        return empty, empty.copy()
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    return _collect(list(iter_group_candidates(starts, ends, group_start, boxes)))
+
+
+def _pruned(starts: FloatArray, ends: FloatArray, things: FloatArray,
+            group_start: IntArray | None,
+            exact: Callable[[FloatArray, FloatArray, FloatArray], BoolArray],
+            ) -> tuple[IntArray, IntArray]:
+    """(line, thing) pairs that pass the spatial prune and then the exact row-paired test."""
+    if group_start is None:
+        group_start = np.arange(len(starts), dtype=np.intp)
+    parts = []
+    for li, ti in iter_group_candidates(starts, ends, group_start, things):
+        hit = exact(starts[li], ends[li], things[ti])
+        parts.append((li[hit], ti[hit]))
+    return _collect(parts)
 
 
 def _collect(parts: list[tuple[IntArray, IntArray]]) -> tuple[IntArray, IntArray]:
@@ -103,13 +113,7 @@ def segments_cross_walls(starts: FloatArray, ends: FloatArray, walls: FloatArray
     optionally names contiguous groups of lines for the spatial prune (default: every line
     its own group). Returns (line_index, wall_index) for every blocking pair.
     """
-    if group_start is None:
-        group_start = np.arange(len(starts), dtype=np.intp)
-    parts = []
-    for li, wi in iter_group_candidates(starts, ends, group_start, walls):
-        hit = _cross(starts[li], ends[li], walls[wi])
-        parts.append((li[hit], wi[hit]))
-    return _collect(parts)
+    return _pruned(starts, ends, walls, group_start, _cross)
 
 
 def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray:
@@ -219,13 +223,7 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
     an edge is not entering. group_start as for segments_cross_walls. Returns
     (line_index, box_index) pairs.
     """
-    if group_start is None:
-        group_start = np.arange(len(starts), dtype=np.intp)
-    parts = []
-    for li, bi in iter_group_candidates(starts, ends, group_start, boxes):
-        hit = enter_paired(starts[li], ends[li], boxes[bi])
-        parts.append((li[hit], bi[hit]))
-    return _collect(parts)
+    return _pruned(starts, ends, boxes, group_start, enter_paired)
 
 
 def segments_enter_polygons(starts: FloatArray, ends: FloatArray,
