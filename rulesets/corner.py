@@ -241,8 +241,10 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     # Seen from a point on the segment itself the bisector vanishes: use the normal.
     normal = np.column_stack([-ua[:, 1], ua[:, 0]])
     mid = np.where(norm > 1e-9, mid / np.maximum(norm, 1e-12), normal)
-    a_far = p + ua * np.maximum(far, la)
-    b_far = p + ub * np.maximum(far, lb)
+    # An end already beyond `far` is its own far point (recomputing it as p + u * |a - p|
+    # lands a rounding error away and makes the ring cross itself).
+    a_far = np.where(la >= far, a, p + ua * far)
+    b_far = np.where(lb >= far, b, p + ub * far)
     m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
     rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
     return rings
@@ -440,7 +442,12 @@ class CornerEngine:
         quads = shadow_polygons(p, a_pts, b_pts,
                                 2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0)
         shadows = shapely.polygons(quads)
-        shadows = shadows[shapely.is_valid(shadows) & shapely.intersects(shadows, target)]
+        # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
+        # never dropped (a dropped shadow would show a hidden target).
+        bad = ~shapely.is_valid(shadows)
+        if bad.any():
+            shadows[bad] = shapely.make_valid(shadows[bad])
+        shadows = shadows[shapely.intersects(shadows, target)]
         regions = [tr.region_polys[k] for k, kind in enumerate(tr.region_kind)
                    if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
         if len(shadows) == 0 and not regions:
