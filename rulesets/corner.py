@@ -353,10 +353,10 @@ class CornerEngine:
 
     # -- classification ----------------------------------------------------------------
 
-    def _levels(self, hits: LineHits, kind: npt.NDArray[np.int8], att: IntArray,
-                tgt: IntArray, starts: FloatArray,
-                ends: FloatArray) -> tuple[npt.NDArray[np.int8], dict[str, BoolArray]]:
-        """Per-line level, and per-hit masks of what counted (for the traced lines)."""
+    def _components(self, hits: LineHits, att: IntArray, tgt: IntArray,
+                    starts: FloatArray, ends: FloatArray) -> dict[str, BoolArray]:
+        """What each directed line (a traced line read from its attacker's end) meets, before
+        any attack mode's rule: per line booleans, and per hit masks of what counted."""
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
@@ -364,41 +364,42 @@ class CornerEngine:
         limited = tr.wall_limited[wi]
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
-        solid = solid_full | lim_blocked
-        h_solid_counted = h_solid & (~limited | lim_blocked[wl])
         h_low_active = h_low & self._low_active(wl, wi, att, tgt, h_low)
-        low = tr.per_line_any(wl, h_low_active, n)
-        improved_wall = tr.per_line_any(wl, h_improved, n)
-
         rkind = np.array([tr.region_kind[r] for r in hits.region_idx], dtype=object)
         rl = hits.region_line
-        block_reg = tr.per_line_any(rl, rkind == RegionKind.BLOCKING, n)
-        cover_reg = tr.per_line_any(rl, rkind == RegionKind.COVER, n)
-        impr_reg = tr.per_line_any(rl, rkind == RegionKind.IMPROVED, n)
-
         cl, ci = hits.creature_line, hits.creature_idx
+        h_creature = (ci != att[cl]) & (ci != tgt[cl])
+        return {
+            "solid": solid_full | lim_blocked,
+            "low": tr.per_line_any(wl, h_low_active, n),
+            "improved_wall": tr.per_line_any(wl, h_improved, n),
+            "block_reg": tr.per_line_any(rl, rkind == RegionKind.BLOCKING, n),
+            "cover_reg": tr.per_line_any(rl, rkind == RegionKind.COVER, n),
+            "impr_reg": tr.per_line_any(rl, rkind == RegionKind.IMPROVED, n),
+            "creature": tr.per_line_any(cl, h_creature, n),
+            "h_walls": (h_solid & (~limited | lim_blocked[wl])) | h_low_active | h_improved,
+            "h_creature": h_creature,
+            "h_blocking_region": rkind == RegionKind.BLOCKING,
+        }
+
+    def _levels(self, comps: dict[str, BoolArray], at: IntArray,
+                kind: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.int8],
+                                                     npt.NDArray[np.int8]]:
+        """Per virtual line (reading directed line at[v] under its mode's rule): its level,
+        and what it is worth when its corner is only partly blocked."""
         soft_ok = (kind == RANGED_LINE) | (
             (kind == REACH_LINE) & self.options.soft_cover_vs_reach)
-        h_creature = (ci != att[cl]) & (ci != tgt[cl]) & soft_ok[cl]
-        creature = tr.per_line_any(cl, h_creature, n)
-
         adj = kind == ADJACENT_LINE
-        level = np.zeros(n, dtype=np.int8)
-        level[~adj & creature] = SOFT
-        level[(~adj & cover_reg) | low] = COVER
-        level[improved_wall | (~adj & impr_reg)] = IMPROVED
+        level = np.zeros(len(at), dtype=np.int8)
+        level[~adj & soft_ok & comps["creature"][at]] = SOFT
+        level[(~adj & comps["cover_reg"][at]) | comps["low"][at]] = COVER
+        level[comps["improved_wall"][at] | (~adj & comps["impr_reg"][at])] = IMPROVED
         # A blocked line still tells what else it passed (an arrow slit before the wall
         # behind it): a partly blocked corner is worth at least that, never less.
-        blocked = solid | block_reg
+        blocked = comps["solid"][at] | comps["block_reg"][at]
         partly = np.where(blocked, np.maximum(level, COVER), level).astype(np.int8)
         level[blocked] = TOTAL
-        counted = {
-            "walls": h_solid_counted | h_low_active | h_improved,
-            "creatures": h_creature,
-            "regions": (rkind == RegionKind.BLOCKING) | ~adj[rl],
-            "partly": partly,
-        }
-        return level, counted
+        return level, partly
 
     def _wall_roles(self, walls: IntArray,
                     targets: IntArray) -> tuple[BoolArray, BoolArray, BoolArray]:
@@ -735,16 +736,23 @@ class CornerEngine:
         else:
             real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups,
                                      (plan.space_starts, plan.space_ends))
-        hits = _expand(real, plan.virt_real, plan.virt_reversed, self.tracer.wall_dir)
-        rev = plan.virt_reversed[:, None]
-        fwd_s = plan.real_starts[plan.virt_real]
-        fwd_e = plan.real_ends[plan.virt_real]
-        starts = np.where(rev, fwd_e, fwd_s)
-        ends = np.where(rev, fwd_s, fwd_e)
-        level, counted = self._levels(hits, plan.kind, plan.att, plan.tgt, starts, ends)
+        # Each traced line is read from one end or the other: compute what it meets once per
+        # direction used, then apply each mode's rule per virtual line.
+        used, at = np.unique(plan.virt_real * 2 + plan.virt_reversed, return_inverse=True)
+        at = at.reshape(-1)
+        d_real, d_rev = used // 2, (used % 2).astype(bool)
+        hits = _expand(real, d_real, d_rev, self.tracer.wall_dir)
+        att = np.empty(len(used), dtype=np.intp)
+        tgt = np.empty(len(used), dtype=np.intp)
+        att[at], tgt[at] = plan.att, plan.tgt
+        fwd_s, fwd_e = plan.real_starts[d_real], plan.real_ends[d_real]
+        starts = np.where(d_rev[:, None], fwd_e, fwd_s)
+        ends = np.where(d_rev[:, None], fwd_s, fwd_e)
+        comps = self._components(hits, att, tgt, starts, ends)
+        level, partly = self._levels(comps, at, plan.kind)
 
         pstart = plan.probe_start
-        capped = counted["partly"]
+        capped = partly
         probe_max = np.maximum.reduceat(capped, pstart)
         probe_all_total = np.minimum.reduceat(level, pstart) == TOTAL
         probe_level = np.where(probe_all_total, TOTAL, probe_max)
@@ -783,7 +791,7 @@ class CornerEngine:
                                  for p in tied)
                 if want_lines:
                     first = tied[0]
-                    traced = self._traced(hits, counted, level, starts, ends,
+                    traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,
                                           int(pstart[first]),
                                           int(pstart[first] + probe_n[first]))
             out.append(PairFacts(lvl, bool(adj[r]), in_reach, traced, best))
@@ -796,19 +804,23 @@ class CornerEngine:
         x0, y0, x1, y1 = (float(v) for v in plan.probe_box[p])
         return Probe(origin, (x0, y0, x1, y1), open_lines, lines)
 
-    def _traced(self, hits: LineHits, counted: dict[str, BoolArray],
-                level: npt.NDArray[np.int8], starts: FloatArray, ends: FloatArray,
-                lo: int, hi: int) -> tuple[TracedLine, ...]:
+    def _traced(self, hits: LineHits, comps: dict[str, BoolArray], at: IntArray,
+                kind: npt.NDArray[np.int8], level: npt.NDArray[np.int8], starts: FloatArray,
+                ends: FloatArray, lo: int, hi: int) -> tuple[TracedLine, ...]:
+        """Virtual lines lo..hi as drawn, with what counted on each under its rule."""
         tr = self.tracer
         result = []
-        for line in range(lo, hi):
-            wsel = (hits.wall_line == line) & counted["walls"]
-            csel = (hits.creature_line == line) & counted["creatures"]
-            rsel = (hits.region_line == line) & counted["regions"]
+        for v in range(lo, hi):
+            line, k = int(at[v]), int(kind[v])
+            soft_ok = k == RANGED_LINE or (k == REACH_LINE and self.options.soft_cover_vs_reach)
+            wsel = (hits.wall_line == line) & comps["h_walls"]
+            csel = (hits.creature_line == line) & comps["h_creature"] & soft_ok
+            rsel = (hits.region_line == line) & (
+                comps["h_blocking_region"] | (k != ADJACENT_LINE))
             result.append(TracedLine(
                 start=(float(starts[line, 0]), float(starts[line, 1])),
                 end=(float(ends[line, 0]), float(ends[line, 1])),
-                blocked=bool(level[line] == TOTAL),
+                blocked=bool(level[v] == TOTAL),
                 walls=tuple(sorted({tr.walls[w].id for w in hits.wall_idx[wsel]})),
                 tokens=tuple(sorted({self.cs[c].id for c in hits.creature_idx[csel]})),
                 regions=tuple(sorted({tr.regions[g].id for g in hits.region_idx[rsel]})),
