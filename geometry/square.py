@@ -6,8 +6,6 @@ arrays in pixels (distances in feet); game rules decide which of these facts mat
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 import shapely
@@ -63,22 +61,10 @@ def inset(points: FloatArray, box: Box) -> FloatArray:
     return moved
 
 
-def _steps(a0: float, a1: float, b0: float, b1: float, size: float) -> int:
-    """Squares to step along one axis from one span to reach the other (0 when they overlap)."""
-    gap = max(b0 - a1, a0 - b1)
-    if gap < 0:
-        return 0
-    return math.floor(gap / size + 1e-9) + 1
-
-
-def grid_steps(a: Box, b: Box, size: float) -> tuple[int, int]:
-    """Squares between two spaces along x and y (1 means adjacent, 0 overlapping)."""
-    return _steps(a[0], a[2], b[0], b[2], size), _steps(a[1], a[3], b[1], b[3], size)
-
-
 def grid_steps_many(a: FloatArray, b: FloatArray,
                     size: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """grid_steps for row-paired arrays of boxes (R, 4)."""
+    """Squares between row-paired spaces (R, 4) along x and y (1 means adjacent, 0
+    overlapping)."""
     def steps(a0: FloatArray, a1: FloatArray, b0: FloatArray,
               b1: FloatArray) -> npt.NDArray[np.int64]:
         gap = np.maximum(b0 - a1, a0 - b1)
@@ -89,39 +75,47 @@ def grid_steps_many(a: FloatArray, b: FloatArray,
             steps(a[:, 1], a[:, 3], b[:, 1], b[:, 3]))
 
 
+def grid_steps(a: Box, b: Box, size: float) -> tuple[int, int]:
+    """grid_steps_many for one pair of spaces."""
+    sx, sy = grid_steps_many(np.array([a], dtype=np.float64), np.array([b], dtype=np.float64),
+                             size)
+    return int(sx[0]), int(sy[0])
+
+
+def feet_many(sx: npt.NDArray[np.int64],
+              sy: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Feet to cover these grid steps, diagonals alternating 5/10 ft (D&D 3.5 and Pathfinder
+    counting)."""
+    diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
+    feet: npt.NDArray[np.int64] = FEET_PER_SQUARE * (straight + diag + diag // 2)
+    return feet
+
+
 def within_reach_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
                       reach_ft: FloatArray) -> npt.NDArray[np.bool_]:
-    """within_reach for arrays of grid steps and reaches."""
-    diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
-    dist = FEET_PER_SQUARE * (straight + diag + diag // 2)
-    shared = (sx == 0) & (sy == 0)
-    ten = (reach_ft == 10) & (sx <= 2) & (sy <= 2)
-    ok: npt.NDArray[np.bool_] = shared | ((reach_ft > 0) & (ten | (dist <= reach_ft)))
-    return ok
-
-
-def distance_feet(a: Box, b: Box, grid: Grid) -> float:
-    """Grid distance between the nearest squares of two spaces, diagonals alternating 5/10 ft
-    (D&D 3.5 and Pathfinder counting)."""
-    sx, sy = grid_steps(a, b, grid.size)
-    diag, straight = min(sx, sy), abs(sx - sy)
-    return FEET_PER_SQUARE * (straight + diag + diag // 2)
-
-
-def within_reach(a: Box, b: Box, reach_ft: float, grid: Grid) -> bool:
-    """Whether a creature with this reach threatens a space.
+    """Whether creatures with these reaches threaten spaces these grid steps away.
 
     A creature with 0 reach threatens only the space it shares. 10-ft reach reaches the second
     diagonal square as well, the 3.5 and Pathfinder exception to diagonal counting.
     """
+    shared = (sx == 0) & (sy == 0)
+    ten = (reach_ft == 10) & (sx <= 2) & (sy <= 2)
+    ok: npt.NDArray[np.bool_] = shared | (
+        (reach_ft > 0) & (ten | (feet_many(sx, sy) <= reach_ft)))
+    return ok
+
+
+def distance_feet(a: Box, b: Box, grid: Grid) -> float:
+    """Grid distance between the nearest squares of two spaces."""
     sx, sy = grid_steps(a, b, grid.size)
-    if sx == 0 and sy == 0:
-        return True
-    if reach_ft <= 0:
-        return False
-    if reach_ft == 10 and sx <= 2 and sy <= 2:
-        return True
-    return distance_feet(a, b, grid) <= reach_ft
+    return float(feet_many(np.array([sx]), np.array([sy]))[0])
+
+
+def within_reach(a: Box, b: Box, reach_ft: float, grid: Grid) -> bool:
+    """within_reach_many for one creature's space and another."""
+    sx, sy = grid_steps(a, b, grid.size)
+    return bool(within_reach_many(np.array([sx]), np.array([sy]),
+                                  np.array([reach_ft]))[0])
 
 
 def adjacent(a: Box, b: Box, grid: Grid) -> bool:

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from geometry.model import SceneGeom
+from geometry.square import within_reach_many
 from geometry.templates import Template
 
 
@@ -170,6 +173,17 @@ class Ruleset(abc.ABC):
                          "doc": self.option_docs.get(f.encode_name, "")})
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
                 "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
+
+
+def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
+                     reach: npt.NDArray[np.float64]) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+    """Per attack mode, whether each target (these grid steps away) is in reach: melee at
+    natural reach; a reach weapon doubles natural reach and cannot strike within it (for a
+    Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged always."""
+    natural = within_reach_many(sx, sy, reach)
+    return {AttackMode.MELEE: natural,
+            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach) & ~natural,
+            AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
 
 
 def pair_indices(n: int, index: Mapping[str, int],

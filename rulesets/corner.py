@@ -43,7 +43,7 @@ from geometry.square import (
     within_reach_many,
 )
 from geometry.trace import LineHits, Tracer
-from rulesets.base import AttackMode, TracedLine
+from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import limited_blocked, wall_roles
 
 # Per-line levels, ordered by how much they help the target.
@@ -766,20 +766,11 @@ class CornerEngine:
         t = np.array([r[1] for r in rows], dtype=np.intp)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         adj = (sx <= 1) & (sy <= 1)
-        reach = self._reach[a]
-        in_melee = within_reach_many(sx, sy, reach)
-        # A reach weapon doubles natural reach and cannot strike within it (for a Medium
-        # wielder: not adjacent; for a Large one: not within 10 ft).
-        in_weapon = within_reach_many(sx, sy, 2 * reach) & ~within_reach_many(sx, sy, reach)
+        reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
 
         out: list[PairFacts] = []
         for r, (_, _, mode) in enumerate(rows):
-            if mode is AttackMode.MELEE:
-                in_reach = bool(in_melee[r])
-            elif mode is AttackMode.REACH:
-                in_reach = bool(in_weapon[r])
-            else:
-                in_reach = True
+            in_reach = bool(reach_by_mode[mode][r])
             lvl = int(row_level[r])
             best: tuple[Probe, ...] = ()
             traced = None

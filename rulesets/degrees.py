@@ -26,6 +26,7 @@ from geometry.square import (
     adjacent,
     centre,
     corners,
+    grid_steps,
     inset,
     space,
     squares,
@@ -44,6 +45,7 @@ from rulesets.base import (
     Ruleset,
     Stat,
     TracedLine,
+    in_reach_by_mode,
     pair_indices,
 )
 from rulesets.obstacles import limited_blocked, wall_roles
@@ -125,14 +127,9 @@ class CoverDegrees(Ruleset):
         degree = self.floored(degree, ctx.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
         sa, st = ctx.spaces[a], ctx.spaces[t]
-        reach = ctx.cs[a].reach
-        if mode is AttackMode.MELEE:
-            in_reach = within_reach(sa, st, reach, ctx.grid)
-        elif mode is AttackMode.REACH:
-            in_reach = (within_reach(sa, st, 2 * reach, ctx.grid)
-                        and not within_reach(sa, st, reach, ctx.grid))
-        else:
-            in_reach = True
+        sx, sy = grid_steps(sa, st, ctx.grid.size)
+        in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
+                                         np.array([ctx.cs[a].reach]))[mode][0])
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -508,8 +508,6 @@ class Core:
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
-    def pairs(self, sid: str) -> Sequence[Key]:
-        return list(self._current(sid, False))
 
 
 def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom:

@@ -54,13 +54,18 @@ def golden_files() -> list[Path]:
     return sorted(GOLDEN_DIR.rglob("*.json"))
 
 
-def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(query, actual annotation as on the wire) for every query of a case."""
+def load_scene(case: dict[str, Any]) -> scenes.Scene:
+    """The case's scene, through the same validation and conversion as a `scene.load`."""
     request = parse_request({"type": "scene.load", "scene": case["scene"],
                              "ruleset": case.get("ruleset", "dnd35"),
                              "options": case.get("options", {})})
     assert isinstance(request, SceneLoad)
-    scene = scenes.load(request.scene, request.ruleset, request.options, None)
+    return scenes.load(request.scene, request.ruleset, request.options, None)
+
+
+def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(query, actual annotation as on the wire) for every query of a case."""
+    scene = load_scene(case)
     out = []
     for q in case["queries"]:
         (ann,) = scene.ruleset.evaluate(
@@ -72,11 +77,7 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
 
 def evaluate_areas(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(area, {token: actual hit as on the wire}) for every area of a case."""
-    request = parse_request({"type": "scene.load", "scene": case["scene"],
-                             "ruleset": case.get("ruleset", "dnd35"),
-                             "options": case.get("options", {})})
-    assert isinstance(request, SceneLoad)
-    scene = scenes.load(request.scene, request.ruleset, request.options, None)
+    scene = load_scene(case)
     core = Core()
     core.scenes[scene.id] = scene
     out = []
