@@ -186,6 +186,8 @@ class CreatureGeom:
     hidden: bool
     #: The GM's minimum cover degree for this creature (a ruleset degree name), if any.
     cover_floor: str | None = None
+    #: Foundry's CONST.TOKEN_SHAPES (the token's hex shape on hex grids; 4 = RECTANGLE_1).
+    shape: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +195,8 @@ class RegionGeom:
     id: str
     kind: RegionKind
     points: tuple[tuple[float, float], ...]
+    #: The GM's obscurement penalty (attacks and Awareness through or into it), if set.
+    penalty: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,10 @@
 """Square-grid facts about creatures' spaces: footprints, squares, corners, reach distances.
 
 Rule of this module: pure functions of CreatureGeom and Grid returning plain tuples and
-arrays in pixels (distances in feet); game rules decide which of these facts matter.
+arrays in pixels (distances in feet); game rules decide which of these facts matter. On a
+hex grid a creature's `space` is the bounding box of its hex footprint and its `squares`
+are its cells' bounding boxes (so their centres are the cells' centres); the exact hex
+geometry is in geometry/hex.py.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry import hex as hexgrid
 from geometry.kernel import FloatArray
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid
 
@@ -18,6 +22,8 @@ Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
 
 def space(c: CreatureGeom, grid: Grid) -> Box:
     """The creature's whole space (its footprint) in pixels."""
+    if grid.kind in hexgrid.HEX_GRIDS:
+        return hexgrid.footprint(c, grid).bounds
     return (c.x, c.y, c.x + c.width * grid.size, c.y + c.height * grid.size)
 
 
@@ -28,12 +34,25 @@ def footprint(c: CreatureGeom, grid: Grid) -> shapely.Polygon:
 def squares(c: CreatureGeom, grid: Grid) -> list[Box]:
     """Each square the creature occupies; a creature under one square has one 'square', its
     own footprint (a Tiny creature's half square)."""
+    if grid.kind in hexgrid.HEX_GRIDS:
+        fp = hexgrid.footprint(c, grid)
+        layout = hexgrid.HexLayout.of(grid)
+        hx, hy = layout.size_x / 2, layout.size_y / 2
+        return [(float(x) - hx, float(y) - hy, float(x) + hx, float(y) + hy)
+                for x, y in fp.cell_centres]
     if c.width < 1 or c.height < 1:
         return [space(c, grid)]
     cols, rows = round(c.width), round(c.height)
     s = grid.size
     return [(c.x + i * s, c.y + j * s, c.x + (i + 1) * s, c.y + (j + 1) * s)
             for j in range(rows) for i in range(cols)]
+
+
+def creature_centre(c: CreatureGeom, grid: Grid) -> tuple[float, float]:
+    """The centre of the creature's space (on a hex grid, Foundry's token centre)."""
+    if grid.kind in hexgrid.HEX_GRIDS:
+        return hexgrid.footprint(c, grid).centre
+    return centre(space(c, grid))
 
 
 def corners(box: Box) -> FloatArray:

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry import hex as hexgrid
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
@@ -103,6 +104,10 @@ class Tracer:
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
             [space(c, grid) for c in scene.creatures], dtype=np.float64).reshape(-1, 4)
+        #: Hex grids: each creature's exact footprint (its box only prunes the tests).
+        self.creature_polys: list[shapely.Polygon] | None = (
+            [hexgrid.footprint(c, grid).polygon for c in scene.creatures]
+            if hexgrid.is_hex(grid) else None)
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
@@ -126,8 +131,20 @@ class Tracer:
                 keep = ~one_way | (side != self.wall_dir[wi])
                 wl, wi = wl[keep], wi[keep]
         cl, ci = kernel.segments_enter_boxes(s_starts, s_ends, self.boxes, group_start)
+        cl, ci = self._exact_footprints(s_starts, s_ends, cl, ci)
         rl, ri = kernel.segments_enter_polygons(s_starts, s_ends, self.region_polys)
         return LineHits(n, wl, wi, cl, ci, rl, ri)
+
+    def _exact_footprints(self, starts: FloatArray, ends: FloatArray, cl: IntArray,
+                          ci: IntArray) -> tuple[IntArray, IntArray]:
+        """On hex grids, keep the (line, creature) hits whose line really enters the
+        creature's hex footprint, not only its bounding box."""
+        if self.creature_polys is None or cl.size == 0:
+            return cl, ci
+        lines = shapely.linestrings(np.stack([starts[cl], ends[cl]], axis=1))
+        polys = np.array(self.creature_polys, dtype=object)[ci]
+        keep = shapely.relate_pattern(lines, polys, "T********")
+        return cl[keep], ci[keep]
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
                      space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
@@ -141,6 +158,7 @@ class Tracer:
         flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
         groups = np.arange(b, dtype=np.intp) * (p_n * q_n)
         cl, ci = kernel.segments_enter_boxes(flat_s, flat_e, self.boxes, groups)
+        cl, ci = self._exact_footprints(flat_s, flat_e, cl, ci)
         rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
 

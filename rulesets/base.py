@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from geometry.model import SceneGeom
+from geometry.model import GridKind, SceneGeom
 from geometry.square import within_reach_many
 from geometry.templates import Template
 
@@ -38,6 +38,7 @@ class Degree(enum.Enum):
     NONE = "none"
     SOFT = "soft"
     PARTIAL = "partial"
+    THREE_QUARTERS = "three_quarters"
     LESSER = "lesser"
     COVER = "cover"
     STANDARD = "standard"
@@ -53,12 +54,16 @@ class Stat(enum.Enum):
     HIDE = "hide"
     STEALTH = "stealth"
     CONCENTRATION = "concentration"
+    DEFENSE = "defense"
+    AGILITY = "agility"
+    AWARENESS = "awareness"
 
 
 class ModKind(enum.Enum):
     COVER = "cover"
     CIRCUMSTANCE = "circumstance"
     FLANKING = "flanking"
+    OBSCUREMENT = "obscurement"
 
 
 class Flag(enum.Enum):
@@ -70,6 +75,10 @@ class Flag(enum.Enum):
     FLANKING = "flanking"
     IMPROVED_EVASION = "improved_evasion"
     REFLEX_DEGREE_BETTER = "reflex_degree_better"
+    #: Firing at this target is resolved by the friendly-fire rule (friendlyfire.resolve).
+    FRIENDLY_FIRE = "friendly_fire"
+    #: The target's full cover stands toward the attacker: it may not act in that direction.
+    CANNOT_ACT_TOWARD_COVER = "cannot_act_toward_cover"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +147,10 @@ class Ruleset(abc.ABC):
     option_docs: ClassVar[Mapping[str, str]] = {}
     #: The ruleset's cover degrees from none upwards, total cover excluded.
     ladder: ClassVar[tuple[Degree, ...]]
+    #: The grid types the ruleset's procedure is defined on; `scene.load` refuses others.
+    grids: ClassVar[frozenset[GridKind]] = frozenset({GridKind.SQUARE})
+    #: Why the ruleset refuses the grids it does not list (shown in the refusal).
+    grid_note: ClassVar[str] = ""
 
     def floored(self, degree: Degree, floor: str | None) -> Degree:
         """The degree after the GM's override: at least `floor` (a degree name of this
@@ -172,7 +185,8 @@ class Ruleset(abc.ABC):
                          "type": type(defaults[f.encode_name]).__name__,
                          "doc": self.option_docs.get(f.encode_name, "")})
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
-                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
+                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)],
+                "grids": sorted(int(g) for g in self.grids)}
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],

@@ -58,6 +58,8 @@ class Dnd35(Ruleset):
     }
     ladder: ClassVar[tuple[Degree, ...]] = (Degree.NONE, Degree.SOFT, Degree.COVER,
                                             Degree.IMPROVED)
+    grid_note: ClassVar[str] = ("its cover is drawn from the corners of squares, which a hex "
+                                "grid does not have")
     #: What each degree is worth to the target.
     TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
         Degree.NONE: (),

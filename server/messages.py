@@ -110,12 +110,15 @@ class CovercastTokenFlags(_Strict, frozen=True):
     against every attacker that has line of effect to it (a degree of the scene's ruleset)."""
 
     cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
-                   "greater"] | None = None
+                   "greater", "three_quarters"] | None = None
 
 
 class TokenFlags(Struct, frozen=True):
     wall_height: TokenHeightFlags | None = msgspec.field(default=None, name="wall-height")
     covercast: CovercastTokenFlags | None = None
+
+
+TokenShapeId = Literal[0, 1, 2, 3, 4, 5]
 
 
 class TokenDoc(_Strict, frozen=True):
@@ -134,6 +137,10 @@ class TokenDoc(_Strict, frozen=True):
     size: SizeLabel | None = None
     reach: Annotated[float, Meta(ge=0, le=1000)] | None = None
     flags: TokenFlags = TokenFlags()
+    #: Foundry's CONST.TOKEN_SHAPES (v13 `shape`, v12 `hexagonalShape`): the token's hex
+    #: footprint on hex grids (default 4, RECTANGLE_1).
+    shape: TokenShapeId | None = None
+    hexagonalShape: TokenShapeId | None = None
     # Foundry fields accepted untouched and not read:
     displayName: _IGNORED = None
     actorId: _IGNORED = None
@@ -143,8 +150,6 @@ class TokenDoc(_Strict, frozen=True):
     appendNumber: _IGNORED = None
     prependAdjective: _IGNORED = None
     texture: _IGNORED = None
-    hexagonalShape: _IGNORED = None
-    shape: _IGNORED = None
     sort: _IGNORED = None
     locked: _IGNORED = None
     lockRotation: _IGNORED = None
@@ -171,8 +176,13 @@ RegionKindName = Literal["blocking", "cover", "improved", "obscuring"]
 Points = Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
 
 
+Penalty = Annotated[int, Meta(ge=0, le=100)]
+
+
 class CovercastRegionFlags(_Strict, frozen=True):
     kind: RegionKindName
+    #: Obscurement: the GM's penalty to attacks and Awareness through or into the region.
+    penalty: Penalty | None = None
 
 
 class RegionFlags(Struct, frozen=True):
@@ -208,6 +218,7 @@ class RegionDoc(_Strict, frozen=True):
     id: Id
     kind: RegionKindName | None = None
     points: Points | None = None
+    penalty: Penalty | None = None
     shapes: Annotated[list[dict[str, Any]], Meta(max_length=64)] = []
     flags: RegionFlags = RegionFlags()
     name: _IGNORED = None

@@ -45,7 +45,12 @@ from server.messages import (
     to_doc,
 )
 
-SUPPORTED_GRIDS = frozenset({GridKind.SQUARE})
+#: Every grid type some ruleset supports; each ruleset lists its own in `Ruleset.grids`.
+SUPPORTED_GRIDS = frozenset({GridKind.SQUARE, GridKind.HEXODDR, GridKind.HEXEVENR,
+                             GridKind.HEXODDQ, GridKind.HEXEVENQ})
+_GRID_LABEL = {GridKind.GRIDLESS: "gridless", GridKind.SQUARE: "square",
+               GridKind.HEXODDR: "hex rows, odd", GridKind.HEXEVENR: "hex rows, even",
+               GridKind.HEXODDQ: "hex columns, odd", GridKind.HEXEVENQ: "hex columns, even"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +101,32 @@ def _unique(docs: Sequence[Any], what: str) -> dict[str, Any]:
     return out
 
 
-def _check_grid(doc: SceneDoc) -> None:
+def grid_label(kind: GridKind) -> str:
+    return f"{int(kind)} ({kind.name}, {_GRID_LABEL[kind]})"
+
+
+def _check_grid(doc: SceneDoc, ruleset: Ruleset) -> None:
+    """The scene's grid must be one the ruleset's procedure is defined on."""
     kind = GridKind(doc.grid.type)
+    if kind in ruleset.grids:
+        return
+    supported = ", ".join(grid_label(g) for g in sorted(ruleset.grids))
+    why = f" ({ruleset.grid_note})" if ruleset.grid_note else ""
     if kind not in SUPPORTED_GRIDS:
-        raise ClientError(ErrorCode.UNSUPPORTED,
-                          f"$.scene.grid.type: grid type {doc.grid.type} ({kind.name}) is not "
-                          "supported yet; supported: 1 (square)", path="$.scene.grid.type")
+        what = f"grid type {grid_label(kind)} is not supported yet"
+    else:
+        what = f"ruleset {ruleset.name!r} refuses grid type {grid_label(kind)}{why}"
+    raise ClientError(ErrorCode.UNSUPPORTED,
+                      f"$.scene.grid.type: {what}; ruleset {ruleset.name!r} supports: "
+                      f"{supported}", path="$.scene.grid.type")
+
+
+def region_penalty(r: RegionDoc) -> int | None:
+    """The GM's obscurement penalty on a region (attacks and Awareness through or into it),
+    from `penalty` (Covercast's own form) or `flags.covercast.penalty` (a Foundry region)."""
+    if r.penalty is not None:
+        return r.penalty
+    return r.flags.covercast.penalty if r.flags.covercast is not None else None
 
 
 def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely.Polygon]] | None:
@@ -187,8 +212,8 @@ def resolve_options(ruleset_name: str, options: Mapping[str, Any]) -> tuple[Rule
 def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
          previous: Scene | None) -> Scene:
     """A whole scene from a `scene.load`; reloading keeps counting revisions."""
-    _check_grid(doc)
     ruleset, opts = resolve_options(ruleset_name, options)
+    _check_grid(doc, ruleset)
     walls = _unique(doc.walls, "scene.walls")
     tokens = _unique(doc.tokens, "scene.tokens")
     regions = _unique(doc.regions, "scene.regions")
@@ -343,7 +368,7 @@ def _regions(regions: Mapping[str, RegionDoc]) -> list[RegionGeom]:
         kind, polygons = found
         for poly in polygons:
             ring = tuple((float(x), float(y)) for x, y in poly.exterior.coords[:-1])
-            out.append(RegionGeom(r.id, kind, ring))
+            out.append(RegionGeom(r.id, kind, ring, region_penalty(r)))
     return out
 
 
@@ -372,4 +397,13 @@ def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
         id=t.id, x=t.x, y=t.y, width=t.width, height=t.height, size=size,
         reach=size.reach if t.reach is None else t.reach, tall=tall,
         elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
-        hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None)
+        hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None,
+        shape=_token_shape(t))
+
+
+def _token_shape(t: TokenDoc) -> int:
+    """Foundry's token shape (v13 `shape`, v12 `hexagonalShape`; RECTANGLE_1 by default)."""
+    for value in (t.shape, t.hexagonalShape):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5:
+            return value
+    return 4

@@ -1,0 +1,496 @@
+"""Hex-grid facts in Foundry VTT's own pixel geometry: cells, cube coordinates, neighbours,
+distances, hex polygons and token footprints of several hexes.
+
+Rule of this module: pure functions of a frozen HexLayout (and of CreatureGeom) returning
+plain tuples, arrays and Shapely polygons in canvas pixels; game rules decide which of these
+facts matter. Everything here follows Foundry's `foundry.grid.HexagonalGrid` (v12/v13,
+common/grid/hexagonal.mjs) and `BaseToken` (common/documents/token.mjs) formula for formula,
+so a cell, a centre or a footprint is the one Foundry draws (docs/geometry.md cites each):
+
+- offsets are Foundry's {i: row, j: column}; cube coordinates (q, r, s) with q + r + s = 0;
+- `grid.size` is the distance between the centres of two adjacent hexes: the hex's width
+  for row layouts (pointy-topped, HEXODDR/HEXEVENR), its height for column layouts
+  (flat-topped, HEXODDQ/HEXEVENQ); the other dimension is size * 2 / sqrt(3);
+- `even` layouts (HEXEVENR, HEXEVENQ) shift the even rows (columns) by half a hex.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import shapely
+
+from geometry.model import CreatureGeom, Grid, GridKind
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+Cell = tuple[int, int]  # Foundry offset (i = row, j = column)
+Cube = tuple[int, int, int]
+
+SQRT3 = math.sqrt(3.0)
+HEX_GRIDS = frozenset({GridKind.HEXODDR, GridKind.HEXEVENR, GridKind.HEXODDQ,
+                       GridKind.HEXEVENQ})
+
+#: Foundry's HexagonalGrid#getAdjacentCubes order (q, r deltas).
+NEIGHBOUR_STEPS: tuple[tuple[int, int], ...] = (
+    (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0))
+
+#: Foundry's CONST.TOKEN_SHAPES.
+ELLIPSE_1, ELLIPSE_2, TRAPEZOID_1, TRAPEZOID_2, RECTANGLE_1, RECTANGLE_2 = range(6)
+
+
+def is_hex(grid: Grid) -> bool:
+    return grid.kind in HEX_GRIDS
+
+
+@dataclass(frozen=True, slots=True)
+class HexLayout:
+    """One of Foundry's four hex layouts at a grid size (pixels between adjacent centres)."""
+
+    columns: bool
+    even: bool
+    size: float
+
+    @classmethod
+    def of(cls, grid: Grid) -> HexLayout:
+        if grid.kind not in HEX_GRIDS:
+            raise ValueError(f"grid type {int(grid.kind)} ({grid.kind.name}) is not a hex grid")
+        return cls(columns=grid.kind in (GridKind.HEXODDQ, GridKind.HEXEVENQ),
+                   even=grid.kind in (GridKind.HEXEVENR, GridKind.HEXEVENQ), size=grid.size)
+
+    @property
+    def size_x(self) -> float:
+        """Width of one hex in pixels (Foundry's grid.sizeX)."""
+        return self.size * 2 / SQRT3 if self.columns else self.size
+
+    @property
+    def size_y(self) -> float:
+        """Height of one hex in pixels (Foundry's grid.sizeY)."""
+        return self.size if self.columns else self.size * 2 / SQRT3
+
+
+# -- offsets, cubes, points ----------------------------------------------------------------
+
+def offset_to_cube(layout: HexLayout, i: IntArray, j: IntArray) -> tuple[IntArray, IntArray]:
+    """Offsets (rows i, columns j) to cube (q, r) (s = -q - r): HexagonalGrid#offsetToCube."""
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    sign = 1 if layout.even else -1
+    if layout.columns:
+        q = j
+        r = i - ((j + sign * (j & 1)) >> 1)
+    else:
+        q = j - ((i + sign * (i & 1)) >> 1)
+        r = i
+    return q, r
+
+
+def cube_to_offset(layout: HexLayout, q: IntArray, r: IntArray) -> tuple[IntArray, IntArray]:
+    """Cube (q, r) to offsets (i, j): HexagonalGrid#cubeToOffset."""
+    q, r = np.asarray(q, dtype=np.int64), np.asarray(r, dtype=np.int64)
+    sign = 1 if layout.even else -1
+    if layout.columns:
+        j = q
+        i = r + ((q + sign * (q & 1)) >> 1)
+    else:
+        i = r
+        j = q + ((r + sign * (r & 1)) >> 1)
+    return i, j
+
+
+def point_to_cube(layout: HexLayout, x: FloatArray,
+                  y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Pixels to fractional cube (q, r): HexagonalGrid#pointToCube."""
+    x = np.asarray(x, dtype=np.float64) / layout.size
+    y = np.asarray(y, dtype=np.float64) / layout.size
+    shift = 1.0 if layout.even else 0.0
+    if layout.columns:
+        q = 2 / SQRT3 * x - 2 / 3
+        r = -0.5 * (q + shift) + y
+    else:
+        r = 2 / SQRT3 * y - 2 / 3
+        q = -0.5 * (r + shift) + x
+    return q, r
+
+
+def cube_to_point(layout: HexLayout, q: FloatArray,
+                  r: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Cube (q, r), fractional or not, to pixels (a cell's centre): HexagonalGrid#cubeToPoint."""
+    q, r = np.asarray(q, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    shift = 1.0 if layout.even else 0.0
+    s = layout.size
+    if layout.columns:
+        return 0.5 / SQRT3 * ((3 * q + 2) * s), (0.5 * (q + shift) + r) * s
+    return (0.5 * (r + shift) + q) * s, 0.5 / SQRT3 * ((3 * r + 2) * s)
+
+
+def _js_round(v: FloatArray) -> FloatArray:
+    """JavaScript's Math.round (halves go up), which Foundry's rounding relies on."""
+    out: FloatArray = np.floor(v + 0.5)
+    return out
+
+
+def cube_round(q: FloatArray, r: FloatArray) -> tuple[IntArray, IntArray]:
+    """Fractional cube coordinates to the cube of the hex holding them: HexagonalGrid.cubeRound."""
+    q, r = np.asarray(q, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    s = -q - r
+    iq, ir, is_ = _js_round(q), _js_round(r), _js_round(s)
+    dq, dr, ds = np.abs(iq - q), np.abs(ir - r), np.abs(is_ - s)
+    fix_q = (dq > dr) & (dq > ds)
+    fix_r = ~fix_q & (dr > ds)
+    iq = np.where(fix_q, -ir - is_, iq)
+    ir = np.where(fix_r, -iq - is_, ir)
+    return iq.astype(np.int64), ir.astype(np.int64)
+
+
+def point_to_offset(layout: HexLayout, x: FloatArray,
+                    y: FloatArray) -> tuple[IntArray, IntArray]:
+    """The cell holding each point: HexagonalGrid#getOffset({x, y})."""
+    q, r = cube_round(*point_to_cube(layout, x, y))
+    return cube_to_offset(layout, q, r)
+
+
+def centre_point(layout: HexLayout, i: IntArray, j: IntArray) -> tuple[FloatArray, FloatArray]:
+    """The centre of each cell: HexagonalGrid#getCenterPoint({i, j})."""
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    s = layout.size
+    if layout.columns:
+        x = 2 / SQRT3 * ((0.75 * j + 0.5) * s)
+        shifted = layout.even == ((j + 1) % 2 == 0)
+        y = (i + np.where(shifted, 0.0, 0.5)) * s
+    else:
+        y = 2 / SQRT3 * ((0.75 * i + 0.5) * s)
+        shifted = layout.even == ((i + 1) % 2 == 0)
+        x = (j + np.where(shifted, 0.0, 0.5)) * s
+    return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+
+
+def top_left_point(layout: HexLayout, i: IntArray, j: IntArray) -> tuple[FloatArray, FloatArray]:
+    """The top-left corner of each cell's bounding box: HexagonalGrid#getTopLeftPoint({i, j})."""
+    x, y = centre_point(layout, i, j)
+    return x - layout.size_x / 2, y - layout.size_y / 2
+
+
+def vertices(layout: HexLayout, i: int, j: int) -> FloatArray:
+    """The cell's six corners (6, 2), clockwise on screen: HexagonalGrid#getVertices."""
+    sx, sy = layout.size_x / 4, layout.size_y / 4
+    if layout.columns:
+        x = 3 * j
+        y = 4 * i - (2 if layout.even == ((j + 1) % 2 == 0) else 0)
+        pts = [(x, y + 2), (x + 1, y), (x + 3, y), (x + 4, y + 2), (x + 3, y + 4),
+               (x + 1, y + 4)]
+    else:
+        y = 3 * i
+        x = 4 * j - (2 if layout.even == ((i + 1) % 2 == 0) else 0)
+        pts = [(x + 2, y), (x + 4, y + 1), (x + 4, y + 3), (x + 2, y + 4), (x, y + 3),
+               (x, y + 1)]
+    return np.array([(px * sx, py * sy) for px, py in pts], dtype=np.float64)
+
+
+def polygon(layout: HexLayout, i: int, j: int) -> shapely.Polygon:
+    return shapely.Polygon(vertices(layout, i, j))
+
+
+def neighbours(layout: HexLayout, cell: Cell) -> list[Cell]:
+    """The six cells around one, in Foundry's getAdjacentCubes order."""
+    q, r = offset_to_cube(layout, np.array([cell[0]]), np.array([cell[1]]))
+    qs = q[0] + np.array([d[0] for d in NEIGHBOUR_STEPS])
+    rs = r[0] + np.array([d[1] for d in NEIGHBOUR_STEPS])
+    ii, jj = cube_to_offset(layout, qs, rs)
+    return [(int(a), int(b)) for a, b in zip(ii.tolist(), jj.tolist(), strict=True)]
+
+
+def cube_distance(q0: IntArray, r0: IntArray, q1: IntArray, r1: IntArray) -> IntArray:
+    """Hexes between cubes: HexagonalGrid.cubeDistance."""
+    dq = np.asarray(q0, dtype=np.int64) - np.asarray(q1, dtype=np.int64)
+    dr = np.asarray(r0, dtype=np.int64) - np.asarray(r1, dtype=np.int64)
+    out: IntArray = (np.abs(dq) + np.abs(dr) + np.abs(dq + dr)) // 2
+    return out
+
+
+def distance(layout: HexLayout, a: Cell, b: Cell) -> int:
+    """Hexes between two cells (one step per hex, Foundry's hex measurement)."""
+    qa, ra = offset_to_cube(layout, np.array([a[0]]), np.array([a[1]]))
+    qb, rb = offset_to_cube(layout, np.array([b[0]]), np.array([b[1]]))
+    return int(cube_distance(qa, ra, qb, rb)[0])
+
+
+def cells_distance(layout: HexLayout, a: Sequence[Cell], b: Sequence[Cell]) -> int:
+    """Hexes between the nearest cells of two footprints (0: they share a cell)."""
+    ia, ja = np.array([c[0] for c in a]), np.array([c[1] for c in a])
+    ib, jb = np.array([c[0] for c in b]), np.array([c[1] for c in b])
+    qa, ra = offset_to_cube(layout, ia, ja)
+    qb, rb = offset_to_cube(layout, ib, jb)
+    d = cube_distance(qa[:, None], ra[:, None], qb[None, :], rb[None, :])
+    return int(d.min())
+
+
+# -- token footprints ------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TokenShape:
+    """A token's hex shape in Foundry's units (offsets relative to its top-left cell, points
+    and centre in hex widths/heights from the token's top-left)."""
+
+    even: tuple[Cell, ...]
+    odd: tuple[Cell, ...]
+    anchor: tuple[float, float]
+    center: tuple[float, float] | None
+    points: tuple[float, ...] | None
+
+
+def _ellipse_or_trapezoid(width: float, height: float, shape: int) -> TokenShape | None:
+    """BaseToken.#createHexagonalEllipseOrTrapezoid (row layout)."""
+    if not float(width).is_integer() or not float(height).is_integer():
+        return None
+    w, h = int(width), int(height)
+    if shape == ELLIPSE_1:
+        if h >= 2 * w:
+            return None
+        top, bottom = h // 2, (h - 1) // 2
+    elif shape == ELLIPSE_2:
+        if h >= 2 * w:
+            return None
+        top, bottom = (h - 1) // 2, h // 2
+    elif shape == TRAPEZOID_1:
+        if h > w:
+            return None
+        top, bottom = h - 1, 0
+    else:
+        if h > w:
+            return None
+        top, bottom = 0, h - 1
+    even: list[Cell] = []
+    odd: list[Cell] = []
+    for k in range(bottom, 0, -1):
+        for j in range(w - k):
+            even.append((bottom - k, j + (((bottom & 1) + k + 1) >> 1)))
+            odd.append((bottom - k, j + (((bottom & 1) + k) >> 1)))
+    for k in range(top + 1):
+        for j in range(w - k):
+            even.append((bottom + k, j + (((bottom & 1) + k + 1) >> 1)))
+            odd.append((bottom + k, j + (((bottom & 1) + k) >> 1)))
+    pts: list[float] = []
+    x, y = 0.5 * bottom, 0.25
+    for _ in range(w - bottom):
+        pts += [x, y]
+        x, y = x + 0.5, y - 0.25
+        pts += [x, y]
+        x, y = x + 0.5, y + 0.25
+    pts += [x, y]
+    for _ in range(bottom):
+        y += 0.5
+        pts += [x, y]
+        x, y = x + 0.5, y + 0.25
+        pts += [x, y]
+    y += 0.5
+    for _ in range(top):
+        pts += [x, y]
+        x, y = x - 0.5, y + 0.25
+        pts += [x, y]
+        y += 0.5
+    for _ in range(w - top):
+        pts += [x, y]
+        x, y = x - 0.5, y + 0.25
+        pts += [x, y]
+        x, y = x - 0.5, y - 0.25
+    pts += [x, y]
+    for _ in range(top):
+        y -= 0.5
+        pts += [x, y]
+        x, y = x - 0.5, y - 0.25
+        pts += [x, y]
+    y -= 0.5
+    for _ in range(bottom):
+        pts += [x, y]
+        x, y = x + 0.5, y - 0.25
+        pts += [x, y]
+        y -= 0.5
+    c = shapely.Polygon(list(zip(pts[0::2], pts[1::2], strict=True))).centroid
+    anchor = (0.0, 0.5) if bottom % 2 else (0.5, 0.5)
+    return TokenShape(tuple(even), tuple(odd), anchor, (float(c.x), float(c.y)), tuple(pts))
+
+
+def _rectangle(width: float, height: float, shape: int) -> TokenShape | None:
+    """BaseToken.#createHexagonalRectangle (row layout); only offsets, centre and anchor."""
+    if width < 1 or not float(height).is_integer():
+        return None
+    if width == 1 and height > 1:
+        return None
+    if not float(width).is_integer() and height == 1:
+        return None
+    even_shape = shape == RECTANGLE_1 or height == 1
+    even: list[Cell] = []
+    odd: list[Cell] = []
+    for i in range(int(height)):
+        j0 = 0 if even_shape else (i + 1) & 1
+        j1 = int(width + (i & 1) * 0.5) - ((i & 1) if even_shape else 0)
+        for j in range(j0, j1):
+            even.append((i, j + (i & 1)))
+            odd.append((i, j))
+    center = (width / 2, (0.75 * math.floor(height) + 0.5 * (height % 1) + 0.25) / 2)
+    anchor = (0.5, 0.5) if even_shape else (0.0, 0.5)
+    return TokenShape(tuple(even), tuple(odd), anchor, center, None)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_shape(width: float, height: float, shape: int) -> TokenShape | None:
+    """BaseToken.#getHexagonalShape for a row layout."""
+    if not float(width * 2).is_integer() or not float(height * 2).is_integer():
+        return None
+    if width == 0.5 and height == 0.5:
+        return TokenShape(((0, 0),), ((0, 0),), (0.25, 0.25), (0.25, 0.25),
+                          (0.25, 0.0, 0.5, 0.125, 0.5, 0.375, 0.25, 0.5, 0.0, 0.375, 0.0, 0.125))
+    if width == 1 and height == 1:
+        return TokenShape(((0, 0),), ((0, 0),), (0.5, 0.5), (0.5, 0.5),
+                          (0.5, 0.0, 1.0, 0.25, 1.0, 0.75, 0.5, 1.0, 0.0, 0.75, 0.0, 0.25))
+    if shape <= TRAPEZOID_2:
+        return _ellipse_or_trapezoid(width, height, shape)
+    if shape <= RECTANGLE_2:
+        return _rectangle(width, height, shape)
+    return None
+
+
+def _hex_shape(width: float, height: float, shape: int, columns: bool) -> TokenShape | None:
+    """BaseToken.#getHexagonalShape: column layouts transpose the row shape."""
+    if not columns:
+        return _row_shape(width, height, shape)
+    row = _row_shape(height, width, shape)
+    if row is None:
+        return None
+    even = tuple(sorted(((j, i) for i, j in row.even), key=lambda c: (c[1], c[0])))
+    odd = tuple(sorted(((j, i) for i, j in row.odd), key=lambda c: (c[1], c[0])))
+    center = None if row.center is None else (row.center[1], row.center[0])
+    return TokenShape(even, odd, (row.anchor[1], row.anchor[0]), center, None)
+
+
+@functools.lru_cache(maxsize=256)
+def token_offsets(width: float, height: float, shape: int, columns: bool) -> TokenShape:
+    """BaseToken._getHexagonalOffsets: the shape's cells, with Foundry's fallback (a
+    rectangle shape, anchor moved a quarter hex) for sizes no hex shape exists for."""
+    data = _hex_shape(width, height, shape, columns)
+    if data is not None:
+        return data
+    w, h = width, height
+    if columns:
+        h += 0.5
+        w = math.floor(w + 0.5)
+        if w == 1:
+            h = math.floor(h)
+        elif h == 1:
+            h += 0.5
+    else:
+        w += 0.5
+        h = math.floor(h + 0.5)
+        if h == 1:
+            w = math.floor(w)
+        elif w == 1:
+            w += 0.5
+    fallback = _hex_shape(w, h, RECTANGLE_1, columns)
+    assert fallback is not None, (width, height, shape, columns)
+    anchor = (fallback.anchor[0] - 0.25, fallback.anchor[1] - 0.25)
+    return TokenShape(fallback.even, fallback.odd, anchor, None, None)
+
+
+def _half(v: float) -> float:
+    return math.floor(v * 2 + 0.5) / 2
+
+
+def token_cells(layout: HexLayout, x: float, y: float, width: float, height: float,
+                shape: int = RECTANGLE_1) -> tuple[Cell, ...]:
+    """The cells a token at (x, y) (top-left, pixels) occupies:
+    BaseToken#getOccupiedGridSpaceOffsets on a hex grid."""
+    w, h = _half(width), _half(height)
+    data = token_offsets(w, h, shape, layout.columns)
+    px = math.floor(x + 0.5) + layout.size_x * data.anchor[0]
+    py = math.floor(y + 0.5) + layout.size_y * data.anchor[1]
+    i0, j0 = (int(v[0]) for v in point_to_offset(layout, np.array([px]), np.array([py])))
+    first = j0 if layout.columns else i0
+    is_even = (first % 2 == 0) == layout.even
+    return tuple((i0 + di, j0 + dj) for di, dj in (data.even if is_even else data.odd))
+
+
+def token_size(layout: HexLayout, width: float, height: float) -> tuple[float, float]:
+    """A token's bounding rectangle in pixels: BaseToken#getSize on a hex grid."""
+    if layout.columns:
+        width = 0.75 * math.floor(width) + 0.5 * (width % 1) + 0.25
+    else:
+        height = 0.75 * math.floor(height) + 0.5 * (height % 1) + 0.25
+    return width * layout.size_x, height * layout.size_y
+
+
+def token_centre(layout: HexLayout, x: float, y: float, width: float, height: float,
+                 shape: int = RECTANGLE_1) -> tuple[float, float]:
+    """BaseToken#getCenterPoint on a hex grid: the shape's centre, or the rectangle's."""
+    data = _hex_shape(width, height, shape, layout.columns)
+    if data is not None and data.center is not None:
+        return x + data.center[0] * layout.size_x, y + data.center[1] * layout.size_y
+    w, h = token_size(layout, width, height)
+    return x + w / 2, y + h / 2
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """Where a creature stands on a hex grid: its cells, their union, its centre."""
+
+    cells: tuple[Cell, ...]
+    polygon: shapely.Polygon
+    centre: tuple[float, float]
+    cell_centres: FloatArray
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        x0, y0, x1, y1 = self.polygon.bounds
+        return (float(x0), float(y0), float(x1), float(y1))
+
+
+@functools.lru_cache(maxsize=8192)
+def _footprint(layout: HexLayout, x: float, y: float, width: float, height: float,
+               shape: int) -> Footprint:
+    cells = token_cells(layout, x, y, width, height, shape)
+    poly = shapely.union_all([polygon(layout, i, j) for i, j in cells])
+    poly = shapely.normalize(shapely.set_precision(poly, 1e-9))
+    ii = np.array([c[0] for c in cells], dtype=np.int64)
+    jj = np.array([c[1] for c in cells], dtype=np.int64)
+    cx, cy = centre_point(layout, ii, jj)
+    centre = token_centre(layout, x, y, width, height, shape)
+    return Footprint(cells, poly, centre, np.column_stack([cx, cy]))
+
+
+def footprint(c: CreatureGeom, grid: Grid) -> Footprint:
+    """The creature's footprint on a hex grid (cached: tokens rarely change shape)."""
+    return _footprint(HexLayout.of(grid), c.x, c.y, c.width, c.height, c.shape)
+
+
+def cells_on_segment(layout: HexLayout, p: tuple[float, float], q: tuple[float, float],
+                     ) -> list[Cell]:
+    """Every cell whose interior the segment p-q passes through, in order from p."""
+    length = math.hypot(q[0] - p[0], q[1] - p[1])
+    steps = max(2, int(math.ceil(length / (layout.size / 16))) + 1)
+    t = np.linspace(0.0, 1.0, steps)
+    ii, jj = point_to_offset(layout, p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1]))
+    seen: dict[Cell, None] = {}
+    for a, b in zip(ii.tolist(), jj.tolist(), strict=True):
+        seen.setdefault((a, b), None)
+    # Sampling finds every cell the segment crosses by more than a sixteenth of a hex; the
+    # neighbours of those are tested exactly so a clipped corner is not missed.
+    candidates = dict(seen)
+    for cell in list(seen):
+        for n in neighbours(layout, cell):
+            candidates.setdefault(n, None)
+    line = shapely.LineString([p, q])
+    out = [cell for cell in candidates
+           if shapely.relate_pattern(line, polygon(layout, *cell), "T********")]
+    if not out:
+        return out
+    cx, cy = centre_point(layout, np.array([c[0] for c in out]), np.array([c[1] for c in out]))
+    along = (cx - p[0]) * (q[0] - p[0]) + (cy - p[1]) * (q[1] - p[1])
+    return [out[k] for k in np.argsort(along, kind="stable").tolist()]
+
+
+def cells_polygons(layout: HexLayout, cells: Iterable[Cell]) -> list[shapely.Polygon]:
+    return [polygon(layout, i, j) for i, j in cells]
