@@ -1,0 +1,345 @@
+"""Enchanted Realms (seed 003): cover from the share of the target's body a barrier hides,
+obscurement as a penalty on the attacker, and the friendly-fire rule's triggers.
+
+Rule of this module: one measurement, then tables. Seen from the attacker (the centre of
+whichever of its cells sees the most of the target), the covered fraction of the target's
+hex(es) is the area hidden by the shadows that walls and map regions cast, each weighted by
+how much of a body it hides (a full wall all of it, an arrow slit nine tenths, a low wall
+or rubble half); partial cover from half, three-quarters cover from three quarters, full
+cover when nothing is left. The Shapely shadows are those of rulesets/corner.py. Hex-first;
+on square grids the same measurement runs on the target's squares. Numbers sit in the
+tables below; every choice is quoted against the seed in docs/rulesets.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgspec
+import numpy as np
+import shapely
+
+from geometry import hex as hexgrid
+from geometry import kernel
+from geometry.kernel import FloatArray
+from geometry.model import GridKind, RegionKind, SceneGeom, WallCover
+from geometry.square import distance_feet, grid_steps, space, squares
+from geometry.templates import Template, inside, shape
+from geometry.trace import Tracer
+from rulesets.base import (
+    Annotation,
+    AreaHit,
+    AttackMode,
+    Degree,
+    Flag,
+    Modifier,
+    ModKind,
+    Ruleset,
+    Stat,
+    TracedLine,
+    in_reach_by_mode,
+    pair_indices,
+)
+from rulesets.corner import shadow_polygons
+from rulesets.obstacles import wall_roles
+
+M = Modifier
+_AREA = "vs area effects"
+LADDER = (Degree.NONE, Degree.PARTIAL, Degree.THREE_QUARTERS)
+#: A covered fraction this close to 1 is full cover (rounding in the polygon areas).
+_FULL = 1.0 - 1e-6
+
+
+class RealmsOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    obscured_penalty: int = 2
+    vicinity_ft: float = 10.0
+    low_cover_near_attacker: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """How much of a target one viewpoint sees: the covered fraction and what covers it."""
+
+    covered: float
+    origin: tuple[float, float]
+    walls: tuple[str, ...]
+    regions: tuple[str, ...]
+
+
+class Realms(Ruleset):
+    """Seed 003: partial/three-quarters/full cover by covered fraction; friendly fire."""
+
+    name: ClassVar[str] = "realms"
+    title: ClassVar[str] = "Enchanted Realms (cover, obscurement, friendly fire; seed 003)"
+    seed: ClassVar[str] = "003_e7d3a2564bb3cfcd.txt"
+    Options: ClassVar[type[RealmsOptions]] = RealmsOptions
+    option_docs: ClassVar[Mapping[str, str]] = {
+        "obscuredPenalty": "Penalty to attacks and Awareness through or into an obscuring "
+                           "region that carries no penalty of its own (flags.covercast."
+                           "penalty sets it per region).",
+        "vicinityFt": "How close (feet, footprint to footprint) another creature must be to "
+                      "a target with three-quarters cover for the friendly-fire rule to "
+                      "apply ('if there are others in the vicinity').",
+        "lowCoverNearAttacker": "Whether a low obstacle nearer the attacker than the target "
+                                "(the archer's own parapet) still covers the target; off by "
+                                "default: it protects the attacker's legs, not the target.",
+    }
+    ladder: ClassVar[tuple[Degree, ...]] = LADDER
+    grids: ClassVar[frozenset[GridKind]] = frozenset({GridKind.SQUARE} | hexgrid.HEX_GRIDS)
+
+    #: Covered fraction at least -> degree (the first that applies).
+    THRESHOLDS: ClassVar[tuple[tuple[float, Degree], ...]] = (
+        (_FULL, Degree.TOTAL), (0.75, Degree.THREE_QUARTERS), (0.5, Degree.PARTIAL))
+    #: What each degree is worth to the target, against ranged attacks and area effects.
+    TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
+        Degree.NONE: (),
+        Degree.PARTIAL: (M(Stat.DEFENSE, 3, ModKind.COVER, "partial cover"),
+                         M(Stat.AGILITY, 3, ModKind.COVER, f"partial cover, {_AREA}")),
+        Degree.THREE_QUARTERS: (
+            M(Stat.DEFENSE, 3, ModKind.COVER, "three-quarters cover (partial cover's bonus)"),
+            M(Stat.AGILITY, 3, ModKind.COVER, f"three-quarters cover, {_AREA}")),
+        Degree.TOTAL: (M(Stat.AGILITY, 5, ModKind.COVER, f"full cover, {_AREA}"),),
+    }
+    #: How much of a body each obstacle hides where its shadow falls.
+    WALL_HIDES: ClassVar[Mapping[WallCover, float]] = {
+        WallCover.SOLID: 1.0, WallCover.IMPROVED: 0.9, WallCover.LOW: 0.5}
+    REGION_HIDES: ClassVar[Mapping[RegionKind, float]] = {
+        RegionKind.BLOCKING: 1.0, RegionKind.IMPROVED: 0.9, RegionKind.COVER: 0.5,
+        RegionKind.OBSCURING: 0.0}
+
+    # -- attacks ------------------------------------------------------------------------
+
+    def evaluate(self, scene: SceneGeom, options: Any,
+                 pairs: Sequence[tuple[str, str]] | None = None,
+                 modes: Iterable[AttackMode] = tuple(AttackMode),
+                 lines: bool = False) -> list[Annotation]:
+        ctx = RealmsContext(scene, options)
+        modes = tuple(modes)
+        out = []
+        for a, t in pair_indices(len(scene.creatures), ctx.index, pairs):
+            m = ctx.best_measure(a, t)
+            degree = self.floored(self.degree_of(m.covered), scene.creatures[t].cover_floor)
+            penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
+            for mode in modes:
+                out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines))
+        return out
+
+    def degree_of(self, covered: float) -> Degree:
+        for least, degree in self.THRESHOLDS:
+            if covered >= least:
+                return degree
+        return Degree.NONE
+
+    def _annotate(self, ctx: RealmsContext, a: int, t: int, mode: AttackMode, degree: Degree,
+                  m: Measure, penalty: tuple[int, tuple[str, ...]], lines: bool) -> Annotation:
+        sx, sy = ctx.steps(a, t)
+        in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
+                                         np.array([ctx.cs[a].reach]))[mode][0])
+        full = degree is Degree.TOTAL
+        flags = set()
+        if in_reach:
+            flags.add(Flag.IN_REACH)
+        if max(sx, sy) <= 1:
+            flags.add(Flag.ADJACENT)
+        if in_reach and not full:
+            flags.add(Flag.CAN_TARGET)
+        if full:
+            flags.add(Flag.CANNOT_ACT_TOWARD_COVER)
+        mods: list[Modifier] = []
+        if mode is AttackMode.RANGED:
+            mods.extend(self.TABLE[degree])
+            if full or (degree is Degree.THREE_QUARTERS and ctx.others_near(a, t)):
+                flags.add(Flag.FRIENDLY_FIRE)
+        value, regions = penalty
+        if value:
+            why = "obscured by " + ", ".join(regions)
+            mods.append(M(Stat.ATTACK, -value, ModKind.OBSCUREMENT, why))
+            mods.append(M(Stat.AWARENESS, -value, ModKind.OBSCUREMENT, why))
+        traced = None
+        if lines:
+            traced = (TracedLine(m.origin, ctx.centres[t], full, m.walls, (),
+                                 tuple(sorted({*m.regions, *regions}))),)
+        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, not full, degree, tuple(mods),
+                          frozenset(flags), (), traced, round(1.0 - m.covered, 6))
+
+    # -- areas --------------------------------------------------------------------------
+
+    def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """Every creature inside the area, full cover included (the seed: a fireball still
+        reaches a creature behind complete cover); cover is measured from the origin."""
+        ctx = RealmsContext(scene, options)
+        region = shape(template, scene.grid)
+        origin = (template.x, template.y)
+        hits = []
+        for t, c in enumerate(scene.creatures):
+            if not inside(region, c, scene.grid):
+                continue
+            m = ctx.measure(origin, t)
+            degree = self.floored(self.degree_of(m.covered), c.cover_floor)
+            mods = tuple(x for x in self.TABLE[degree] if x.stat is Stat.AGILITY)
+            hits.append(AreaHit(c.id, degree, mods, frozenset()))
+        return hits
+
+
+class RealmsContext:
+    """One scene snapshot, prepared for covered-fraction measurements."""
+
+    def __init__(self, scene: SceneGeom, options: RealmsOptions) -> None:
+        self.scene = scene
+        self.grid = scene.grid
+        self.options = options
+        self.cs = scene.creatures
+        self.index = {c.id: k for k, c in enumerate(self.cs)}
+        self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
+        self.tracer = Tracer(scene)
+        self.bodies: list[shapely.Geometry] = []
+        self.centres: list[tuple[float, float]] = []
+        self.viewpoints: list[FloatArray] = []
+        for c in self.cs:
+            if self.hex is not None:
+                fp = hexgrid.footprint(c, self.grid)
+                self.bodies.append(fp.polygon)
+                self.centres.append(fp.centre)
+                self.viewpoints.append(fp.cell_centres)
+            else:
+                box = space(c, self.grid)
+                self.bodies.append(shapely.box(*box))
+                self.centres.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
+                self.viewpoints.append(np.array([((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
+                                                 for b in squares(c, self.grid)]))
+        self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
+        self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        tr = self.tracer
+        self._wall_lines = shapely.linestrings(tr.wall_xy.reshape(-1, 2, 2)) \
+            if len(tr.walls) else np.empty(0, dtype=object)
+        self._obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
+                                                        strict=True)
+                           if r.kind is RegionKind.OBSCURING]
+
+    # -- distances ------------------------------------------------------------------------
+
+    def steps(self, a: int, t: int) -> tuple[int, int]:
+        """Grid steps between two creatures (hex grids: hexes, as (n, 0))."""
+        if self.hex is not None:
+            fa = hexgrid.footprint(self.cs[a], self.grid).cells
+            ft = hexgrid.footprint(self.cs[t], self.grid).cells
+            return hexgrid.cells_distance(self.hex, fa, ft), 0
+        return grid_steps(space(self.cs[a], self.grid), space(self.cs[t], self.grid),
+                          self.grid.size)
+
+    def feet(self, a: int, t: int) -> float:
+        if self.hex is not None:
+            return 5.0 * self.steps(a, t)[0]
+        return distance_feet(space(self.cs[a], self.grid), space(self.cs[t], self.grid),
+                             self.grid)
+
+    def others_near(self, a: int, t: int) -> bool:
+        """Someone besides the attacker and the target within the vicinity of the target."""
+        return any(self.feet(o, t) <= self.options.vicinity_ft
+                   for o in range(len(self.cs)) if o not in (a, t))
+
+    # -- cover ----------------------------------------------------------------------------
+
+    def best_measure(self, a: int, t: int) -> Measure:
+        """The attacker shoots from whichever of its cells sees most of the target."""
+        best: Measure | None = None
+        for x, y in self.viewpoints[a]:
+            m = self.measure((float(x), float(y)), t, attacker=a)
+            if best is None or m.covered < best.covered - 1e-9:
+                best = m
+        assert best is not None
+        return best
+
+    def measure(self, p: tuple[float, float], t: int, attacker: int | None = None) -> Measure:
+        """The fraction of target t's body the shadows cast from point p hide, each shadow
+        weighted by how much of a body its obstacle hides."""
+        tr = self.tracer
+        body = self.bodies[t]
+        hull = shapely.convex_hull(shapely.union(body, shapely.Point(p)))
+        segs: list[FloatArray] = []
+        weights: list[float] = []
+        names: list[tuple[str, str]] = []
+        if len(tr.walls):
+            idx = np.nonzero(shapely.intersects(self._wall_lines, hull))[0]
+            if idx.size:
+                solid, low, improved = wall_roles(tr, self._tall, self._elev, idx,
+                                                  np.full(idx.size, t))
+                side = kernel.foundry_side(tr.wall_xy[idx], np.repeat([p], idx.size, 0))
+                facing = (tr.wall_dir[idx] == 0) | (side != tr.wall_dir[idx])
+                # Limited (terrain) walls hide nothing alone; they cast no shadow here.
+                keep = facing & ~tr.wall_limited[idx]
+                if not self.options.low_cover_near_attacker and attacker is not None \
+                        and low.any():
+                    near_attacker = shapely.distance(self._wall_lines[idx],
+                                                     self.bodies[attacker]) < shapely.distance(
+                        self._wall_lines[idx], body)
+                    keep &= ~(low & near_attacker)
+                for k in np.nonzero(keep)[0]:
+                    w = int(idx[k])
+                    cover = WallCover.LOW if low[k] else (
+                        WallCover.IMPROVED if improved[k] else WallCover.SOLID)
+                    assert solid[k] or low[k] or improved[k]
+                    segs.append(tr.wall_xy[w])
+                    weights.append(Realms.WALL_HIDES[cover])
+                    names.append(("wall", tr.walls[w].id))
+        point = shapely.Point(p)
+        for r, poly in zip(tr.regions, tr.region_polys, strict=True):
+            hides = Realms.REGION_HIDES[r.kind]
+            if hides <= 0 or poly.contains(point) or not poly.intersects(hull):
+                continue
+            ring = np.asarray(poly.exterior.coords, dtype=np.float64)
+            for e in np.hstack([ring[:-1], ring[1:]]):
+                segs.append(e)
+                weights.append(hides)
+                names.append(("region", r.id))
+        if not segs:
+            return Measure(0.0, p, (), ())
+        arr = np.array(segs, dtype=np.float64)
+        far = np.asarray(body.exterior.coords, dtype=np.float64) if body.geom_type == "Polygon" \
+            else np.asarray(shapely.get_coordinates(body), dtype=np.float64)
+        reach = 2.0 * float(np.max(np.hypot(far[:, 0] - p[0], far[:, 1] - p[1]))) + 1.0
+        shadows = shapely.polygons(shadow_polygons(np.array(p, dtype=np.float64), arr[:, 0:2],
+                                                   arr[:, 2:4], reach))
+        bad = ~shapely.is_valid(shadows)
+        if bad.any():
+            shadows[bad] = shapely.make_valid(shadows[bad])
+        on = shapely.intersection(shadows, body)
+        areas = shapely.area(on)
+        w = np.array(weights)
+        hit = areas > 1e-9
+        if not hit.any():
+            return Measure(0.0, p, (), ())
+        total = float(body.area)
+        covered = 0.0
+        hidden_so_far: shapely.Geometry = shapely.Polygon()
+        # Heaviest obstacles first: where shadows overlap, the one hiding most counts.
+        for level in sorted(set(w[hit].tolist()), reverse=True):
+            layer = shapely.union_all(on[hit & (w == level)])
+            fresh = float(shapely.area(shapely.difference(layer, hidden_so_far)))
+            covered += level * fresh / total
+            hidden_so_far = shapely.union(hidden_so_far, layer)
+        walls = tuple(sorted({n for (kind, n), h in zip(names, hit, strict=True)
+                              if h and kind == "wall"}))
+        regions = tuple(sorted({n for (kind, n), h in zip(names, hit, strict=True)
+                                if h and kind == "region"}))
+        return Measure(min(1.0, round(covered, 9)), p, walls, regions)
+
+    # -- obscurement ----------------------------------------------------------------------
+
+    def obscurement(self, p: tuple[float, float],
+                    q: tuple[float, float]) -> tuple[int, tuple[str, ...]]:
+        """The worst penalty of the obscuring regions the line from p to q passes through or
+        ends in (penalties do not stack), and those regions."""
+        if not self._obscuring:
+            return 0, ()
+        line = shapely.LineString([p, q])
+        worst, found = 0, []
+        for r, poly in self._obscuring:
+            if poly.intersects(line):
+                found.append(r.id)
+                penalty = r.penalty if r.penalty is not None else self.options.obscured_penalty
+                worst = max(worst, penalty)
+        return worst, tuple(sorted(set(found)))
+
