@@ -470,7 +470,7 @@ def cells_on_segment(layout: HexLayout, p: tuple[float, float], q: tuple[float, 
                      ) -> list[Cell]:
     """Every cell whose interior the segment p-q passes through, in order from p."""
     length = math.hypot(q[0] - p[0], q[1] - p[1])
-    steps = max(2, int(math.ceil(length / (layout.size / 16))) + 1)
+    steps = max(2, math.ceil(length / (layout.size / 16)) + 1)
     t = np.linspace(0.0, 1.0, steps)
     ii, jj = point_to_offset(layout, p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1]))
     seen: dict[Cell, None] = {}

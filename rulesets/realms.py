@@ -270,6 +270,9 @@ class RealmsContext:
                 facing = (tr.wall_dir[idx] == 0) | (side != tr.wall_dir[idx])
                 # Limited (terrain) walls hide nothing alone; they cast no shadow here.
                 keep = facing & ~tr.wall_limited[idx]
+                # A wall through the viewpoint touches each line only at its start: by the
+                # crossing convention it blocks none of them, so it casts no shadow.
+                keep &= shapely.distance(self._wall_lines[idx], shapely.Point(p)) > 1e-6
                 if not self.options.low_cover_near_attacker and attacker is not None \
                         and low.any():
                     near_attacker = shapely.distance(self._wall_lines[idx],
@@ -291,6 +294,8 @@ class RealmsContext:
                 continue
             ring = np.asarray(poly.exterior.coords, dtype=np.float64)
             for e in np.hstack([ring[:-1], ring[1:]]):
+                if shapely.distance(shapely.LineString(e.reshape(2, 2)), point) <= 1e-6:
+                    continue
                 segs.append(e)
                 weights.append(hides)
                 names.append(("region", r.id))
@@ -307,7 +312,7 @@ class RealmsContext:
             shadows[bad] = shapely.make_valid(shadows[bad])
         on = shapely.intersection(shadows, body)
         areas = shapely.area(on)
-        w = np.array(weights)
+        weight = np.array(weights)
         hit = areas > 1e-9
         if not hit.any():
             return Measure(0.0, p, (), ())
@@ -315,8 +320,8 @@ class RealmsContext:
         covered = 0.0
         hidden_so_far: shapely.Geometry = shapely.Polygon()
         # Heaviest obstacles first: where shadows overlap, the one hiding most counts.
-        for level in sorted(set(w[hit].tolist()), reverse=True):
-            layer = shapely.union_all(on[hit & (w == level)])
+        for level in sorted(set(weight[hit].tolist()), reverse=True):
+            layer = shapely.union_all(on[hit & (weight == level)])
             fresh = float(shapely.area(shapely.difference(layer, hidden_so_far)))
             covered += level * fresh / total
             hidden_so_far = shapely.union(hidden_so_far, layer)

@@ -413,9 +413,43 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
     id: ReqId = None
 
 
+D20 = Annotated[int, Meta(ge=1, le=20)]
+D10 = Annotated[int, Meta(ge=1, le=10)]
+#: Largest seed a JavaScript client can hold exactly (Number.MAX_SAFE_INTEGER).
+MAX_SEED = 2 ** 53 - 1
+MAX_DICE = 10
+
+
+class FriendlyFireAttack(_Strict, frozen=True):
+    """One attack of a friendlyfire.resolve: a pool of d20s at one target. `dice` are the
+    raw faces the client rolled, or `count` asks the server to roll that many; `d10` is the
+    client's friendly-fire die (the server rolls it when absent and needed)."""
+
+    target: Id
+    dice: Annotated[list[D20], Meta(min_length=1, max_length=MAX_DICE)] | None = None
+    count: Annotated[int, Meta(ge=1, le=MAX_DICE)] | None = None
+    d10: D10 | None = None
+
+
+class FriendlyFireResolve(_Strict, frozen=True, tag="friendlyfire.resolve", tag_field="type"):
+    """Resolve shots by Enchanted Realms' friendly-fire rule (ruleset 'realms', hex grids).
+    Several attacks are split dice; `defense` holds Defense values before cover (the target's
+    is required, a struck creature without one is left to the GM); `bonus` is added to each
+    die; `seed` makes the server's rolls replayable."""
+
+    scene: Id
+    attacker: Id
+    attacks: Annotated[list[FriendlyFireAttack], Meta(min_length=1, max_length=MAX_DICE)]
+    defense: Annotated[dict[Id, Annotated[int, Meta(ge=-1000, le=1000)]],
+                       Meta(max_length=LIMITS.max_tokens)]
+    bonus: Annotated[int, Meta(ge=-1000, le=1000)] = 0
+    seed: Annotated[int, Meta(ge=0, le=MAX_SEED)] | None = None
+    id: ReqId = None
+
+
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
            | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | SceneUnload | Subscribe
-           | Unsubscribe)
+           | Unsubscribe | FriendlyFireResolve)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
     for t in Request.__args__))
@@ -514,7 +548,55 @@ class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=Tr
     id: ReqId = None
 
 
-Response = Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | Error
+class DieOut(Struct, frozen=True):
+    raw: int
+    total: int
+    natural20: bool
+    hit: bool
+
+
+class CandidateOut(Struct, frozen=True, omit_defaults=True):
+    slot: int
+    cell: tuple[int, int]
+    x: float
+    y: float
+    role: str
+    token: str | None = None
+    note: str = ""
+
+
+class FriendlyFireOut(Struct, frozen=True, rename="camel"):
+    target: str
+    cover: str
+    trigger: str | None
+    defense: int
+    modifier: int
+    dice: list[DieOut]
+    hit_target: bool
+    friendly_fire: bool
+    candidates: list[CandidateOut]
+    d10: int | None
+    slot: int | None
+    struck: str | None
+    moved: list[DieOut]
+    defense_struck: int | None
+    hit_struck: bool | None
+    rolled: list[str]
+    steps: list[str]
+
+
+class FriendlyFireResult(Struct, frozen=True, tag="friendlyfire.result", tag_field="type",
+                         omit_defaults=True):
+    scene: str
+    revision: int
+    attacker: str
+    seed: int | None
+    attacks: list[FriendlyFireOut]
+    id: ReqId = None
+
+
+Response = (Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | Error
+            | FriendlyFireResult)
 
 
 # -- decoding -------------------------------------------------------------------------------

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import hmac
 import logging
+import random
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from geometry import hex as hexgrid
 from geometry.incremental import affected_pairs
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
-from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Flag
+from rulesets import REGISTRY, friendlyfire
+from rulesets.base import Annotation, AttackMode, Degree, Flag, Stat
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -33,9 +36,14 @@ from server.messages import (
     AreaHitOut,
     AreaQuery,
     AreaResult,
+    CandidateOut,
     CoverQuery,
     CoverResult,
+    DieOut,
     Error,
+    FriendlyFireOut,
+    FriendlyFireResolve,
+    FriendlyFireResult,
     Hello,
     LineOut,
     ModifierOut,
@@ -260,6 +268,8 @@ class Core:
                 return [Send(state.id, encode(self._query(request), binary))]
             case AreaQuery():
                 return [Send(state.id, encode(self._area(request), binary))]
+            case FriendlyFireResolve():
+                return [Send(state.id, encode(self._friendly_fire(request), binary))]
             case SceneUnload(scene=sid):
                 return self._unload(state, sid, request.id, binary)
             case SceneGet(scene=sid):
@@ -503,11 +513,121 @@ class Core:
                        {f.value: (f in h.flags) for f in _AREA_FLAGS}, h.obstructions)
             for h in hits], request.id)
 
+    def _friendly_fire(self, request: FriendlyFireResolve) -> Response:
+        """Enchanted Realms' friendly-fire rule for one or more attacks (split dice), with
+        every step; the scene is read, never changed."""
+        scene = self._scene(request.scene)
+        grid = scene.geometry.grid
+        if scene.ruleset.name != "realms":
+            raise ClientError(ErrorCode.UNSUPPORTED,
+                              f"$.scene: friendly fire is a rule of ruleset 'realms'; scene "
+                              f"{request.scene!r} uses {scene.ruleset.name!r}", path="$.scene")
+        if not hexgrid.is_hex(grid):
+            raise ClientError(ErrorCode.UNSUPPORTED,
+                              f"$.scene: friendly fire numbers the hexes around the target; "
+                              f"scene {request.scene!r} has grid type "
+                              f"{scenes.grid_label(grid.kind)}", path="$.scene")
+        self._check_shots(scene, request)
+        geom = scene.geometry
+        seed = request.seed
+        rng: random.Random | None = None
+
+        def roll(sides: int) -> int:
+            nonlocal rng, seed
+            if rng is None:
+                if seed is None:
+                    seed = secrets.randbelow(2 ** 53)
+                rng = random.Random(seed)
+            return rng.randint(1, sides)
+
+        out = []
+        for k, attack in enumerate(request.attacks):
+            (ann,) = scene.ruleset.evaluate(geom, scene.options,
+                                            pairs=[(request.attacker, attack.target)],
+                                            modes=[AttackMode.RANGED])
+            cover_bonus = sum(m.value for m in ann.modifiers if m.stat is Stat.DEFENSE)
+            penalty = sum(m.value for m in ann.modifiers if m.stat is Stat.ATTACK)
+            base = request.defense[attack.target]
+            shot = friendlyfire.Shot(attack.target, base + cover_bonus,
+                                     request.bonus + penalty, ann.cover is Degree.TOTAL)
+            trigger = None
+            if Flag.FRIENDLY_FIRE in ann.flags:
+                trigger = "full cover" if ann.cover is Degree.TOTAL else \
+                    "three-quarters cover with others in the vicinity"
+            rolled: list[str] = []
+            dice = attack.dice
+            if dice is None:
+                assert attack.count is not None
+                dice = [roll(20) for _ in range(attack.count)]
+                rolled.extend("d20" for _ in dice)
+
+            def d10(attack: Any = attack, rolled: list[str] = rolled) -> int:
+                if attack.d10 is not None:
+                    return int(attack.d10)
+                rolled.append("d10")
+                return roll(10)
+
+            try:
+                cands = friendlyfire.candidates(geom, request.attacker, attack.target)
+            except ValueError as exc:
+                raise ClientError(ErrorCode.INVALID, f"$.attacks[{k}].target: {exc}",
+                                  path=f"$.attacks[{k}].target") from None
+            res = friendlyfire.resolve(shot, dice, d10, cands, request.defense, k + 1)
+            label = "full" if ann.cover is Degree.TOTAL else ann.cover.value.replace("_", "-")
+            first = (f"{attack.target}: Defense {base} {cover_bonus:+d} "
+                     f"({label} cover) = {shot.defense}; modifier "
+                     f"{request.bonus:+d} {penalty:+d} (obscurement) = {shot.modifier:+d}")
+            out.append(FriendlyFireOut(
+                attack.target, ann.cover.value, trigger, shot.defense, shot.modifier,
+                [_die(d) for d in res.dice], res.hit_target, res.friendly_fire,
+                [CandidateOut(c.slot, c.cell, c.centre[0], c.centre[1], c.role, c.token,
+                              c.note) for c in cands],
+                res.d10, res.slot, res.struck, [_die(d) for d in res.moved],
+                res.defense_struck, res.hit_struck, rolled, [first, *res.steps]))
+        return FriendlyFireResult(request.scene, scene.revision, request.attacker, seed, out,
+                                  request.id)
+
+    def _check_shots(self, scene: scenes.Scene, request: FriendlyFireResolve) -> None:
+        """Every id names a token of the scene and every attack says its dice."""
+        if request.attacker not in scene.tokens:
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.attacker: no token "
+                              f"{request.attacker!r} in scene {request.scene!r}",
+                              path="$.attacker")
+        for k, attack in enumerate(request.attacks):
+            path = f"$.attacks[{k}]"
+            if attack.target not in scene.tokens:
+                raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}.target: no token "
+                                  f"{attack.target!r} in scene {request.scene!r}",
+                                  path=f"{path}.target")
+            if attack.target == request.attacker:
+                raise ClientError(ErrorCode.INVALID, f"{path}.target: a token cannot shoot "
+                                  f"itself ({attack.target!r})", path=f"{path}.target")
+            if attack.dice is None and attack.count is None:
+                raise ClientError(ErrorCode.INVALID, f"{path}.dice: give the rolled d20s "
+                                  "(dice) or how many the server rolls (count)",
+                                  path=f"{path}.dice")
+            if attack.dice is not None and attack.count is not None \
+                    and attack.count != len(attack.dice):
+                raise ClientError(ErrorCode.INVALID, f"{path}.count: {attack.count} does not "
+                                  f"match the {len(attack.dice)} dice given",
+                                  path=f"{path}.count")
+            if attack.target not in request.defense:
+                raise ClientError(ErrorCode.INVALID, f"$.defense: no Defense given for the "
+                                  f"target {attack.target!r} of attack {k}", path="$.defense")
+        for tid in request.defense:
+            if tid not in scene.tokens:
+                raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.defense: no token {tid!r} in "
+                                  f"scene {request.scene!r}", path="$.defense")
+
     # -- introspection for tests and tools -------------------------------------------------
 
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
+
+
+def _die(d: friendlyfire.Die) -> DieOut:
+    return DieOut(d.raw, d.total, d.natural20, d.hit)
 
 
 def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom:
