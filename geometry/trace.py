@@ -108,6 +108,8 @@ class Tracer:
         self.creature_polys: list[shapely.Polygon] | None = (
             [hexgrid.footprint(c, grid).polygon for c in scene.creatures]
             if hexgrid.is_hex(grid) else None)
+        if self.creature_polys is not None:
+            shapely.prepare(self.creature_polys)
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)

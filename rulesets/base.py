@@ -173,6 +173,13 @@ class Ruleset(abc.ABC):
         """Every creature the area effect reaches (inside it and with line of effect from
         its origin), with its cover and save modifiers against the effect."""
 
+    def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
+              pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The pairs to recompute after a change, given those the geometry says it can
+        touch (geometry.incremental): a ruleset whose annotations depend on more than the
+        pair's lines and reach (who stands near the target) adds the pairs that depend."""
+        return pairs
+
     def default_options(self) -> Any:
         return self.Options()
 

@@ -5,6 +5,10 @@ target's; what it crosses sets a degree on the ladder none < lesser < standard <
 a target with no unblocked line from any part of the attacker's space at all has no line of
 effect. Area effects count obstructions square by square along the line from their origin.
 Flanking bonuses grow with the number of flanking pairs. Numbers sit in the tables below.
+The procedure is centre to centre, so it runs unchanged on Foundry's hex grids: centres are
+Foundry's token centres, "any part" of a space is its hex footprint's corners, distances
+count hexes, creatures in the way are hex footprints, flanking crosses opposite sides of the
+hex under the target's centre, and area obstructions count the hexes the line passes.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ import msgspec
 import numpy as np
 import shapely
 
-from geometry.flanking import crosses_opposite_borders
+from geometry import hex as hexgrid
+from geometry.flanking import crosses_opposite_borders, crosses_opposite_sides
 from geometry.kernel import FloatArray, IntArray, segments_enter_boxes
-from geometry.model import RegionKind, SceneGeom
+from geometry.model import GridKind, RegionKind, SceneGeom
 from geometry.square import (
+    INSET_PX,
     Box,
     adjacent,
     centre,
     corners,
+    creature_centre,
     grid_steps,
     inset,
     space,
@@ -93,6 +100,7 @@ class CoverDegrees(Ruleset):
         Degree.TOTAL: (),
     }
     ladder: ClassVar[tuple[Degree, ...]] = LADDER
+    grids: ClassVar[frozenset[GridKind]] = frozenset({GridKind.SQUARE} | hexgrid.HEX_GRIDS)
     STEALTH_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.STANDARD, Degree.GREATER})
     REFLEX_BETTER_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.GREATER})
     #: What one obstruction on the centre line is worth, before the size shift.
@@ -126,14 +134,13 @@ class CoverDegrees(Ruleset):
         degree = Degree.TOTAL if row.level == TOTAL else LADDER[row.level]
         degree = self.floored(degree, ctx.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
-        sa, st = ctx.spaces[a], ctx.spaces[t]
-        sx, sy = grid_steps(sa, st, ctx.grid.size)
+        sx, sy = ctx.steps(a, t)
         in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
                                          np.array([ctx.cs[a].reach]))[mode][0])
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
-        if adjacent(sa, st, ctx.grid):
+        if ctx.adjacent(a, t):
             flags.add(Flag.ADJACENT)
         if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
@@ -189,13 +196,45 @@ class _Context:
         self.cs = scene.creatures
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.spaces = [space(c, self.grid) for c in self.cs]
+        self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
+        self.centres = [creature_centre(c, self.grid) for c in self.cs]
         self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
 
-    def _samples(self, box: Box) -> FloatArray:
-        """Points standing for 'any part' of a space: its corners (a hair inside) and centre."""
-        return np.vstack([inset(corners(box), box), np.array([centre(box)])])
+    def _samples(self, k: int) -> FloatArray:
+        """Points standing for 'any part' of a creature's space: its corners (a hair inside)
+        and centre; on a hex grid the corners of its hex footprint."""
+        if self.hex is None:
+            box = self.spaces[k]
+            return np.vstack([inset(corners(box), box), np.array([centre(box)])])
+        fp = hexgrid.footprint(self.cs[k], self.grid)
+        ring = np.asarray(fp.polygon.exterior.coords, dtype=np.float64)[:-1]
+        c = np.array(fp.centre)
+        d = c - ring
+        dist = np.hypot(d[:, 0], d[:, 1])[:, None]
+        moved = ring + d / np.maximum(dist, 1e-12) * np.minimum(INSET_PX, dist)
+        return np.vstack([moved, c[None, :]])
+
+    def steps(self, a: int, t: int) -> tuple[int, int]:
+        """Grid steps between two creatures' spaces (hex grids: hexes, as (n, 0))."""
+        if self.hex is None:
+            return grid_steps(self.spaces[a], self.spaces[t], self.grid.size)
+        fa = hexgrid.footprint(self.cs[a], self.grid).cells
+        ft = hexgrid.footprint(self.cs[t], self.grid).cells
+        return hexgrid.cells_distance(self.hex, fa, ft), 0
+
+    def adjacent(self, a: int, t: int) -> bool:
+        if self.hex is None:
+            return adjacent(self.spaces[a], self.spaces[t], self.grid)
+        return self.steps(a, t)[0] <= 1
+
+    def within_reach(self, b: int, t: int, reach: float) -> bool:
+        if self.hex is None:
+            return within_reach(self.spaces[b], self.spaces[t], reach, self.grid)
+        sx, sy = self.steps(b, t)
+        return bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
+                                     np.array([reach]))[AttackMode.MELEE][0])
 
     def _solid(self, hits: LineHits, tgt: IntArray, starts: FloatArray,
                ends: FloatArray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,10 +258,10 @@ class _Context:
             return []
         starts, ends, tgt, group = [], [], [], []
         for k, (a, t) in enumerate(pairs):
-            sa, st = self._samples(self.spaces[a]), self._samples(self.spaces[t])
+            sa, st = self._samples(a), self._samples(t)
             # Line 0 of each group is centre to centre; the rest sample 'any part'.
-            starts.append(np.vstack([[centre(self.spaces[a])], np.repeat(sa, len(st), 0)]))
-            ends.append(np.vstack([[centre(self.spaces[t])], np.tile(st, (len(sa), 1))]))
+            starts.append(np.vstack([[self.centres[a]], np.repeat(sa, len(st), 0)]))
+            ends.append(np.vstack([[self.centres[t]], np.tile(st, (len(sa), 1))]))
             n = 1 + len(sa) * len(st)
             tgt.extend([t] * n)
             group.extend([k] * n)
@@ -280,7 +319,7 @@ class _Context:
         c = self.cs[b]
         if c.reach <= 0:
             return False  # creatures with 0 reach cannot flank
-        if not within_reach(self.spaces[b], self.spaces[t], c.reach, self.grid):
+        if not self.within_reach(b, t, c.reach):
             return False
         return rows.get((b, t), TOTAL) != TOTAL
 
@@ -318,8 +357,9 @@ class _Context:
                if b != t and c.disposition == side and self._threatens(b, t, levels)]
         partners: dict[int, list[int]] = {b: [] for b in who}
         edges = []
+        crosses = self._crosses_target(t, box)
         for b, d in itertools.combinations(who, 2):
-            if any(crosses_opposite_borders(p, q, box)
+            if any(crosses(p, q)
                    for p in (centre(sq) for sq in squares(self.cs[b], self.grid))
                    for q in (centre(sq) for sq in squares(self.cs[d], self.grid))):
                 partners[b].append(d)
@@ -329,6 +369,27 @@ class _Context:
         cap = 2 * side_squares + 2
         return min(_max_matching(edges), cap), partners
 
+    def _crosses_target(self, t: int, box: Box) -> Any:
+        """The opposite-borders test for target t: its square space, or on a hex grid the
+        opposite sides of the hex under its centre."""
+        if self.hex is None:
+            return lambda p, q: crosses_opposite_borders(p, q, box)
+        layout = self.hex
+        cells = hexgrid.footprint(self.cs[t], self.grid).cells
+        cx, cy = self.centres[t]
+        ii, jj = hexgrid.point_to_offset(layout, np.array([cx]), np.array([cy]))
+        cell = (int(ii[0]), int(jj[0]))
+        if cell not in cells:
+            cell = cells[0]
+        ring = [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()]
+        return lambda p, q: crosses_opposite_sides(p, q, ring)
+
+    def _body(self, c: int) -> shapely.Geometry:
+        """A creature's space as a polygon (its hex footprint on a hex grid)."""
+        if self.hex is not None:
+            return hexgrid.footprint(self.cs[c], self.grid).polygon
+        return shapely.box(*self.spaces[c])
+
     # -- area obstructions ----------------------------------------------------------------
 
     def area_obstructions(self, origin: tuple[float, float], t: int) -> int | None:
@@ -336,8 +397,7 @@ class _Context:
         space: each grid square it passes through that holds an object, another creature or
         vision-limiting terrain counts once; each wall it crosses (if line of effect still
         reaches the target around it) counts once. None: no line of effect at all."""
-        box = self.spaces[t]
-        ends = self._samples(box)
+        ends = self._samples(t)
         starts = np.repeat(np.array([origin], dtype=np.float64), len(ends), 0)
         hits = self.tracer.trace(starts, ends)
         blocked, roles = self._solid(hits, np.full(len(ends), t, dtype=np.intp), starts, ends)
@@ -347,29 +407,38 @@ class _Context:
         count = 0
         if self.options.area_walls_count:
             count += int(np.count_nonzero((hits.wall_line == line) & (roles >= 0)))
-        count += self._squares_with_obstructions(origin, centre(box), t)
+        count += self._squares_with_obstructions(origin, self.centres[t], t)
         return count
 
     def _squares_with_obstructions(self, p: tuple[float, float], q: tuple[float, float],
                                    t: int) -> int:
-        size = self.grid.size
-        x0, x1 = sorted((p[0], q[0]))
-        y0, y1 = sorted((p[1], q[1]))
-        gx = np.arange(np.floor(x0 / size), np.ceil(x1 / size) + 1) * size
-        gy = np.arange(np.floor(y0 / size), np.ceil(y1 / size) + 1) * size
-        cells = np.array([[x, y, x + size, y + size] for x in gx for y in gy],
-                         dtype=np.float64)
-        if len(cells) == 0:
-            return 0
-        _, ci = segments_enter_boxes(np.array([p]), np.array([q]), cells)
-        passed = cells[ci]
-        own = shapely.box(*self.spaces[t])
+        """Grid cells (squares, or hexes on a hex grid) the line from p to q passes through,
+        other than the one it starts in and the target's own, holding an obstruction."""
+        if self.hex is not None:
+            passed_cells = hexgrid.cells_on_segment(self.hex, p, q)
+            if not passed_cells:
+                return 0
+            boxes = np.array(hexgrid.cells_polygons(self.hex, passed_cells), dtype=object)
+            own: shapely.Geometry = hexgrid.footprint(self.cs[t], self.grid).polygon
+        else:
+            size = self.grid.size
+            x0, x1 = sorted((p[0], q[0]))
+            y0, y1 = sorted((p[1], q[1]))
+            gx = np.arange(np.floor(x0 / size), np.ceil(x1 / size) + 1) * size
+            gy = np.arange(np.floor(y0 / size), np.ceil(y1 / size) + 1) * size
+            cells = np.array([[x, y, x + size, y + size] for x in gx for y in gy],
+                             dtype=np.float64)
+            if len(cells) == 0:
+                return 0
+            _, ci = segments_enter_boxes(np.array([p]), np.array([q]), cells)
+            passed = cells[ci]
+            own = shapely.box(*self.spaces[t])
+            boxes = shapely.box(passed[:, 0], passed[:, 1], passed[:, 2], passed[:, 3])
         start_cell = shapely.Point(p)
-        boxes = shapely.box(passed[:, 0], passed[:, 1], passed[:, 2], passed[:, 3])
         keep = ~shapely.intersects(boxes, start_cell) & ~shapely.relate_pattern(
             boxes, own, "T********")
         count = 0
-        creatures = [shapely.box(*self.spaces[c]) for c in range(len(self.cs)) if c != t]
+        creatures = [self._body(c) for c in range(len(self.cs)) if c != t]
         things = creatures + list(self.tracer.region_polys)
         if not things:
             return 0

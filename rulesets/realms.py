@@ -14,7 +14,7 @@ tables below; every choice is quoted against the seed in docs/rulesets.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -163,6 +163,25 @@ class Realms(Ruleset):
                                  tuple(sorted({*m.regions, *regions}))),)
         return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, not full, degree, tuple(mods),
                           frozenset(flags), (), traced, round(1.0 - m.covered, 6))
+
+    def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
+              pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The friendly-fire flag depends on who stands near the target: a creature that
+        moved, came or went changes every attack on the targets within the vicinity of its
+        old or new place."""
+        before = {c.id: c for c in old.creatures}
+        after = {c.id: c for c in new.creatures}
+        moved = [c for i in before.keys() | after.keys() if before.get(i) != after.get(i)
+                 for c in (before.get(i), after.get(i)) if c is not None]
+        if not moved:
+            return pairs
+        ctx = RealmsContext(replace(new, creatures=(*new.creatures, *moved)), options)
+        n = len(new.creatures)
+        near = {new.creatures[t].id for t in range(n)
+                for m in range(n, n + len(moved))
+                if ctx.feet(m, t) <= options.vicinity_ft}
+        ids = [c.id for c in new.creatures]
+        return pairs | {(a, t) for t in near for a in ids if a != t}
 
     # -- areas --------------------------------------------------------------------------
 

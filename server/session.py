@@ -422,6 +422,8 @@ class Core:
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
             affected = affected_pairs(cached.geom, geom)
+            if affected is not None:
+                affected = scene.ruleset.widen(cached.geom, geom, scene.options, affected)
         touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.evaluate(geom, scene.options, lines=lines)

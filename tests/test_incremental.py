@@ -20,7 +20,7 @@ from server.session import Core, Send, annotation_out
 Key = tuple[str, str, str]
 
 
-def _scene(rng: random.Random, ruleset: str) -> dict[str, Any]:
+def _scene(rng: random.Random, ruleset: str, grid: int = 1) -> dict[str, Any]:
     walls = []
     for k in range(14):
         x, y = rng.randrange(0, 12) * 100, rng.randrange(0, 12) * 100
@@ -38,7 +38,7 @@ def _scene(rng: random.Random, ruleset: str) -> dict[str, Any]:
                        "disposition": rng.choice([-1, 1])})
     tokens[0].update(width=2, height=2, size="large")
     return {"type": "scene.load", "ruleset": ruleset, "options": {},
-            "scene": {"id": "s", "grid": {"type": 1, "size": 100, "distance": 5},
+            "scene": {"id": "s", "grid": {"type": grid, "size": 100, "distance": 5},
                       "walls": walls, "tokens": tokens}}
 
 
@@ -93,15 +93,18 @@ def _send(core: Core, conn: int, message: dict[str, Any]) -> dict[int, list[Any]
     return out
 
 
-@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees"])
+@pytest.mark.parametrize(("ruleset", "grid"), [
+    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1),
+    # Hex grids (tokens off the hex centres are snapped by Foundry's own offsets).
+    ("degrees", 2), ("realms", 3), ("realms", 4), ("degrees", 5)])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_incremental_matches_full(ruleset: str, seed: int) -> None:
+def test_incremental_matches_full(ruleset: str, grid: int, seed: int) -> None:
     rng = random.Random(seed)
     core = Core()
     gm, viewer = core.connect(), core.connect()
     for conn in (gm, viewer):
         _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
-    assert _send(core, gm, _scene(rng, ruleset))[gm][0]["type"] == "ack"
+    assert _send(core, gm, _scene(rng, ruleset, grid))[gm][0]["type"] == "ack"
     (full,) = _send(core, viewer, {"type": "subscribe", "scene": "s"})[viewer]
     held = {(a["attacker"], a["target"], a["mode"]): a for a in full["annotations"]}
     for step in range(25):
