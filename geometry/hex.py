@@ -414,6 +414,16 @@ def token_cells(layout: HexLayout, x: float, y: float, width: float, height: flo
     return tuple((i0 + di, j0 + dj) for di, dj in (data.even if is_even else data.odd))
 
 
+def token_position(layout: HexLayout, cell: Cell, width: float, height: float,
+                   shape: int = RECTANGLE_1) -> tuple[float, float]:
+    """Where Foundry puts a token whose top-left cell is `cell` (its x, y in pixels):
+    BaseToken#_gridOffsetToPosition on a hex grid."""
+    data = token_offsets(_half(width), _half(height), shape, layout.columns)
+    cx, cy = centre_point(layout, np.array([cell[0]]), np.array([cell[1]]))
+    return (float(cx[0]) - data.anchor[0] * layout.size_x,
+            float(cy[0]) - data.anchor[1] * layout.size_y)
+
+
 def token_size(layout: HexLayout, width: float, height: float) -> tuple[float, float]:
     """A token's bounding rectangle in pixels: BaseToken#getSize on a hex grid."""
     if layout.columns:
