@@ -117,8 +117,8 @@ def point_to_cube(layout: HexLayout, x: FloatArray,
     return q, r
 
 
-def cube_to_point(layout: HexLayout, q: FloatArray,
-                  r: FloatArray) -> tuple[FloatArray, FloatArray]:
+def cube_to_point(layout: HexLayout, q: FloatArray | IntArray,
+                  r: FloatArray | IntArray) -> tuple[FloatArray, FloatArray]:
     """Cube (q, r), fractional or not, to pixels (a cell's centre): HexagonalGrid#cubeToPoint."""
     q, r = np.asarray(q, dtype=np.float64), np.asarray(r, dtype=np.float64)
     shift = 1.0 if layout.even else 0.0

@@ -515,7 +515,7 @@ class Core:
                        {f.value: (f in h.flags) for f in _AREA_FLAGS}, h.obstructions)
             for h in hits], request.id)
 
-    def _friendly_fire(self, request: FriendlyFireResolve) -> Response:
+    def _friendly_fire(self, request: FriendlyFireResolve) -> FriendlyFireResult:
         """Enchanted Realms' friendly-fire rule for one or more attacks (split dice), with
         every step; the scene is read, never changed."""
         scene = self._scene(request.scene)
