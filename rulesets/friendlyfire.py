@@ -145,17 +145,18 @@ def candidates(scene: SceneGeom, attacker: str, target: str) -> tuple[Candidate,
     layout = HexLayout.of(scene.grid)
     fa = hexgrid.footprint(scene.creature(attacker), scene.grid)
     ft = hexgrid.footprint(scene.creature(target), scene.grid)
-    pt, pa = ft.centre, fa.centre
+    own = ft.cells
+    # Directions are taken between the centres of the hexes under the two tokens' centres
+    # (exact grid geometry: a token's stored x, y are rounded to whole pixels, which would
+    # otherwise turn an exact tie between two neighbours into an accident of rounding).
+    centre_cell = _cell_under(layout, ft.centre, own)
+    pt = _centre(layout, centre_cell)
+    pa = _centre(layout, _cell_under(layout, fa.centre, fa.cells))
     dx, dy = pa[0] - pt[0], pa[1] - pt[1]
     norm = math.hypot(dx, dy)
     if norm < 1e-9:
-        raise ValueError("the attacker and the target share a centre: no line of fire")
+        raise ValueError("the attacker and the target stand on the same hex: no line of fire")
     u = (dx / norm, dy / norm)
-    own = ft.cells
-    ci, cj = hexgrid.point_to_offset(layout, np.array([pt[0]]), np.array([pt[1]]))
-    centre_cell: Cell = (int(ci[0]), int(cj[0]))
-    if centre_cell not in own:
-        centre_cell = min(own, key=lambda c: _dist(layout, c, pt))
     around: list[Cell] = []
     q0, r0 = (int(v[0]) for v in hexgrid.offset_to_cube(layout, np.array([centre_cell[0]]),
                                                           np.array([centre_cell[1]])))
@@ -172,7 +173,7 @@ def candidates(scene: SceneGeom, attacker: str, target: str) -> tuple[Candidate,
 
     def order(cell: Cell) -> float:
         x, y = _centre(layout, cell)
-        return (_angle(x - pt[0], y - pt[1]) - toward + 30.0 + 1e-9) % 360.0
+        return (_angle(x - pt[0], y - pt[1]) - toward + 30.0 + 1e-6) % 360.0
 
     around.sort(key=order)
     front = _first_on_ray(layout, pt, u, own, LINE_HEXES)
@@ -188,6 +189,15 @@ def candidates(scene: SceneGeom, attacker: str, target: str) -> tuple[Candidate,
             who, note = None, "the attacker's own hex: the shooter does not strike itself"
         out.append(Candidate(slot, cell, _centre(layout, cell), role, who, note))
     return tuple(out)
+
+
+def _cell_under(layout: HexLayout, p: tuple[float, float], cells: Sequence[Cell]) -> Cell:
+    """The hex under a token's centre (the nearest of its own hexes, for odd shapes)."""
+    ii, jj = hexgrid.point_to_offset(layout, np.array([p[0]]), np.array([p[1]]))
+    cell: Cell = (int(ii[0]), int(jj[0]))
+    if cell not in cells:
+        cell = min(cells, key=lambda c: _dist(layout, c, p))
+    return cell
 
 
 def _centre(layout: HexLayout, cell: Cell) -> tuple[float, float]:

@@ -28,6 +28,18 @@ A case may also (or instead, with "queries": []) hold area effects:
 The `expect` list of an area names exactly the affected tokens (any order); each entry is
 compared like a query's expectation, plus `obstructions` when present.
 
+A case on a hex grid with ruleset "realms" may also resolve shots by the friendly-fire rule:
+
+      "friendlyfire": [
+        {"request": {"attacker": "a", "defense": {"t": 13, "c": 11}, "bonus": 2,
+                     "attacks": [{"target": "t", "dice": [9, 12], "d10": 6}]},
+         "expect": [{"cover": "three_quarters", "slot": 6, "struck": "c",
+                     "moved": [11, 14], "hitStruck": true}]}
+      ]
+
+Each `expect` entry is one attack of the reply; the keys it lists are compared exactly
+(`dice` and `moved` as the raw faces, `candidates` as the token, or null, of slots 1..8).
+
 `modifiers` is compared exactly as a multiset of (stat, value, kind) when present; `flags`
 checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
 Evaluation goes through the same validation and document conversion as the server
@@ -44,7 +56,7 @@ import msgspec
 
 from rulesets.base import AttackMode
 from server import scene as scenes
-from server.messages import AreaQuery, SceneLoad, parse_request
+from server.messages import AreaQuery, FriendlyFireResolve, SceneLoad, parse_request
 from server.session import Core, annotation_out
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -88,6 +100,35 @@ def evaluate_areas(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str,
         result = msgspec.to_builtins(core._area(query))
         out.append((area, {hit["token"]: hit for hit in result["affected"]}))
     return out
+
+
+def evaluate_friendly_fire(case: dict[str, Any]) -> list[tuple[dict[str, Any],
+                                                                list[dict[str, Any]]]]:
+    """(entry, the attacks of the actual reply) for every friendly-fire entry of a case."""
+    scene = load_scene(case)
+    core = Core()
+    core.scenes[scene.id] = scene
+    out = []
+    for entry in case.get("friendlyfire", []):
+        request = parse_request({"type": "friendlyfire.resolve", "scene": scene.id,
+                                 **entry["request"]})
+        assert isinstance(request, FriendlyFireResolve)
+        result = msgspec.to_builtins(core._friendly_fire(request))
+        out.append((entry, result["attacks"]))
+    return out
+
+
+def ff_mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    problems = []
+    for key, want in expect.items():
+        got = actual.get(key)
+        if key in ("dice", "moved"):
+            got = [d["raw"] for d in got or []]
+        elif key == "candidates":
+            got = [c.get("token") for c in got or []]
+        if got != want:
+            problems.append(f"{key}: expected {want!r}, got {got!r}")
+    return problems
 
 
 def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:

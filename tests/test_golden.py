@@ -10,6 +10,8 @@ from tests.golden_runner import (
     GOLDEN_DIR,
     evaluate_areas,
     evaluate_case,
+    evaluate_friendly_fire,
+    ff_mismatches,
     golden_files,
     load_case,
     mismatches,
@@ -34,6 +36,13 @@ def test_golden(path: Path) -> None:
             if entry["token"] in hits:
                 failures.extend(f"area {area['template']} on {entry['token']}: {problem}"
                                 for problem in mismatches(entry, hits[entry["token"]]))
+    for entry, attacks in evaluate_friendly_fire(case):
+        if len(attacks) != len(entry["expect"]):
+            failures.append(f"friendly fire: {len(attacks)} attacks, expected "
+                            f"{len(entry['expect'])}")
+        for k, (want, got) in enumerate(zip(entry["expect"], attacks, strict=False)):
+            failures.extend(f"friendly fire attack {k}: {problem}"
+                            for problem in ff_mismatches(want, got))
     assert not failures, f"{case['description']}\n" + "\n".join(failures)
 
 
