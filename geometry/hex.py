@@ -229,6 +229,24 @@ def cells_distance(layout: HexLayout, a: Sequence[Cell], b: Sequence[Cell]) -> i
     return int(d.min())
 
 
+def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]]) -> IntArray:
+    """Hexes between the nearest cells of every two footprints (n x n, 0 on the diagonal),
+    in one pass over all cells."""
+    n = len(footprints)
+    if n == 0:
+        return np.zeros((0, 0), dtype=np.int64)
+    owner = np.repeat(np.arange(n), [len(f) for f in footprints])
+    i = np.array([c[0] for f in footprints for c in f], dtype=np.int64)
+    j = np.array([c[1] for f in footprints for c in f], dtype=np.int64)
+    q, r = offset_to_cube(layout, i, j)
+    d = cube_distance(q[:, None], r[:, None], q[None, :], r[None, :])
+    starts = np.concatenate([[0], np.cumsum([len(f) for f in footprints])[:-1]])
+    rows = np.minimum.reduceat(d, starts, axis=0)
+    out: IntArray = np.minimum.reduceat(rows, starts, axis=1)
+    assert out.shape == (n, n) and owner.size == d.shape[0]
+    return out
+
+
 # -- token footprints ------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)

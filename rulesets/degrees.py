@@ -13,6 +13,7 @@ hex under the target's centre, and area obstructions count the hexes the line pa
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,9 +221,13 @@ class _Context:
         """Grid steps between two creatures' spaces (hex grids: hexes, as (n, 0))."""
         if self.hex is None:
             return grid_steps(self.spaces[a], self.spaces[t], self.grid.size)
-        fa = hexgrid.footprint(self.cs[a], self.grid).cells
-        ft = hexgrid.footprint(self.cs[t], self.grid).cells
-        return hexgrid.cells_distance(self.hex, fa, ft), 0
+        return int(self._hex_steps[a, t]), 0
+
+    @functools.cached_property
+    def _hex_steps(self) -> np.ndarray:
+        assert self.hex is not None
+        return hexgrid.footprints_distance(
+            self.hex, [hexgrid.footprint(c, self.grid).cells for c in self.cs])
 
     def adjacent(self, a: int, t: int) -> bool:
         if self.hex is None:

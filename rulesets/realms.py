@@ -13,19 +13,21 @@ tables below; every choice is quoted against the seed in docs/rulesets.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel
 from geometry.kernel import FloatArray
 from geometry.model import GridKind, RegionKind, SceneGeom, WallCover
-from geometry.square import distance_feet, grid_steps, space, squares
+from geometry.square import feet_many, grid_steps_many, space, squares
 from geometry.templates import Template, inside, shape
 from geometry.trace import Tracer
 from rulesets.base import (
@@ -117,13 +119,22 @@ class Realms(Ruleset):
                  lines: bool = False) -> list[Annotation]:
         ctx = RealmsContext(scene, options)
         modes = tuple(modes)
+        idx = pair_indices(len(scene.creatures), ctx.index, pairs)
+        if not idx:
+            return []
+        at = np.array(idx, dtype=np.intp)
+        sx, sy = ctx.steps_all[0][at[:, 0], at[:, 1]], ctx.steps_all[1][at[:, 0], at[:, 1]]
+        reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
+        in_reach = in_reach_by_mode(sx, sy, reach)
+        adjacent = np.maximum(sx, sy) <= 1
         out = []
-        for a, t in pair_indices(len(scene.creatures), ctx.index, pairs):
+        for k, (a, t) in enumerate(idx):
             m = ctx.best_measure(a, t)
             degree = self.floored(self.degree_of(m.covered), scene.creatures[t].cover_floor)
             penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
             for mode in modes:
-                out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines))
+                out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines,
+                                          bool(in_reach[mode][k]), bool(adjacent[k])))
         return out
 
     def degree_of(self, covered: float) -> Degree:
@@ -133,15 +144,13 @@ class Realms(Ruleset):
         return Degree.NONE
 
     def _annotate(self, ctx: RealmsContext, a: int, t: int, mode: AttackMode, degree: Degree,
-                  m: Measure, penalty: tuple[int, tuple[str, ...]], lines: bool) -> Annotation:
-        sx, sy = ctx.steps(a, t)
-        in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
-                                         np.array([ctx.cs[a].reach]))[mode][0])
+                  m: Measure, penalty: tuple[int, tuple[str, ...]], lines: bool,
+                  in_reach: bool, adjacent: bool) -> Annotation:
         full = degree is Degree.TOTAL
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
-        if max(sx, sy) <= 1:
+        if adjacent:
             flags.add(Flag.ADJACENT)
         if in_reach and not full:
             flags.add(Flag.CAN_TARGET)
@@ -239,25 +248,35 @@ class RealmsContext:
 
     # -- distances ------------------------------------------------------------------------
 
-    def steps(self, a: int, t: int) -> tuple[int, int]:
-        """Grid steps between two creatures (hex grids: hexes, as (n, 0))."""
+    @functools.cached_property
+    def steps_all(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Grid steps between every two creatures' spaces, along x and y (hex grids: the
+        hexes between their nearest cells, as (n, 0)), all at once."""
+        n = len(self.cs)
         if self.hex is not None:
-            fa = hexgrid.footprint(self.cs[a], self.grid).cells
-            ft = hexgrid.footprint(self.cs[t], self.grid).cells
-            return hexgrid.cells_distance(self.hex, fa, ft), 0
-        return grid_steps(space(self.cs[a], self.grid), space(self.cs[t], self.grid),
-                          self.grid.size)
+            cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
+            d = hexgrid.footprints_distance(self.hex, cells)
+            return d, np.zeros_like(d)
+        boxes = np.array([space(c, self.grid) for c in self.cs], dtype=np.float64)
+        a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+        sx, sy = grid_steps_many(boxes[a].reshape(-1, 4), boxes[t].reshape(-1, 4),
+                                 self.grid.size)
+        return sx.reshape(n, n), sy.reshape(n, n)
+
+    @functools.cached_property
+    def feet_all(self) -> npt.NDArray[np.int64]:
+        """Feet between every two creatures (5 ft a hex; 5/10 diagonals on squares)."""
+        sx, sy = self.steps_all
+        return feet_many(sx, sy)
 
     def feet(self, a: int, t: int) -> float:
-        if self.hex is not None:
-            return 5.0 * self.steps(a, t)[0]
-        return distance_feet(space(self.cs[a], self.grid), space(self.cs[t], self.grid),
-                             self.grid)
+        return float(self.feet_all[a, t])
 
     def others_near(self, a: int, t: int) -> bool:
         """Someone besides the attacker and the target within the vicinity of the target."""
-        return any(self.feet(o, t) <= self.options.vicinity_ft
-                   for o in range(len(self.cs)) if o not in (a, t))
+        near = self.feet_all[:, t] <= self.options.vicinity_ft
+        near[[a, t]] = False
+        return bool(near.any())
 
     # -- cover ----------------------------------------------------------------------------
 
