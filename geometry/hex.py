@@ -483,10 +483,10 @@ def _footprint(layout: HexLayout, x: float, y: float, width: float, height: floa
         # Under a quarter hex (a point stand-in: an effect's origin, a shot from a chosen
         # spot): the point itself, in the cell that holds it.
         w, h = max(width, 1e-9), max(height, 1e-9)
-        cx, cy = x + w * layout.size_x / 2, y + h * layout.size_y / 2
-        ii, jj = point_to_offset(layout, np.array([cx]), np.array([cy]))
+        px, py = x + w * layout.size_x / 2, y + h * layout.size_y / 2
+        pi, pj = point_to_offset(layout, np.array([px]), np.array([py]))
         tiny = shapely.box(x, y, x + w * layout.size_x, y + h * layout.size_y)
-        return Footprint(((int(ii[0]), int(jj[0])),), tiny, (cx, cy), np.array([[cx, cy]]))
+        return Footprint(((int(pi[0]), int(pj[0])),), tiny, (px, py), np.array([[px, py]]))
     cells = token_cells(layout, x, y, width, height, shape)
     poly = shapely.union_all([polygon(layout, i, j) for i, j in cells])
     poly = shapely.normalize(shapely.set_precision(poly, 1e-9))
