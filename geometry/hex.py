@@ -489,7 +489,9 @@ def _footprint(layout: HexLayout, x: float, y: float, width: float, height: floa
         return Footprint(((int(pi[0]), int(pj[0])),), tiny, (px, py), np.array([[px, py]]))
     cells = token_cells(layout, x, y, width, height, shape)
     poly = shapely.union_all([polygon(layout, i, j) for i, j in cells])
-    poly = shapely.normalize(shapely.set_precision(poly, 1e-9))
+    # Adjacent hexes share bit-identical corners (the same formula on the same integers),
+    # so the union merges them exactly; no snapping that would move Foundry's corners.
+    poly = shapely.normalize(poly)
     ii = np.array([c[0] for c in cells], dtype=np.int64)
     jj = np.array([c[1] for c in cells], dtype=np.int64)
     cx, cy = centre_point(layout, ii, jj)

@@ -86,6 +86,15 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
     return arrays
 
 
+def _box_hex(poly: shapely.Polygon) -> FloatArray:
+    """A point stand-in's tiny box as a degenerate six-cornered ring (its box, corner 0
+    repeated): lines never need to enter it."""
+    x0, y0, x1, y1 = poly.bounds
+    out: FloatArray = np.array([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0), (x0, y0)],
+                               dtype=np.float64)
+    return out
+
+
 class Tracer:
     """Line tracing over one frozen scene."""
 
@@ -104,12 +113,21 @@ class Tracer:
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
             [space(c, grid) for c in scene.creatures], dtype=np.float64).reshape(-1, 4)
-        #: Hex grids: each creature's exact footprint (its box only prunes the tests).
-        self.creature_polys: list[shapely.Polygon] | None = (
-            [hexgrid.footprint(c, grid).polygon for c in scene.creatures]
-            if hexgrid.is_hex(grid) else None)
-        if self.creature_polys is not None:
-            shapely.prepare(self.creature_polys)
+        #: Hex grids: each creature's exact footprint (its box only prunes the tests), and
+        #: its hexes' corners for the vectorised test.
+        self.creature_polys: list[shapely.Polygon] | None = None
+        if hexgrid.is_hex(grid):
+            prints = [hexgrid.footprint(c, grid) for c in scene.creatures]
+            self.creature_polys = [fp.polygon for fp in prints]
+            layout = hexgrid.HexLayout.of(grid)
+            counts = np.array([len(fp.cells) for fp in prints], dtype=np.intp)
+            self._cell_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
+            self._cell_count = counts
+            self._cell_verts = np.array(
+                [hexgrid.vertices(layout, i, j) if len(fp.cells) and fp.polygon.area >=
+                 0.5 * layout.size_x * layout.size_y else _box_hex(fp.polygon)
+                 for fp in prints for i, j in fp.cells], dtype=np.float64).reshape(-1, 6, 2)
+            self._tol = 1e-9 * grid.size
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
@@ -140,13 +158,47 @@ class Tracer:
     def _exact_footprints(self, starts: FloatArray, ends: FloatArray, cl: IntArray,
                           ci: IntArray) -> tuple[IntArray, IntArray]:
         """On hex grids, keep the (line, creature) hits whose line really enters the
-        creature's hex footprint, not only its bounding box."""
+        creature's hex footprint, not only its bounding box: a vectorised clip of each line
+        against each of the creature's hexes (open interiors); a line running exactly along
+        a side shared by two hexes of one creature is settled by Shapely."""
         if self.creature_polys is None or cl.size == 0:
             return cl, ci
-        lines = shapely.linestrings(np.stack([starts[cl], ends[cl]], axis=1))
-        polys = np.array(self.creature_polys, dtype=object)[ci]
-        keep = shapely.relate_pattern(lines, polys, "T********")
-        return cl[keep], ci[keep]
+        counts = self._cell_count[ci]
+        pair = np.repeat(np.arange(cl.size), counts)
+        first = np.repeat(self._cell_start[ci], counts)
+        within = np.arange(pair.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        verts = self._cell_verts[first + within]  # (K, 6, 2)
+        p, d = starts[cl[pair]], ends[cl[pair]] - starts[cl[pair]]
+        edge = np.roll(verts, -1, axis=1) - verts
+        centre = verts.mean(axis=1, keepdims=True)
+        normal = np.stack([-edge[..., 1], edge[..., 0]], axis=-1)
+        # Inward normals: pointing from each side towards the hex's centre.
+        flip = np.sign(np.einsum("kij,kij->ki", normal, centre - verts))
+        normal = normal * flip[..., None]
+        a = np.einsum("kij,kj->ki", normal, d)
+        b = np.einsum("kij,kij->ki", normal, verts - p[:, None, :])
+        scale = np.hypot(normal[..., 0], normal[..., 1])
+        tol = self._tol * scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = b / a
+        lower = np.where(a > 0, ratio, -np.inf).max(axis=1)
+        upper = np.where(a < 0, ratio, np.inf).min(axis=1)
+        parallel_out = ((a == 0) & (b >= -tol)).any(axis=1)
+        lo, hi = np.maximum(lower, 0.0), np.minimum(upper, 1.0)
+        enters = (hi - lo > 1e-12) & ~parallel_out
+        along = ((np.abs(a) <= tol * np.hypot(d[:, 0], d[:, 1])[:, None])
+                 & (np.abs(b) <= tol)).any(axis=1)
+        hit = np.zeros(cl.size, dtype=bool)
+        np.logical_or.at(hit, pair, enters)
+        # Along a side: inside the union only if the side is shared by two of its hexes.
+        maybe = np.zeros(cl.size, dtype=bool)
+        np.logical_or.at(maybe, pair, along)
+        check = np.nonzero(maybe & ~hit & (self._cell_count[ci] > 1))[0]
+        if check.size:
+            lines = shapely.linestrings(np.stack([starts[cl[check]], ends[cl[check]]], axis=1))
+            polys = np.array(self.creature_polys, dtype=object)[ci[check]]
+            hit[check] = shapely.relate_pattern(lines, polys, "T********")
+        return cl[hit], ci[hit]
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
                      space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
