@@ -26,7 +26,15 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel
 from geometry.kernel import FloatArray
-from geometry.model import GridKind, RegionKind, SceneGeom, WallCover
+from geometry.model import (
+    CreatureGeom,
+    GridKind,
+    RegionGeom,
+    RegionKind,
+    SceneGeom,
+    WallCover,
+    WallGeom,
+)
 from geometry.square import feet_many, grid_steps_many, space, squares
 from geometry.templates import Template, inside, shape
 from geometry.trace import Tracer
@@ -211,6 +219,31 @@ class Realms(Ruleset):
         return hits
 
 
+# A pair's covered fraction depends only on the two creatures (where they stand, how tall),
+# the walls, the regions and the options: creatures cast no shadows. It is kept across
+# revisions, per wall tuple (by identity; token-only changes keep the tuple), so a move
+# re-measures only the pairs of the creature that moved.
+_MEASURES: dict[int, tuple[tuple[WallGeom, ...], tuple[RegionGeom, ...], RealmsOptions,
+                           dict[tuple[CreatureGeom, CreatureGeom], Measure]]] = {}
+_MEASURE_SCENES = 8
+_MEASURE_PAIRS = 200_000
+
+
+def _measure_cache(scene: SceneGeom,
+                   options: RealmsOptions) -> dict[tuple[CreatureGeom, CreatureGeom], Measure]:
+    hit = _MEASURES.get(id(scene.walls))
+    if hit is not None and hit[0] is scene.walls and hit[1] == scene.regions \
+            and hit[2] == options and hit[3] is not None:
+        if len(hit[3]) > _MEASURE_PAIRS:
+            hit[3].clear()
+        return hit[3]
+    if len(_MEASURES) >= _MEASURE_SCENES:
+        del _MEASURES[next(iter(_MEASURES))]
+    table: dict[tuple[CreatureGeom, CreatureGeom], Measure] = {}
+    _MEASURES[id(scene.walls)] = (scene.walls, scene.regions, options, table)
+    return table
+
+
 class RealmsContext:
     """One scene snapshot, prepared for covered-fraction measurements."""
 
@@ -222,6 +255,7 @@ class RealmsContext:
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self.tracer = Tracer(scene)
+        self._measures = _measure_cache(scene, options)
         self.bodies: list[shapely.Geometry] = []
         self.centres: list[tuple[float, float]] = []
         self.viewpoints: list[FloatArray] = []
@@ -282,6 +316,13 @@ class RealmsContext:
 
     def best_measure(self, a: int, t: int) -> Measure:
         """The attacker shoots from whichever of its cells sees most of the target."""
+        key = (self.cs[a], self.cs[t])
+        found = self._measures.get(key)
+        if found is None:
+            found = self._measures[key] = self._best_measure(a, t)
+        return found
+
+    def _best_measure(self, a: int, t: int) -> Measure:
         best: Measure | None = None
         for x, y in self.viewpoints[a]:
             m = self.measure((float(x), float(y)), t, attacker=a)
