@@ -469,6 +469,9 @@ class Footprint:
     polygon: shapely.Polygon
     centre: tuple[float, float]
     cell_centres: FloatArray
+    #: A point stand-in (an effect's origin, a shot from a chosen spot): `polygon` is a
+    #: speck around `centre`, `cells` the one cell holding it.
+    point: bool = False
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
@@ -486,7 +489,8 @@ def _footprint(layout: HexLayout, x: float, y: float, width: float, height: floa
         px, py = x + w * layout.size_x / 2, y + h * layout.size_y / 2
         pi, pj = point_to_offset(layout, np.array([px]), np.array([py]))
         tiny = shapely.box(x, y, x + w * layout.size_x, y + h * layout.size_y)
-        return Footprint(((int(pi[0]), int(pj[0])),), tiny, (px, py), np.array([[px, py]]))
+        return Footprint(((int(pi[0]), int(pj[0])),), tiny, (px, py), np.array([[px, py]]),
+                         point=True)
     cells = token_cells(layout, x, y, width, height, shape)
     poly = shapely.union_all([polygon(layout, i, j) for i, j in cells])
     # Adjacent hexes share bit-identical corners (the same formula on the same integers),

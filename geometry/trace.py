@@ -124,8 +124,7 @@ class Tracer:
             self._cell_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
             self._cell_count = counts
             self._cell_verts = np.array(
-                [hexgrid.vertices(layout, i, j) if len(fp.cells) and fp.polygon.area >=
-                 0.5 * layout.size_x * layout.size_y else _box_hex(fp.polygon)
+                [_box_hex(fp.polygon) if fp.point else hexgrid.vertices(layout, i, j)
                  for fp in prints for i, j in fp.cells], dtype=np.float64).reshape(-1, 6, 2)
             self._tol = 1e-9 * grid.size
         self.regions = scene.regions
