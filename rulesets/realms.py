@@ -341,7 +341,15 @@ class RealmsContext:
         weights: list[float] = []
         names: list[tuple[str, str]] = []
         if len(tr.walls):
-            idx = np.nonzero(shapely.intersects(self._wall_lines, hull))[0]
+            # Boxes first (numpy), then the exact test on the walls whose box meets the hull's.
+            x0, y0, x1, y1 = hull.bounds
+            xy = tr.wall_xy
+            near = ((np.minimum(xy[:, 0], xy[:, 2]) <= x1) & (np.maximum(xy[:, 0], xy[:, 2]) >= x0)
+                    & (np.minimum(xy[:, 1], xy[:, 3]) <= y1)
+                    & (np.maximum(xy[:, 1], xy[:, 3]) >= y0))
+            idx = np.nonzero(near)[0]
+            if idx.size:
+                idx = idx[shapely.intersects(self._wall_lines[idx], hull)]
             if idx.size:
                 solid, low, improved = wall_roles(tr, self._tall, self._elev, idx,
                                                   np.full(idx.size, t))
@@ -397,13 +405,16 @@ class RealmsContext:
             return Measure(0.0, p, (), ())
         total = float(body.area)
         covered = 0.0
-        hidden_so_far: shapely.Geometry = shapely.Polygon()
-        # Heaviest obstacles first: where shadows overlap, the one hiding most counts.
-        for level in sorted(set(weight[hit].tolist()), reverse=True):
-            layer = shapely.union_all(on[hit & (weight == level)])
-            fresh = float(shapely.area(shapely.difference(layer, hidden_so_far)))
-            covered += level * fresh / total
-            hidden_so_far = shapely.union(hidden_so_far, layer)
+        if np.any((weight == 1.0) & (areas >= total * (1 - 1e-12))):
+            covered = 1.0  # one full-height obstacle hides all of it: nothing to add up
+        else:
+            hidden_so_far: shapely.Geometry = shapely.Polygon()
+            # Heaviest obstacles first: where shadows overlap, the one hiding most counts.
+            for level in sorted(set(weight[hit].tolist()), reverse=True):
+                layer = shapely.union_all(on[hit & (weight == level)])
+                fresh = float(shapely.area(shapely.difference(layer, hidden_so_far)))
+                covered += level * fresh / total
+                hidden_so_far = shapely.union(hidden_so_far, layer)
         walls = tuple(sorted({n for (kind, n), h in zip(names, hit, strict=True)
                               if h and kind == "wall"}))
         regions = tuple(sorted({n for (kind, n), h in zip(names, hit, strict=True)
