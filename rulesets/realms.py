@@ -28,6 +28,7 @@ from geometry import kernel
 from geometry.kernel import FloatArray
 from geometry.model import (
     CreatureGeom,
+    Grid,
     GridKind,
     RegionGeom,
     RegionKind,
@@ -223,7 +224,7 @@ class Realms(Ruleset):
 # the walls, the regions and the options: creatures cast no shadows. It is kept across
 # revisions, per wall tuple (by identity; token-only changes keep the tuple), so a move
 # re-measures only the pairs of the creature that moved.
-_MEASURES: dict[int, tuple[tuple[WallGeom, ...], tuple[RegionGeom, ...], RealmsOptions,
+_MEASURES: dict[int, tuple[tuple[WallGeom, ...], tuple[RegionGeom, ...], Grid, RealmsOptions,
                            dict[tuple[CreatureGeom, CreatureGeom], Measure]]] = {}
 _MEASURE_SCENES = 8
 _MEASURE_PAIRS = 200_000
@@ -231,16 +232,19 @@ _MEASURE_PAIRS = 200_000
 
 def _measure_cache(scene: SceneGeom,
                    options: RealmsOptions) -> dict[tuple[CreatureGeom, CreatureGeom], Measure]:
+    # The wall tuple's identity ties the table to one scene's walls; the grid, regions and
+    # options are compared too (scenes without walls all share the empty tuple).
     hit = _MEASURES.get(id(scene.walls))
     if hit is not None and hit[0] is scene.walls and hit[1] == scene.regions \
-            and hit[2] == options and hit[3] is not None:
-        if len(hit[3]) > _MEASURE_PAIRS:
-            hit[3].clear()
-        return hit[3]
+            and hit[2] == scene.grid and hit[3] == options:
+        if len(hit[4]) > _MEASURE_PAIRS:
+            hit[4].clear()
+        return hit[4]
+    _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
         del _MEASURES[next(iter(_MEASURES))]
     table: dict[tuple[CreatureGeom, CreatureGeom], Measure] = {}
-    _MEASURES[id(scene.walls)] = (scene.walls, scene.regions, options, table)
+    _MEASURES[id(scene.walls)] = (scene.walls, scene.regions, scene.grid, options, table)
     return table
 
 

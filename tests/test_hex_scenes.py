@@ -76,3 +76,23 @@ def test_welcome_lists_each_rulesets_grids(peer_factory: PeerFactory) -> None:
     grids = {r["name"]: r["grids"] for r in welcome["rulesets"]}
     assert grids == {"dnd35": [1], "pf1": [1], "degrees": [1, 2, 3, 4, 5],
                      "realms": [1, 2, 3, 4, 5]}
+
+
+def test_realms_cached_measures_do_not_cross_grids() -> None:
+    """Two wall-less scenes share the empty wall tuple: the same tokens and region on a
+    square and on a hex grid must still be measured on their own grid, in any order."""
+    from tests.golden_runner import evaluate_case
+
+    region = [{"id": "r", "kind": "blocking", "points": [300, -100, 320, -100, 320, 80, 300, 80]}]
+
+    def visible(grid: int) -> float:
+        case = {"ruleset": "realms", "scene": {
+            "id": "s", "grid": {"type": grid, "size": 100}, "regions": region,
+            "tokens": [{"id": "a", "x": 0, "y": 0}, {"id": "t", "x": 400, "y": 50}]},
+            "queries": [{"attacker": "a", "target": "t"}]}
+        ((_, annotation),) = evaluate_case(case)
+        return float(annotation["visible"])
+
+    first = [visible(1), visible(2)]
+    assert first[0] != first[1]
+    assert [visible(2), visible(1)] == first[::-1]
