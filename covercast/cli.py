@@ -18,8 +18,11 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
+
+import msgspec
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
@@ -87,23 +90,20 @@ def render_table(table: dict[tuple[str, str, str], dict[str, Any]], revision: in
 async def _watch(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
-    async with await Client.open(args.url, _token(args), "covercast-watch") as client:
-        full = await client.subscribe(args.scene)
-        table = {(a["attacker"], a["target"], a["mode"]): a for a in full["annotations"]}
-        _draw(render_table(table, full["revision"], set()))
-        async for push in client.pushes():
-            if push.get("type") != "annotations" or push.get("scene") != args.scene:
-                continue
-            changed = set()
-            for key in push.get("removed", []):
-                table.pop((key[0], key[1], key[2]), None)
-            for a in push["annotations"]:
-                table[(a["attacker"], a["target"], a["mode"])] = a
-                changed.add((a["attacker"], a["target"]))
-            _draw(render_table(table, push["revision"], changed))
+    async with Client(args.url, token=_token(args), name="covercast-watch") as client:
+        sub = await client.subscribe(args.scene)
+        _draw(render_table(_as_dicts(sub.table), sub.revision, set()))
+        async for delta in sub:
+            changed = {(a.attacker, a.target) for a in delta.annotations}
+            _draw(render_table(_as_dicts(sub.table), sub.revision, changed))
             if args.once:
                 return 0
     return 0
+
+
+def _as_dicts(table: Mapping[tuple[str, str, str], Any]) -> dict[tuple[str, str, str],
+                                                                   dict[str, Any]]:
+    return {k: msgspec.to_builtins(v) for k, v in table.items()}
 
 
 def _draw(text: str) -> None:
@@ -115,53 +115,46 @@ def _draw(text: str) -> None:
 async def _move(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
-    async with await Client.open(args.url, _token(args), "covercast-move") as client:
-        size = 1.0 if args.px else await _grid_size(client, args.scene)
-        reply = await client.update_tokens(
-            args.scene, [{"_id": args.token_id, "x": args.x * size, "y": args.y * size}])
-        print(f"moved {args.token_id}: scene {args.scene} now at revision {reply['revision']}")
+    async with Client(args.url, token=_token(args), name="covercast-move") as client:
+        size = 1.0 if args.px else (await client.get_scene(args.scene)).scene["grid"]["size"]
+        ack = await client.move_token(args.scene, args.token_id, args.x * size, args.y * size)
+        print(f"moved {args.token_id}: scene {args.scene} now at revision {ack.revision}")
     return 0
-
-
-async def _grid_size(client: Any, scene: str) -> float:
-    state = await client.get_scene(scene)
-    size: float = state["grid"]["size"]
-    return size
 
 
 async def _door(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
     ds = {"open": 1, "close": 0, "lock": 2}[args.state]
-    async with await Client.open(args.url, _token(args), "covercast-door") as client:
-        reply = await client.update_walls(args.scene, [{"_id": args.wall_id, "ds": ds}])
-        print(f"door {args.wall_id} {args.state}: revision {reply['revision']}")
+    async with Client(args.url, token=_token(args), name="covercast-door") as client:
+        ack = await client.update_walls(args.scene, [{"_id": args.wall_id, "ds": ds}])
+        print(f"door {args.wall_id} {args.state}: revision {ack.revision}")
     return 0
 
 
 async def _query(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
-    async with await Client.open(args.url, _token(args), "covercast-query") as client:
-        ann = await client.query(args.scene, args.attacker, args.target, args.attack,
-                                 args.lines)
-        print(json.dumps(ann, indent=2))
+    async with Client(args.url, token=_token(args), name="covercast-query") as client:
+        result = await client.query(args.scene, args.attacker, args.target, args.attack,
+                                    lines=args.lines)
+        print(json.dumps(msgspec.to_builtins(result.annotation), indent=2))
     return 0
 
 
 def _client_command(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from covercast.client import CovercastError
+        from covercast.client import ConnectionLost, CovercastError
 
         try:
             code: int = asyncio.run(fn(args))
             return code
+        except ConnectionLost as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except CovercastError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        except (OSError, ConnectionError) as exc:
-            print(f"cannot reach {args.url}: {exc}", file=sys.stderr)
-            return 2
         except KeyboardInterrupt:
             return 0
     return run
