@@ -5,6 +5,8 @@
     covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
     covercast door WALL open|close|lock       open, close or lock a door
     covercast query ATTACKER TARGET [--attack ranged] [--lines]
+    covercast record --out FILE [--listen HOST:PORT]     record a client's session (a proxy)
+    covercast replay FILE [--speed S] [--out FILE] [--check]   replay it, compare the results
 
 The access token comes from --token or the COVERCAST_TOKEN environment variable.
 """
@@ -16,10 +18,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -142,6 +146,89 @@ async def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record(args: argparse.Namespace) -> int:
+    from covercast.replay import record
+
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"error: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
+
+    def ready(url: str) -> None:
+        print(f"recording: point your client at {url} (forwarded to {args.url}); the "
+              f"session ends when it disconnects, or Ctrl-C", file=sys.stderr, flush=True)
+
+    try:
+        outcome = asyncio.run(record(args.url, Path(args.out), host=host, port=int(port),
+                                     ready=ready, note=args.note))
+    except KeyboardInterrupt:
+        print(f"stopped; {args.out} holds the session up to now", file=sys.stderr)
+        return 0
+    except OSError as exc:
+        print(f"error: cannot listen on {args.listen}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    if outcome.failure is not None:
+        print(f"error: {outcome.failure}", file=sys.stderr)
+        return 2
+    print(f"recorded {outcome.messages} messages to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from covercast import recording
+    from covercast.replay import Progress, ReplayError, compare, replay
+
+    speed = 0.0 if args.as_fast_as_possible else args.speed
+    if speed < 0 or not math.isfinite(speed):
+        print(f"error: --speed must be 0 (as fast as possible) or positive, got {speed}",
+              file=sys.stderr)
+        return 2
+    try:
+        rec = recording.read(args.file)
+    except recording.RecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sends = len(rec.sends)
+    duration = max((e.t for e in rec.sends), default=0.0) / speed if speed else 0.0
+    progress = None if args.quiet else Progress(sends, duration)
+    with contextlib.ExitStack() as stack:
+        writer = None
+        if args.out is not None:
+            f = stack.enter_context(open(args.out, "w", encoding="utf-8"))
+            writer = recording.Writer(f, f"covercast replay of {args.file} at speed {speed:g} "
+                                         f"against {args.url}")
+        try:
+            outcome = asyncio.run(replay(rec, args.url, speed=speed, token=_token(args),
+                                         timeout=args.timeout, writer=writer,
+                                         progress=progress))
+        except ReplayError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+    print(f"replayed {outcome.sent} of {sends} messages from {args.file} in "
+          f"{outcome.elapsed:.2f} s; received {outcome.received}"
+          + (f"; wrote {args.out}" if args.out else ""), file=sys.stderr)
+    code = 0
+    if outcome.closed is not None:
+        print(f"the server closed the connection: {outcome.closed}", file=sys.stderr)
+    for problem in outcome.incomplete:
+        print(f"incomplete: {problem} within {args.timeout:g} s", file=sys.stderr)
+        code = 1
+    if args.check:
+        result = compare(rec.entries, outcome.entries, rec.lines)
+        if result.ok:
+            print(f"check: same as the recording ({result.replies} replies, "
+                  f"{result.tables} annotation tables compared)")
+        else:
+            print(f"check: the replay differs from {args.file} (revisions counted from "
+                  "each run's first one of a scene):")
+            print("\n".join(result.differences))
+            code = 1
+    return code
+
+
 def _client_command(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         from covercast.client import ConnectionLost, CovercastError
@@ -202,6 +289,30 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--attack", choices=["melee", "reach", "ranged"], default="ranged")
     c.add_argument("--lines", action="store_true")
     c.set_defaults(func=_client_command(_query))
+
+    c = sub.add_parser("record", help="record a client's session, as a proxy to the server")
+    c.add_argument("--out", required=True, help="the recording to write (JSON Lines)")
+    c.add_argument("--url", default=DEFAULT_URL, help="the server to forward to")
+    c.add_argument("--listen", default="127.0.0.1:8766",
+                   help="where the client connects instead (default 127.0.0.1:8766)")
+    c.add_argument("--note", default="", help="a note kept in the file's header")
+    c.set_defaults(func=_record)
+
+    c = sub.add_parser("replay", help="replay a recorded session against a server")
+    c.add_argument("file", help="a recording (covercast record, docs/client.md)")
+    c.add_argument("--url", default=DEFAULT_URL)
+    c.add_argument("--token", help="access token for the hello (default: $COVERCAST_TOKEN)")
+    c.add_argument("--speed", type=float, default=1.0,
+                   help="time scale: 2 replays twice as fast, 0 as fast as possible")
+    c.add_argument("--as-fast-as-possible", action="store_true", help="the same as --speed 0")
+    c.add_argument("--out", help="write what was sent and received (recording format)")
+    c.add_argument("--check", action="store_true",
+                   help="compare replies and annotations with the recording; exit 1 with a "
+                        "diff when they differ")
+    c.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to wait for the last replies and deltas (default 10)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=_replay)
     return parser
 
 

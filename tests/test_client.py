@@ -1,0 +1,204 @@
+"""The asyncio client library (covercast/client.py) against the real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from covercast.client import (
+    Ack,
+    Client,
+    ConnectionLost,
+    CoverResult,
+    ServerError,
+    Subscription,
+)
+from tests.conftest import LiveServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCENE: dict[str, Any] = {
+    "id": "s", "grid": {"type": 1, "size": 50, "distance": 5},
+    "walls": [{"_id": "gate", "c": [150, 0, 150, 150], "door": 1, "ds": 0}],
+    "tokens": [{"_id": "a", "x": 0, "y": 50, "disposition": 1},
+               {"_id": "b", "x": 250, "y": 50, "disposition": -1},
+               {"_id": "c", "x": 0, "y": 300, "disposition": -1}],
+}
+
+
+def run(live: LiveServer, body: Callable[[Client], Awaitable[None]], **kw: Any) -> None:
+    async def main() -> None:
+        async with asyncio.timeout(30):
+            async with Client(live.url, **kw) as cc:
+                await body(cc)
+    asyncio.run(main())
+
+
+def test_hello_gives_a_typed_welcome(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        assert cc.welcome.protocol == 1
+        assert {"dnd35", "pf1", "degrees"} <= {r["name"] for r in cc.welcome.rulesets}
+        assert cc.welcome.limits.max_batch > 0
+    run(live_server, body)
+
+
+def test_changes_and_queries_return_frozen_replies(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        ack = await cc.load_scene(SCENE)
+        assert isinstance(ack, Ack) and (ack.scene, ack.revision) == ("s", 1)
+        closed = await cc.query("s", "a", "b")
+        assert isinstance(closed, CoverResult) and closed.annotation.cover == "total"
+        with pytest.raises(AttributeError):
+            closed.annotation.cover = "none"  # type: ignore[misc]
+        assert (await cc.update_walls("s", [{"_id": "gate", "ds": 1}])).revision == 2
+        opened = await cc.query("s", "a", "b", lines=True)
+        assert opened.annotation.cover == "none" and opened.annotation.lines
+        assert (await cc.create_tokens("s", [{"_id": "d", "x": 100, "y": 300}])).revision == 3
+        assert (await cc.create_walls("s", [{"_id": "w", "c": [0, 200, 200, 200]}])).revision == 4
+        state = await cc.get_scene("s")
+        assert state.revision == 4
+        assert {t["id"] for t in state.scene["tokens"]} == {"a", "b", "c", "d"}
+        assert (await cc.delete_tokens("s", ["d"])).revision == 5
+        assert (await cc.delete_walls("s", ["w"])).revision == 6
+        area = await cc.area("s", {"t": "circle", "x": 50, "y": 100, "distance": 10})
+        assert area.revision == 6 and "a" in {h.token for h in area.affected}
+        from_point = await cc.query("s", "a", "c", origin=(25, 325))
+        assert from_point.annotation.attacker == "a" and from_point.annotation.loe
+        assert (await cc.unload_scene("s")).revision == 6
+    run(live_server, body)
+
+
+def test_refused_request_raises_with_code_path_and_message(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        with pytest.raises(ServerError) as info:
+            await cc.update_tokens("s", [{"_id": "a", "x": 10}, {"_id": "nobody", "x": 0}])
+        assert info.value.code == "unknown_token"
+        assert info.value.path == "$.tokens[1].id"
+        assert "'nobody'" in info.value.message and info.value.request_id is not None
+        with pytest.raises(ServerError) as info:
+            await cc.load_scene({**SCENE, "id": "t"}, ruleset="pf2e")
+        assert info.value.code == "unknown_ruleset" and "dnd35" in info.value.message
+        # The connection stays usable and the batch changed nothing.
+        state = await cc.get_scene("s")
+        assert state.revision == 1
+        assert next(t for t in state.scene["tokens"] if t["id"] == "a")["x"] == 0
+    run(live_server, body)
+
+
+def test_concurrent_requests_get_their_own_replies(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        pairs = [(x, y) for x in "abc" for y in "abc" if x != y] * 5
+        results = await asyncio.gather(*(cc.query("s", x, y) for x, y in pairs),
+                                       cc.get_scene("s"), cc.query("s", "a", "zz"),
+                                       return_exceptions=True)
+        for (x, y), r in zip(pairs, results, strict=False):
+            assert isinstance(r, CoverResult)
+            assert (r.annotation.attacker, r.annotation.target) == (x, y)
+        assert isinstance(results[-1], ServerError) and results[-1].path == "$.target"
+    run(live_server, body)
+
+
+def test_subscription_iterates_deltas_over_a_live_table(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        sub = await cc.subscribe("s", modes=["ranged"])
+        assert isinstance(sub, Subscription) and sub.revision == 1
+        assert set(sub.table) == {(x, y, "ranged") for x in "abc" for y in "abc" if x != y}
+        before = sub.get("a", "b")
+        assert before is not None and before.cover == "total"
+        ack = await cc.update_walls("s", [{"_id": "gate", "ds": 1}])
+        delta = await anext(sub)
+        assert delta.revision == ack.revision and not delta.full
+        assert ("a", "b", "ranged") in {(a.attacker, a.target, a.mode)
+                                        for a in delta.annotations}
+        # The table now holds what a query says, for every pair.
+        for (x, y, mode), ann in sub.table.items():
+            assert ann == (await cc.query("s", x, y, mode)).annotation
+        ack = await cc.delete_tokens("s", ["c"])
+        await sub.wait_for(ack.revision)
+        assert not any("c" in key[:2] for key in sub.table)
+        await sub.close()
+        assert [d async for d in sub] == []  # iteration has ended
+        with pytest.raises(ServerError) as info:
+            await cc.unsubscribe("s")
+        assert info.value.code == "unknown_scene"
+    run(live_server, body)
+
+
+def test_unloading_the_scene_ends_the_subscription(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        sub = await cc.subscribe("s")
+        async with Client(live_server.url) as other:
+            await other.unload_scene("s")
+        last = [d async for d in sub]
+        assert len(last) == 1 and last[0].full and last[0].annotations == []
+        assert not sub.active and sub.table == {}
+    run(live_server, body)
+
+
+def test_dropped_connection_is_reported_to_waiters() -> None:
+    server = LiveServer().start()
+
+    async def main() -> None:
+        async with Client(server.url) as cc:
+            await cc.load_scene(SCENE)
+            sub = await cc.subscribe("s")
+            server.stop()
+            with pytest.raises(ConnectionLost):
+                async with asyncio.timeout(10):
+                    await anext(sub)
+            with pytest.raises(ConnectionLost):
+                await cc.get_scene("s")
+    try:
+        asyncio.run(main())
+    finally:
+        server.stop()
+
+
+def test_access_token_wrong_and_right() -> None:
+    server = LiveServer(token="s3cret").start()
+    try:
+        async def wrong() -> None:
+            async with Client(server.url, token="guess"):
+                pass
+        with pytest.raises(ConnectionLost, match="1008 access denied"):
+            asyncio.run(wrong())
+
+        async def right(cc: Client) -> None:
+            assert cc.welcome.protocol == 1
+        run(server, right, token="s3cret")
+    finally:
+        server.stop()
+
+
+def test_unreachable_server() -> None:
+    async def main() -> None:
+        async with Client("ws://127.0.0.1:9", open_timeout=5):
+            pass
+    with pytest.raises(ConnectionLost, match="cannot reach"):
+        asyncio.run(main())
+
+
+def test_the_documented_example_runs(live_server: LiveServer) -> None:
+    """examples/automated_session.py, as docs/client.md tells people to run it."""
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "automated_session.py"),
+                           "--url", live_server.url], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "subscribed at revision 1" in out
+    assert "goblin at (3, 1): archer sees cover (+4 ac, +2 reflex)" in out
+    assert "goblin at (7, 2): archer sees no line of effect" in out
+    assert "door opened, revision 6: archer -> goblin now cover" in out
+    assert "refused (unknown_wall at $.walls[0].id)" in out
+    assert "fireball at (5, 2) catches: goblin (none), horse (cover)" in out
+    assert "yard" not in live_server.core.scenes  # it cleans up after itself
