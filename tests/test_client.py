@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -16,6 +16,7 @@ from covercast.client import (
     Client,
     ConnectionLost,
     CoverResult,
+    Mode,
     ServerError,
     Subscription,
 )
@@ -121,7 +122,7 @@ def test_subscription_iterates_deltas_over_a_live_table(live_server: LiveServer)
                                         for a in delta.annotations}
         # The table now holds what a query says, for every pair.
         for (x, y, mode), ann in sub.table.items():
-            assert ann == (await cc.query("s", x, y, mode)).annotation
+            assert ann == (await cc.query("s", x, y, cast(Mode, mode))).annotation
         ack = await cc.delete_tokens("s", ["c"])
         await sub.wait_for(ack.revision)
         assert not any("c" in key[:2] for key in sub.table)
