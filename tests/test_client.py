@@ -203,3 +203,10 @@ def test_the_documented_example_runs(live_server: LiveServer) -> None:
     assert "refused (unknown_wall at $.walls[0].id)" in out
     assert "fireball at (5, 2) catches: goblin (none), horse (cover)" in out
     assert "yard" not in live_server.core.scenes  # it cleans up after itself
+
+
+def test_the_example_listed_in_the_docs_is_the_file() -> None:
+    doc = (ROOT / "docs" / "client.md").read_text()
+    listed = doc.split("<!-- example: examples/automated_session.py -->\n```python\n", 1)[1]
+    listed = listed.split("```\n", 1)[0]
+    assert listed == (ROOT / "examples" / "automated_session.py").read_text()

@@ -185,7 +185,7 @@ def test_replay_at_speed_ten_follows_the_scaled_schedule(tmp_path: Path) -> None
     for e, (t, _) in zip(sent, sends, strict=True):
         assert e.t >= t / 10 - 0.005
     assert [e.t for e in outcome.entries] == sorted(e.t for e in outcome.entries)
-    assert outcome.elapsed < 3.0
+    assert sent[-1].t < 2.0  # 0.3 s scaled; 3.0 s would be real time (6x margin for load)
     replies = [e.msg for e in outcome.entries if e.dir == "recv" and e.msg]
     assert [r["type"] for r in replies if "id" in r] == [
         "welcome", "ack", "annotations", "ack", "cover.result", "scene"]
