@@ -218,6 +218,8 @@ def _replay(args: argparse.Namespace) -> int:
         code = 1
     if args.check:
         result = compare(rec.entries, outcome.entries, rec.lines)
+        for note in result.notes:
+            print(f"check: note: {note}")
         if result.ok:
             print(f"check: same as the recording ({result.replies} replies, "
                   f"{result.tables} annotation tables compared)")

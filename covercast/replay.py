@@ -17,7 +17,7 @@ import contextlib
 import math
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -75,24 +75,20 @@ def key_text(key: Sequence[Any]) -> str:
 class _Sub:
     number: int
     revision: int
-    table: dict[str, dict[str, Any]]
 
 
 @dataclass(slots=True)
 class Tracker:
     """What one connection's session amounts to, fed message by message in wire order:
-    each request's reply, and each subscription's annotation table at every revision."""
+    each request's reply, and each subscription's annotation messages."""
 
     requests: list[dict[str, Any] | None] = field(default_factory=list)
     replies: list[dict[str, Any] | None] = field(default_factory=list)
     #: First and newest revision seen of each scene (in any reply or push).
     first: dict[str, int] = field(default_factory=dict)
     latest: dict[str, int] = field(default_factory=dict)
-    #: (scene, subscription number, revision) -> the table at that revision.
-    snapshots: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = field(
-        default_factory=dict)
-    #: (scene, subscription number) -> the last revision the subscription reached.
-    finals: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: (scene, subscription number) -> its annotation messages: the full set, then deltas.
+    history: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     subs: dict[str, _Sub] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
     _pending: deque[int] = field(default_factory=deque)
@@ -113,8 +109,11 @@ class Tracker:
             k = self._pending.popleft()
             self.replies[k] = msg
             self._reply(self.requests[k], msg)
-        elif msg.get("type") == "annotations" and isinstance(scene, str):
-            self._push(scene, msg)
+        elif (msg.get("type") == "annotations" and isinstance(scene, str)
+              and scene in self.subs):
+            self._keep(scene, msg)
+            if msg.get("full"):  # the last, empty set of an unloaded scene
+                del self.subs[scene]
 
     def _reply(self, request: dict[str, Any] | None, msg: dict[str, Any]) -> None:
         kind = request.get("type") if request is not None else None
@@ -123,31 +122,23 @@ class Tracker:
             return
         if kind == "subscribe" and msg.get("type") == "annotations":
             number = self._counts[scene] = self._counts.get(scene, 0) + 1
-            self.subs[scene] = _Sub(number, int(msg["revision"]), {})
-            self._apply(scene, msg)
+            self.subs[scene] = _Sub(number, int(msg["revision"]))
+            self.history[(scene, number)] = []
+            self._keep(scene, msg)
         elif kind == "unsubscribe" and msg.get("type") == "ack":
             self.subs.pop(scene, None)
 
-    def _push(self, scene: str, msg: dict[str, Any]) -> None:
-        if scene not in self.subs:
-            return
-        self._apply(scene, msg)
-        if msg.get("full"):  # the last, empty set of an unloaded scene
-            del self.subs[scene]
-
-    def _apply(self, scene: str, msg: dict[str, Any]) -> None:
+    def _keep(self, scene: str, msg: dict[str, Any]) -> None:
         sub = self.subs[scene]
-        if msg.get("full"):
-            sub.table = {}
-        else:
-            sub.table = dict(sub.table)
-        for key in msg.get("removed", []):
-            sub.table.pop(key_text(key), None)
-        for a in msg.get("annotations", []):
-            sub.table[key_text((a.get("attacker"), a.get("target"), a.get("mode")))] = a
         sub.revision = int(msg["revision"])
-        self.snapshots[(scene, sub.number, sub.revision)] = sub.table
-        self.finals[(scene, sub.number)] = sub.revision
+        self.history[(scene, sub.number)].append(msg)
+
+    def table(self, scene: str, number: int) -> dict[str, dict[str, Any]]:
+        """A subscription's annotations by key (`key_text`) after its last message."""
+        table: dict[str, dict[str, Any]] = {}
+        for msg in self.history[(scene, number)]:
+            _apply(table, msg, set())
+        return table
 
     @property
     def unanswered(self) -> int:
@@ -183,6 +174,8 @@ class Comparison:
     replies: int
     tables: int
     differences: tuple[str, ...]
+    #: What could not be compared, and why (not differences).
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -215,35 +208,87 @@ def compare(recorded: Sequence[Entry], replayed: Sequence[Entry],
     if len(rep.replies) < len(rec.replies):
         out.append(f"the replay sent {len(rep.replies)} of the {len(rec.replies)} requests")
     tables = 0
-    for (scene, number), last in sorted(rec.finals.items()):
-        base_rec, base_rep = rec.first[scene], rep.first.get(scene)
-        if base_rep is None:
-            out.append(f"scene {scene!r}: the replay saw no annotations of it")
-            continue
+    notes: list[str] = []
+    for (scene, number), recorded_msgs in sorted(rec.history.items()):
         title = f"scene {scene!r}, subscription {number}"
-        for (s, n, revision), table in sorted(rec.snapshots.items()):
-            if (s, n) != (scene, number):
-                continue
-            other = rep.snapshots.get((s, n, revision - base_rec + base_rep))
-            if other is None:
-                continue
-            tables += 1
-            diffs = list(_diff_tables(table, other))
-            if diffs:
-                out += [f"{title}, at revision +{revision - base_rec}:",
-                        *("  " + d for d in diffs[:20])]
-        got_last = rep.finals.get((scene, number))
-        if got_last is None:
-            out.append(f"{title}: the replay never subscribed")
-        elif got_last - base_rep != last - base_rec:
-            out.append(f"{title}: the recording ends at revision +{last - base_rec}, the "
-                       f"replay at +{got_last - base_rep}")
-            diffs = list(_diff_tables(rec.snapshots[(scene, number, last)],
-                                      rep.snapshots[(scene, number, got_last)]))
-            out += ["  final tables:", *("    " + d for d in diffs[:20])]
+        replayed_msgs = rep.history.get((scene, number))
+        if replayed_msgs is None:
+            out.append(f"{title}: the replay has no such subscription")
+            continue
+        live = rec.subs.get(scene)
+        # A recording that stopped before its last delta arrived (the client closed right
+        # after its last change) says nothing about where the subscription ends.
+        cut = (live is not None and live.number == number
+               and live.revision < rec.latest[scene])
+        if cut:
+            assert live is not None
+            notes.append(f"{title}: the recording stops at revision "
+                         f"+{live.revision - rec.first[scene]}, before the delta of "
+                         f"+{rec.latest[scene] - rec.first[scene]}; compared up to there")
+        count, diffs = _compare_tables(recorded_msgs, replayed_msgs, rec.first[scene],
+                                       rep.first[scene], title, cut)
+        tables += count
+        out += diffs
     if len(out) > limit:
         out = [*out[:limit], f"... and {len(out) - limit} more lines"]
-    return Comparison(replies, tables, tuple(out))
+    return Comparison(replies, tables, tuple(out), tuple(notes))
+
+
+def _apply(table: dict[str, dict[str, Any]], msg: dict[str, Any], touched: set[str]) -> bool:
+    """Apply an annotations message to a table; note the keys it touched in `touched`.
+    True when it was a full set (every key touched)."""
+    if msg.get("full"):
+        table.clear()
+    for key in msg.get("removed", []):
+        text = key_text(key)
+        table.pop(text, None)
+        touched.add(text)
+    for a in msg.get("annotations", []):
+        text = key_text((a.get("attacker"), a.get("target"), a.get("mode")))
+        table[text] = a
+        touched.add(text)
+    return bool(msg.get("full"))
+
+
+def _compare_tables(want: list[dict[str, Any]], got: list[dict[str, Any]], base_want: int,
+                    base_got: int, title: str, cut: bool = False) -> tuple[int, list[str]]:
+    """Walk two subscriptions' messages side by side by relative revision; at every
+    revision both reached, compare the keys either changed since the last comparison (the
+    others were already compared); then where each ended (unless the recording was `cut`
+    short), and if that differs, the final tables."""
+    tw: dict[str, dict[str, Any]] = {}
+    tg: dict[str, dict[str, Any]] = {}
+    touched: set[str] = set()
+    everything = False
+    out: list[str] = []
+    count = i = j = 0
+    while i < len(want) and j < len(got):
+        rw = int(want[i]["revision"]) - base_want
+        rg = int(got[j]["revision"]) - base_got
+        if rw <= rg:
+            everything |= _apply(tw, want[i], touched)
+            i += 1
+        if rg <= rw:
+            everything |= _apply(tg, got[j], touched)
+            j += 1
+        if rw == rg:
+            count += 1
+            keys = tw.keys() | tg.keys() if everything else touched
+            diffs = list(_diff_tables(tw, tg, keys))
+            if diffs:
+                out += [f"{title}, at revision +{rw}:", *("  " + d for d in diffs[:20])]
+            touched, everything = set(), False
+    for msg in want[i:]:
+        _apply(tw, msg, touched)
+    for msg in got[j:]:
+        _apply(tg, msg, touched)
+    end_want = int(want[-1]["revision"]) - base_want
+    end_got = int(got[-1]["revision"]) - base_got
+    if end_want != end_got and not cut:
+        diffs = list(_diff_tables(tw, tg, tw.keys() | tg.keys()))
+        out += [f"{title}: the recording ends at revision +{end_want}, the replay at "
+                f"+{end_got}", *("  final tables: " + d for d in diffs[:20])]
+    return count, out
 
 
 def _describe(request: dict[str, Any] | None) -> str:
@@ -272,8 +317,11 @@ def _normal(msg: dict[str, Any], first: dict[str, int]) -> dict[str, Any]:
     return out
 
 
-def _diff_tables(want: dict[str, Any], got: dict[str, Any]) -> Iterator[str]:
-    for key in sorted(want.keys() | got.keys()):
+def _diff_tables(want: dict[str, Any], got: dict[str, Any],
+                 keys: Iterable[str]) -> Iterator[str]:
+    for key in sorted(keys):
+        if key not in want and key not in got:
+            continue
         if key not in got:
             yield f"{key}: recorded {_brief(want[key])}, missing in the replay"
         elif key not in want:
