@@ -165,8 +165,9 @@ def _record(args: argparse.Namespace) -> int:
         print(f"stopped; {args.out} holds the session up to now", file=sys.stderr)
         return 0
     except OSError as exc:
-        print(f"error: cannot listen on {args.listen}: {exc.strerror or exc}",
-              file=sys.stderr)
+        what = (f"cannot write {args.out}" if exc.filename is not None
+                else f"cannot listen on {args.listen}")
+        print(f"error: {what}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if outcome.failure is not None:
         print(f"error: {outcome.failure}", file=sys.stderr)

@@ -547,25 +547,35 @@ async def record(upstream: str, out: Path, *, host: str = "127.0.0.1", port: int
             return
         busy = True
         try:
-            server = await connect(upstream, max_size=None, compression=None)
-        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-            result.append(RecordOutcome(0, f"cannot reach {upstream}: {exc}"))
-            await client.close(1011, "covercast record: upstream unreachable")
+            result.append(await _proxy(client, upstream, f, note))
+        except Exception as exc:  # a bug or a full disk: report it, never hang
+            result.append(RecordOutcome(0, f"recording failed: {exc!r}"))
+            await client.close(1011, "covercast record failed")
+        finally:
             done.set()
-            return
-        with open(out, "w", encoding="utf-8") as f:
-            writer = Writer(f, f"covercast record, proxy to {upstream}", note)
-            await asyncio.gather(_pump(client, server, "send", writer),
-                                 _pump(server, client, "recv", writer))
-            result.append(RecordOutcome(writer.count, None))
-        done.set()
 
-    async with serve(handler, host, port, max_size=None, compression=None) as listener:
-        bound = next(iter(listener.sockets)).getsockname()[1]
-        if ready is not None:
-            ready(f"ws://{host}:{bound}")
-        await done.wait()
+    # Opened first, so an unwritable path fails before a client is kept waiting.
+    with open(out, "w", encoding="utf-8") as f:
+        async with serve(handler, host, port, max_size=None,
+                         compression=None) as listener:
+            bound = next(iter(listener.sockets)).getsockname()[1]
+            if ready is not None:
+                ready(f"ws://{host}:{bound}")
+            await done.wait()
     return result[0]
+
+
+async def _proxy(client: ServerConnection, upstream: str, out: TextIO,
+                 note: str) -> RecordOutcome:
+    try:
+        server = await connect(upstream, max_size=None, compression=None)
+    except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        await client.close(1011, "covercast record: upstream unreachable")
+        return RecordOutcome(0, f"cannot reach {upstream}: {exc}")
+    writer = Writer(out, f"covercast record, proxy to {upstream}", note)
+    await asyncio.gather(_pump(client, server, "send", writer),
+                         _pump(server, client, "recv", writer))
+    return RecordOutcome(writer.count, None)
 
 
 async def _pump(src: ServerConnection | ClientConnection,

@@ -345,3 +345,24 @@ def test_a_recording_cut_before_its_last_delta_still_checks(
                f"'none', replayed {dropped['cover']!r}" in out
     finally:
         fresh.stop()
+
+
+def test_record_command_reports_what_went_wrong(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["record", "--out", str(tmp_path / "no" / "dir.jsonl")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main(["record", "--out", str(tmp_path / "x.jsonl"), "--listen", "nowhere"]) == 2
+    assert "--listen wants HOST:PORT, got 'nowhere'" in capsys.readouterr().err
+
+    async def unreachable() -> None:
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        recorder = asyncio.create_task(record("ws://127.0.0.1:9", tmp_path / "y.jsonl",
+                                              port=0, ready=ready.set_result))
+        from covercast.client import ConnectionLost
+
+        with pytest.raises(ConnectionLost, match="1011"):
+            async with Client(await ready):
+                pass
+        outcome = await asyncio.wait_for(recorder, 10)
+        assert outcome.failure is not None and "cannot reach ws://127.0.0.1:9" in outcome.failure
+    asyncio.run(unreachable())
