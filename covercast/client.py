@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, TypeVar
 
 import msgpack
 import msgspec
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from server.messages import (
     PROTOCOL_VERSION,
@@ -73,6 +75,10 @@ Mode = Literal["melee", "reach", "ranged"]
 ALL_MODES: tuple[Mode, ...] = ("melee", "reach", "ranged")
 
 _DECODER = msgspec.msgpack.Decoder(Response)
+#: True in the tasks that re-establish a connection: their requests (hello, on_reconnect's
+#: scene loads, renewed subscriptions) go out before the ones waiting for the connection.
+_PRIVILEGED: contextvars.ContextVar[bool] = contextvars.ContextVar("covercast_privileged",
+                                                                   default=False)
 R = TypeVar("R", Welcome, Ack, CoverResult, AreaResult, SceneState, Annotations)
 
 
@@ -116,8 +122,10 @@ class Subscription:
     has been applied to `table`; revisions may jump when the server coalesces a burst of
     changes (that is not a loss: the delta covers every change in between). Iteration ends
     when the subscription ends (`unsubscribe`, the scene unloaded); it raises ConnectionLost
-    if the connection drops, and ServerError when the server reports it failed to compute a
-    delta (the table may be stale until the next one; iterating again continues).
+    if the connection drops (with `reconnect=True`: only if reconnecting fails; after a
+    reconnection it yields the new full set, `full` true, which replaced the table), and
+    ServerError when the server reports it failed to compute a delta (the table may be stale
+    until the next one; iterating again continues).
     """
 
     def __init__(self, client: Client, full: Annotations, modes: tuple[Mode, ...],
@@ -159,6 +167,13 @@ class Subscription:
             self._table[_key(a)] = a
         self.revision = msg.revision
         self._queue.put_nowait(msg)
+
+    def _resync(self, full: Annotations) -> None:
+        """A fresh full set after a reconnection replaces the table, and is yielded."""
+        self.full = full
+        self._table = {_key(a): a for a in full.annotations}
+        self.revision = full.revision
+        self._queue.put_nowait(full)
 
     def _end(self, reason: BaseException | None) -> None:
         if self.active:
@@ -202,15 +217,37 @@ class Client:
     """One connection to a Covercast server, opened by `async with Client(url) as cc:` (or
     `await cc.connect()` / `await cc.close()`). Entering says `hello`; `welcome` is then the
     server's answer (rulesets, limits). Every method sends one request and returns the
-    server's reply as a frozen Struct; a refused request raises ServerError."""
+    server's reply as a frozen Struct; a refused request raises ServerError.
+
+    With `reconnect=True`, a dropped connection is re-opened with jittered exponential
+    backoff (up to `max_backoff` seconds between tries, giving up after `reconnect_timeout`
+    seconds): requests in flight raise ConnectionLost (a change may or may not have been
+    applied), new requests wait for the new connection, `on_reconnect(client)` runs first
+    (load your scenes again there: the server may have restarted), then every subscription
+    is renewed and yields its new full set."""
 
     def __init__(self, url: str = "ws://127.0.0.1:8765", *, token: str | None = None,
-                 name: str = "covercast-python", open_timeout: float = 10.0) -> None:
+                 name: str = "covercast-python", open_timeout: float = 10.0,
+                 reconnect: bool = False,
+                 on_reconnect: Callable[[Client], Awaitable[None]] | None = None,
+                 reconnect_timeout: float | None = 60.0, max_backoff: float = 5.0) -> None:
         self.url = url
         self.token = token
         self.name = name
         self.open_timeout = open_timeout
+        self.reconnect = reconnect
+        self.on_reconnect = on_reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.max_backoff = max_backoff
+        #: How many times the connection was re-established.
+        self.reconnects = 0
         self._ws: ClientConnection | None = None
+        # Set while requests may go out; `_dead` is why they cannot, once for good.
+        self._online = asyncio.Event()
+        self._dead: ConnectionLost | None = None
+        self._closing = False
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._resubscribing: dict[int, Subscription] = {}
         self._welcome: Welcome | None = None
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Response]] = {}
@@ -236,32 +273,52 @@ class Client:
             raise ConnectionLost("not connected: use `async with Client(url)` or connect()")
         return self._welcome
 
+    @property
+    def connected(self) -> bool:
+        """Whether requests go out now (false while reconnecting, and once closed)."""
+        return self._online.is_set() and self._dead is None
+
     # -- connection --------------------------------------------------------------------
 
     async def connect(self) -> Welcome:
         """Open the WebSocket and say hello (ConnectionLost if the server closes instead,
         e.g. 1008 for a wrong token, with the server's reason)."""
+        self._closing, self._dead = False, None
+        await self._open()
+        self._online.set()
+        return self.welcome
+
+    async def _open(self) -> None:
+        """A new WebSocket, its reader, and the hello on it."""
         try:
             self._ws = await connect(self.url, max_size=None, compression=None,
                                      open_timeout=self.open_timeout)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionLost(f"cannot reach {self.url}: {exc}") from exc
-        self._reader = asyncio.create_task(self._read())
+        self._reader = asyncio.create_task(self._read(self._ws))
         hello: dict[str, Any] = {"type": "hello", "protocol": PROTOCOL_VERSION,
                                  "client": self.name}
         if self.token is not None:
             hello["token"] = self.token
-        self._welcome = await self._expect(hello, Welcome)
-        return self._welcome
+        token = _PRIVILEGED.set(True)  # the hello goes before anything waiting to be sent
+        try:
+            self._welcome = await self._expect(hello, Welcome)
+        finally:
+            _PRIVILEGED.reset(token)
 
     async def close(self) -> None:
         """Close the connection; subscriptions end, pending requests raise ConnectionLost."""
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnecting
         if self._ws is not None:
             await self._ws.close()
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        self._fail_all(ConnectionLost("connection closed by the client"))
+        self._give_up(ConnectionLost("connection closed by the client"))
 
     async def __aenter__(self) -> Client:
         if self._ws is None:
@@ -272,25 +329,83 @@ class Client:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
-    async def _read(self) -> None:
-        assert self._ws is not None
-        reason: ConnectionLost
-        try:
-            async for frame in self._ws:
+    async def _read(self, ws: ClientConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async for frame in ws:
                 self._dispatch(frame)
-            reason = ConnectionLost(_closed_text(self._ws))
-        except ConnectionClosed:
-            reason = ConnectionLost(_closed_text(self._ws))
-        self._fail_all(reason)
+        reason = ConnectionLost(_closed_text(ws))
+        self._fail_pending(reason)
+        welcomed = self._online.is_set()
+        self._online.clear()
+        if self._closing or not self.reconnect:
+            self._give_up(reason)
+        elif self._reconnecting is not None and not self._reconnecting.done():
+            pass  # a try of the reconnection under way: it tries again
+        elif not welcomed:
+            self._give_up(reason)  # the first connect failed: nothing to re-establish
+        else:
+            log.warning("%s; reconnecting to %s", reason, self.url)
+            self._reconnecting = asyncio.create_task(self._reconnect(reason))
 
-    def _fail_all(self, reason: ConnectionLost) -> None:
+    def _fail_pending(self, reason: ConnectionLost) -> None:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_exception(reason)
         self._waiting.clear()
+
+    def _give_up(self, reason: ConnectionLost) -> None:
+        """No more requests: end every subscription and wake whoever waits to send."""
+        if self._dead is None:
+            self._dead = reason
+        self._fail_pending(reason)
         for sub in self._subs.values():
             sub._end(reason)
         self._subs.clear()
+        self._online.set()  # waiters wake up and find `_dead`
+
+    async def _reconnect(self, reason: ConnectionLost) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = (None if self.reconnect_timeout is None
+                    else loop.time() + self.reconnect_timeout)
+        delay = 0.1
+        _PRIVILEGED.set(True)  # this task's requests (and on_reconnect's) go out first
+        while True:
+            # Full jitter: the clients of a restarted server do not all come back at once.
+            await asyncio.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, self.max_backoff)
+            try:
+                await self._open()
+                await self._restore()
+                break
+            except ConnectionLost as exc:
+                reason = exc
+            if deadline is not None and loop.time() >= deadline:
+                self._give_up(ConnectionLost(
+                    f"gave up reconnecting to {self.url} after {self.reconnect_timeout:g} s: "
+                    f"{reason}"))
+                return
+        self.reconnects += 1
+        log.info("reconnected to %s", self.url)
+        self._online.set()
+
+    async def _restore(self) -> None:
+        """On a new connection: the caller's on_reconnect, then every subscription again."""
+        if self.on_reconnect is not None:
+            try:
+                await self.on_reconnect(self)
+            except ServerError as exc:
+                log.warning("on_reconnect: %s", exc)
+        for scene, sub in list(self._subs.items()):
+            rid = next(self._ids)
+            self._resubscribing[rid] = sub
+            try:
+                await self._request(rid, {"type": "subscribe", "scene": scene,
+                                          "modes": list(sub.modes), "lines": sub.lines})
+            except ServerError as exc:  # e.g. the scene is gone and was not loaded again
+                self._subs.pop(scene, None)
+                sub._end(exc)
+            finally:
+                self._resubscribing.pop(rid, None)
 
     def _dispatch(self, frame: bytes | str) -> None:
         data = frame.encode() if isinstance(frame, str) else frame
@@ -311,6 +426,9 @@ class Client:
         if fut is not None:
             assert isinstance(rid, int)
             wanted = self._subscribing.pop(rid, None)
+            renewed = self._resubscribing.pop(rid, None)
+            if renewed is not None and isinstance(msg, Annotations):
+                renewed._resync(msg)
             if wanted is not None and isinstance(msg, Annotations):
                 old = self._subs.get(msg.scene)
                 if old is not None:
@@ -343,16 +461,29 @@ class Client:
         return await self._request(next(self._ids), message)
 
     async def _request(self, rid: int, message: Mapping[str, Any]) -> Response:
-        if self._ws is None:
-            raise ConnectionLost("not connected: use `async with Client(url)` or connect()")
-        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._waiting[rid] = fut
-        body = {k: _plain(v) for k, v in message.items()}
-        try:
-            await self._ws.send(msgpack.packb({**body, "id": rid}))
-        except ConnectionClosed as exc:
-            self._waiting.pop(rid, None)
-            raise ConnectionLost(_closed_text(self._ws)) from exc
+        body = msgpack.packb({**{k: _plain(v) for k, v in message.items()}, "id": rid})
+        while True:
+            if not _PRIVILEGED.get():
+                if self._ws is None:
+                    raise ConnectionLost("not connected: use `async with Client(url)` or "
+                                         "connect()")
+                await self._online.wait()
+                if self._dead is not None:
+                    raise self._dead
+            ws, reader = self._ws, self._reader
+            assert ws is not None
+            fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+            self._waiting[rid] = fut
+            try:
+                await ws.send(body)
+                break
+            except ConnectionClosed as exc:
+                # Not sent at all: safe to send again on the next connection, if there is one.
+                self._waiting.pop(rid, None)
+                if not self.reconnect or self._closing or _PRIVILEGED.get():
+                    raise ConnectionLost(_closed_text(ws)) from exc
+                if reader is not None:
+                    await asyncio.wait([reader])  # it notices the close and reconnects
         reply = await fut
         if isinstance(reply, Error):
             raise ServerError(reply)

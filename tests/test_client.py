@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from covercast.client import (
     Ack,
@@ -187,6 +191,148 @@ def test_unreachable_server() -> None:
             pass
     with pytest.raises(ConnectionLost, match="cannot reach"):
         asyncio.run(main())
+
+
+class FlakyProxy:
+    """A WebSocket relay in front of a server that drops its connections as a network
+    would, refuses new ones while `refusing`, and can be pointed at another server (as if
+    the server restarted)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.refusing = False
+        self.clients: set[ServerConnection] = set()
+        self.url = ""
+
+    async def __aenter__(self) -> FlakyProxy:
+        self._server = await serve(self._relay, "127.0.0.1", 0, compression=None,
+                                   max_size=None)
+        self.url = f"ws://127.0.0.1:{next(iter(self._server.sockets)).getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def drop(self) -> None:
+        for ws in list(self.clients):
+            await ws.close(1012, "service restart")
+
+    async def _relay(self, ws: ServerConnection) -> None:
+        if self.refusing:
+            await ws.close(1013, "try again later")
+            return
+        self.clients.add(ws)
+        async with connect(self.upstream, compression=None, max_size=None) as up:
+            async def pump(a: Any, b: Any) -> None:
+                with contextlib.suppress(ConnectionClosed):
+                    async for frame in a:
+                        await b.send(frame)
+            _, pending = await asyncio.wait(
+                [asyncio.create_task(pump(ws, up)), asyncio.create_task(pump(up, ws))],
+                return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+        self.clients.discard(ws)
+
+
+async def _offline(cc: Client) -> None:
+    async with asyncio.timeout(10):
+        while cc.connected:
+            await asyncio.sleep(0.01)
+
+
+def test_reconnect_renews_subscriptions_and_holds_requests(live_server: LiveServer) -> None:
+    async def main() -> None:
+        async with asyncio.timeout(30), FlakyProxy(live_server.url) as proxy, \
+                Client(proxy.url, reconnect=True) as cc:
+            await cc.load_scene(SCENE)
+            sub = await cc.subscribe("s", modes=["ranged"])
+            proxy.refusing = True
+            await proxy.drop()
+            await _offline(cc)
+            # While it is away, another client changes the scene, and we ask something.
+            async with Client(live_server.url) as other:
+                await other.update_walls("s", [{"_id": "gate", "ds": 1}])
+            pending = asyncio.create_task(cc.query("s", "a", "b"))
+            await asyncio.sleep(0.3)
+            assert not pending.done()  # it waits for the connection
+            proxy.refusing = False
+            assert (await pending).annotation.cover == "none"
+            assert cc.reconnects == 1 and cc.connected
+            renewed = await anext(sub)  # the new full set, with the change we missed
+            assert renewed.full and renewed.revision == 2
+            assert sub.table["a", "b", "ranged"].cover == "none"
+            ack = await cc.move_token("s", "c", 100, 300)
+            await sub.wait_for(ack.revision)
+            assert sub.active
+    asyncio.run(main())
+
+
+def test_reconnect_to_a_restarted_server_reloads_through_on_reconnect() -> None:
+    old, new, other = LiveServer().start(), LiveServer().start(), LiveServer().start()
+
+    async def reload(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+
+    async def main() -> None:
+        async with asyncio.timeout(30), FlakyProxy(old.url) as proxy, \
+                FlakyProxy(old.url) as proxy2, \
+                Client(proxy.url, reconnect=True, on_reconnect=reload) as cc, \
+                Client(proxy2.url, reconnect=True) as forgetful:
+            await cc.load_scene(SCENE)
+            await cc.update_walls("s", [{"_id": "gate", "ds": 1}])
+            sub = await cc.subscribe("s")
+            lost = await forgetful.subscribe("s")
+            # The server "restarts": each proxy now leads to a server without scenes.
+            proxy.upstream, proxy2.upstream = new.url, other.url
+            await proxy.drop()
+            await proxy2.drop()
+            renewed = await anext(sub)
+            assert renewed.full and renewed.revision == 1  # reloaded: gate closed again
+            assert sub.table["a", "b", "ranged"].cover == "total"
+            # Without an on_reconnect that loads the scene, the subscription ends.
+            with pytest.raises(ServerError) as info:
+                await anext(lost)
+            assert info.value.code == "unknown_scene"
+            assert [d async for d in lost] == [] and not lost.active
+            assert forgetful.connected  # the connection itself is back
+    try:
+        asyncio.run(main())
+    finally:
+        for server in (old, new, other):
+            server.stop()
+
+
+def test_reconnect_gives_up_after_its_timeout(live_server: LiveServer) -> None:
+    async def main() -> None:
+        async with asyncio.timeout(30), FlakyProxy(live_server.url) as proxy, \
+                Client(proxy.url, reconnect=True, reconnect_timeout=0.5, max_backoff=0.1) as cc:
+            await cc.load_scene(SCENE)
+            sub = await cc.subscribe("s")
+            proxy.refusing = True
+            await proxy.drop()
+            with pytest.raises(ConnectionLost, match="gave up reconnecting"):
+                await anext(sub)
+            with pytest.raises(ConnectionLost, match="gave up reconnecting"):
+                await cc.get_scene("s")
+            assert not cc.connected
+    asyncio.run(main())
+
+
+def test_without_reconnect_a_drop_ends_everything(live_server: LiveServer) -> None:
+    async def main() -> None:
+        async with asyncio.timeout(30), FlakyProxy(live_server.url) as proxy, \
+                Client(proxy.url) as cc:
+            await cc.load_scene(SCENE)
+            sub = await cc.subscribe("s")
+            await proxy.drop()
+            with pytest.raises(ConnectionLost, match="1012 service restart"):
+                await anext(sub)
+            with pytest.raises(ConnectionLost):
+                await cc.get_scene("s")
+            assert cc.reconnects == 0
+    asyncio.run(main())
 
 
 def test_the_documented_example_runs(live_server: LiveServer) -> None:
