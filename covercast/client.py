@@ -261,7 +261,8 @@ class Client:
     @classmethod
     async def open(cls, url: str, token: str | None = None,
                    name: str = "covercast-python") -> Client:
-        """A connected client (the same as entering `Client(url, ...)`)."""
+        """A connected client: `async with await Client.open(url)` is `async with
+        Client(url)` (kept for scripts written against the first version of this module)."""
         client = cls(url, token=token, name=name)
         await client.connect()
         return client
@@ -359,7 +360,7 @@ class Client:
             self._dead = reason
         self._fail_pending(reason)
         for sub in self._subs.values():
-            sub._end(reason)
+            sub._end(None if self._closing else reason)  # closing ourselves just ends them
         self._subs.clear()
         self._online.set()  # waiters wake up and find `_dead`
 

@@ -150,6 +150,17 @@ def test_unloading_the_scene_ends_the_subscription(live_server: LiveServer) -> N
     run(live_server, body)
 
 
+def test_closing_the_client_ends_iteration(live_server: LiveServer) -> None:
+    async def main() -> None:
+        async with Client(live_server.url) as cc:
+            await cc.load_scene(SCENE)
+            sub = await cc.subscribe("s")
+        assert [d async for d in sub] == [] and not sub.active
+        with pytest.raises(ConnectionLost, match="closed"):
+            await cc.get_scene("s")
+    asyncio.run(main())
+
+
 def test_dropped_connection_is_reported_to_waiters() -> None:
     server = LiveServer().start()
 
