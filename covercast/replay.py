@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import shutil
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -388,7 +389,9 @@ class Progress:
         bar = "#" * round(done * width) + "-" * (width - round(done * width))
         text = (f"\rreplay [{bar}] {self.sent}/{self.total} sent, {self.received} received, "
                 f"{elapsed:5.1f}/{self.duration:.1f} s {status}")
-        self.stream.write(text.ljust(100)[:100])
+        # Never wider than the terminal: a wrapped line would not be redrawn in place.
+        columns = min(100, shutil.get_terminal_size((100, 24)).columns - 1)
+        self.stream.write(text.ljust(columns)[:columns])
         self.stream.flush()
 
     def finish(self, elapsed: float) -> None:
