@@ -196,7 +196,12 @@ def _replay(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         writer = None
         if args.out is not None:
-            f = stack.enter_context(open(args.out, "w", encoding="utf-8"))
+            try:
+                f = stack.enter_context(open(args.out, "w", encoding="utf-8"))
+            except OSError as exc:
+                print(f"error: cannot write {args.out}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return 2
             writer = recording.Writer(f, f"covercast replay of {args.file} at speed {speed:g} "
                                          f"against {args.url}")
         try:

@@ -289,6 +289,8 @@ def test_missing_file_and_unreachable_server(recorded: Path,
     assert "cannot reach ws://127.0.0.1:9" in capsys.readouterr().err
     assert main(["replay", str(recorded), "--speed", "-1", "--quiet"]) == 2
     assert "--speed must be" in capsys.readouterr().err
+    assert main(["replay", str(recorded), "--out", "/nonexistent/out.jsonl", "--quiet"]) == 2
+    assert "cannot write /nonexistent/out.jsonl" in capsys.readouterr().err
 
 
 def test_recorder_takes_one_connection_and_forwards_closes(tmp_path: Path) -> None:
@@ -366,3 +368,17 @@ def test_record_command_reports_what_went_wrong(tmp_path: Path,
         outcome = await asyncio.wait_for(recorder, 10)
         assert outcome.failure is not None and "cannot reach ws://127.0.0.1:9" in outcome.failure
     asyncio.run(unreachable())
+
+
+def test_replay_reports_a_server_that_closes(tmp_path: Path, live_server: LiveServer,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "no-hello.jsonl"
+    path.write_text(json.dumps({"format": "covercast-recording", "version": 1, "protocol": 1,
+                                "created": "x"}) + "\n"
+                    + json.dumps({"t": 0, "dir": "send",
+                                  "msg": {"type": "scene.get", "scene": "s"}}) + "\n")
+    assert main(["replay", str(path), "--url", live_server.url, "--quiet",
+                 "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert "the server closed the connection: 1008 expected hello" in err
+    assert "incomplete: 1 request(s) got no reply" in err
