@@ -281,10 +281,14 @@ def test_malformed_recordings_are_refused_by_line(
     assert "Traceback" not in err
 
 
-def test_missing_file_and_unreachable_server(recorded: Path,
+def test_missing_file_and_unreachable_server(recorded: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "/nonexistent/x.jsonl", "--quiet"]) == 2
     assert "cannot read it" in capsys.readouterr().err
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'{"format": "\xff"}\n')
+    assert main(["replay", str(binary), "--quiet"]) == 2
+    assert "not UTF-8 text (invalid start byte at byte 12)" in capsys.readouterr().err
     assert main(["replay", str(recorded), "--url", "ws://127.0.0.1:9", "--quiet"]) == 2
     assert "cannot reach ws://127.0.0.1:9" in capsys.readouterr().err
     assert main(["replay", str(recorded), "--speed", "-1", "--quiet"]) == 2
