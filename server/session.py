@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import hmac
 import logging
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from geometry.incremental import affected_pairs
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
+from geometry.water import submerged
 from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Flag
+from rulesets.base import Annotation, AttackMode, Flag, Modifier
+from rulesets.breath import Breath, Step, TurnEvent, end_turn
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -33,6 +38,9 @@ from server.messages import (
     AreaHitOut,
     AreaQuery,
     AreaResult,
+    BreathGet,
+    BreathOut,
+    BreathState,
     CoverQuery,
     CoverResult,
     Error,
@@ -40,14 +48,18 @@ from server.messages import (
     LineOut,
     ModifierOut,
     Response,
+    Rolls,
     SceneGet,
     SceneLoad,
     SceneState,
     SceneUnload,
+    StepOut,
     Subscribe,
     TokenCreate,
     TokenDelete,
+    TokenDoc,
     TokenUpdate,
+    TurnEnd,
     Unsubscribe,
     WallCreate,
     WallDelete,
@@ -58,6 +70,7 @@ from server.messages import (
     parse_request,
     request_id,
 )
+from server.store import Store
 
 log = logging.getLogger("covercast.session")
 
@@ -114,6 +127,8 @@ class Subscription:
     binary: bool
     sent: dict[Key, AnnotationOut] = field(default_factory=dict)
     revision: int = 0
+    #: Each token's air as this subscriber was last sent it.
+    breath_sent: dict[str, BreathOut] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -148,13 +163,17 @@ def _reason(text: str) -> str:
     return text if len(data) <= 123 else data[:120].decode(errors="ignore") + "..."
 
 
+def modifier_out(m: Modifier) -> ModifierOut:
+    return ModifierOut(m.stat.value, m.value, m.kind.value, m.reason,
+                       [d.value for d in m.damage])
+
+
 def annotation_out(a: Annotation) -> AnnotationOut:
     """A ruleset result as it travels on the wire."""
     return AnnotationOut(
         attacker=a.attacker, target=a.target, mode=a.mode.value, loe=a.loe,
         cover=a.cover.value,
-        modifiers=[ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
-                   for m in a.modifiers],
+        modifiers=[modifier_out(m) for m in a.modifiers],
         flags=_flag_map(a.flags),
         flankers=list(a.flankers),
         lines=None if a.lines is None else [
@@ -171,15 +190,22 @@ _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
 
 
 class Core:
-    """All connections and scenes of one server process."""
+    """All connections and scenes of one server process; `store` keeps what outlives them
+    (each token's air), `seed` seeds the generator of the seeds of server-rolled dice."""
 
-    def __init__(self, access_token: str | None = None) -> None:
+    def __init__(self, access_token: str | None = None, store: Store | None = None,
+                 seed: int | None = None) -> None:
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
         self.scenes: dict[str, scenes.Scene] = {}
         self._next = 1
         # Per scene and lines flag: annotations at the scene's current revision.
         self._cache: dict[tuple[str, bool], _Cached] = {}
+        self.store = store if store is not None else Store()
+        self._seeds = random.Random(seed)
+        # Per scene: each token's air as stored (read from the store on first use). A
+        # token's entry is replaced, never changed, so subscribers compare by identity.
+        self._breath: dict[str, dict[str, BreathOut]] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -268,6 +294,10 @@ class Core:
                 return [Send(state.id, encode(reply, binary))]
             case Subscribe():
                 return self._subscribe(state, request, binary)
+            case TurnEnd():
+                return self._turn_end(state, request, binary)
+            case BreathGet():
+                return [Send(state.id, encode(self._breath_get(request), binary))]
             case Unsubscribe(scene=sid):
                 if state.subscriptions.pop(sid, None) is None:
                     raise ClientError(ErrorCode.UNKNOWN_SCENE,
@@ -303,6 +333,7 @@ class Core:
         """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
         scene = self._scene(sid)
         del self.scenes[sid]
+        self._breath.pop(sid, None)  # stays in the store for the scene's next load
         for lines in (False, True):
             self._cache.pop((sid, lines), None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
@@ -362,11 +393,14 @@ class Core:
             changed = [table[k] for k in keys if k in table and sub.sent.get(k) is not table[k]]
             removed = [k for k in keys if k not in table and k in sub.sent]
         revision = self.scenes[sid].revision
-        if not changed and not removed and sub.revision == revision:
+        air = self._breath_visible(sid)
+        breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
+        if not changed and not removed and not breath and sub.revision == revision:
             return None
         sub.sent = table
         sub.revision = revision
-        msg = Annotations(sid, revision, False, changed, removed)
+        sub.breath_sent = air
+        msg = Annotations(sid, revision, False, changed, removed, breath)
         return encode(msg, sub.binary)
 
     def _touched_since(self, sid: str, sub: Subscription) -> list[Key] | None:
@@ -414,7 +448,7 @@ class Core:
             affected = affected_pairs(cached.geom, geom)
         touched: frozenset[Key] | None
         if affected is None:
-            results = scene.ruleset.evaluate(geom, scene.options, lines=lines)
+            results = scene.ruleset.annotate(geom, scene.options, lines=lines)
             table = {a.key(): annotation_out(a) for a in results}
             touched = None
         else:
@@ -426,7 +460,7 @@ class Core:
                 stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
             for key in stale:
                 table.pop(key, None)
-            results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected),
+            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected),
                                              lines=lines) if affected else []
             changed: set[Key] = set()
             for a in results:
@@ -465,9 +499,10 @@ class Core:
                            tuple(AttackMode(m) for m in request.modes), binary)
         sub.sent = self._filtered(request.scene, sub)
         sub.revision = scene.revision
+        sub.breath_sent = self._breath_visible(request.scene)
         state.subscriptions[request.scene] = sub
         msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
-                          request.id)
+                          list(sub.breath_sent.values()), request.id)
         return [Send(state.id, encode(msg, binary))]
 
     def _query(self, request: CoverQuery) -> Response:
@@ -484,7 +519,7 @@ class Core:
         geom = scene.geometry
         if request.origin is not None:
             geom = with_origin(geom, request.attacker, request.origin.x, request.origin.y)
-        (result,) = scene.ruleset.evaluate(geom, scene.options,
+        (result,) = scene.ruleset.annotate(geom, scene.options,
                                            pairs=[(request.attacker, request.target)],
                                            modes=[AttackMode(request.attack)],
                                            lines=request.lines)
@@ -498,16 +533,131 @@ class Core:
         hits = scene.ruleset.area(scene.geometry, scene.options, template)
         return AreaResult(request.scene, scene.revision, [
             AreaHitOut(h.target, h.cover.value,
-                       [ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
-                        for m in h.modifiers],
+                       [modifier_out(m) for m in h.modifiers],
                        {f.value: (f in h.flags) for f in _AREA_FLAGS}, h.obstructions)
             for h in hits], request.id)
+
+    # -- drowning and suffocating ---------------------------------------------------------
+
+    def _breath_table(self, sid: str) -> dict[str, BreathOut]:
+        table = self._breath.get(sid)
+        if table is None:
+            table = {t: _DECODE_BREATH.decode(text)
+                     for t, text in self.store.scene_breath(sid).items()}
+            self._breath[sid] = table
+        return table
+
+    def _breath_visible(self, sid: str) -> dict[str, BreathOut]:
+        """The stored air of the scene's current tokens (a deleted token's is kept)."""
+        tokens = self.scenes[sid].tokens
+        return {t: v for t, v in self._breath_table(sid).items() if t in tokens}
+
+    def _token(self, scene: scenes.Scene, tid: str) -> TokenDoc:
+        try:
+            return scene.tokens[tid]
+        except KeyError:
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.token: no token {tid!r} in scene "
+                              f"{scene.id!r}", path="$.token") from None
+
+    def _turn_end(self, state: Connection, request: TurnEnd, binary: bool) -> list[Output]:
+        """A token's turn ended: spend or restore its air, roll its suffocation save, store
+        the new state (one transaction) and tell the scene's subscribers."""
+        scene = self._scene(request.scene)
+        token = self._token(scene, request.token)
+        own = token.flags.covercast
+        con = request.con if request.con is not None else (
+            own.con if own is not None and own.con is not None else 0)
+        fortitude = request.fortitude if request.fortitude is not None else (
+            own.fortitude if own is not None and own.fortitude is not None else 0)
+        breathing = request.breathing
+        if breathing is None:
+            geom = scene.geometry
+            k = next(i for i, c in enumerate(geom.creatures) if c.id == token.id)
+            breathing = not bool(submerged(geom)[k])
+        table = self._breath_table(scene.id)
+        before = _breath_value(table[token.id]) if token.id in table else Breath.full(con)
+        seed = request.seed if request.seed is not None else self._seeds.getrandbits(63)
+        dice = _Dice(request.rolls, seed)
+        event = TurnEvent(attacked=request.attacked, cast_spell=request.cast_spell,
+                          spoke=request.spoke, critical_hits=request.critical_hits,
+                          crit_failed_damage_saves=request.crit_failed_damage_saves,
+                          breathing=breathing, con=con, fortitude=fortitude, hp=request.hp)
+        after, steps = end_turn(before, event, dice)  # raises on bad rolls: nothing stored
+        out = breath_out(token.id, after, steps, seed if dice.rolled else None)
+        self.store.put_breath(scene.id, token.id, _ENCODE_BREATH.encode(out).decode())
+        self._breath[scene.id] = {**table, token.id: out}
+        reply: list[Output] = [Send(state.id, encode(BreathState(scene.id, [out], request.id),
+                                                     binary))]
+        reply.extend(Notify(conn, scene.id) for conn in self.subscribers(scene.id))
+        return reply
+
+    def _breath_get(self, request: BreathGet) -> Response:
+        scene = self._scene(request.scene)
+        if request.token is None:
+            return BreathState(scene.id, list(self._breath_visible(scene.id).values()),
+                               request.id)
+        token = self._token(scene, request.token)
+        stored = self._breath_table(scene.id).get(token.id)
+        if stored is None:
+            own = token.flags.covercast
+            con = own.con if own is not None and own.con is not None else 0
+            stored = breath_out(token.id, Breath.full(con), (), None)
+        return BreathState(scene.id, [stored], request.id)
 
     # -- introspection for tests and tools -------------------------------------------------
 
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
+
+
+class _Dice:
+    """The client's dice where it sent them, else dice drawn from random.Random(seed) in the
+    order the rules need them (the d20, then each d10), so an outcome can be replayed."""
+
+    def __init__(self, rolls: Rolls | None, seed: int) -> None:
+        self.given = rolls if rolls is not None else Rolls()
+        self.rng = random.Random(seed)
+        self.rolled = False
+
+    def d20(self) -> int:
+        if self.given.d20 is not None:
+            return self.given.d20
+        self.rolled = True
+        return self.rng.randint(1, 20)
+
+    def d10(self, n: int) -> tuple[int, ...]:
+        if self.given.d10 is not None:
+            if len(self.given.d10) != n:
+                raise ClientError(ErrorCode.INVALID,
+                                  f"$.rolls.d10: this save's damage is {n}d10, got "
+                                  f"{len(self.given.d10)} dice {self.given.d10}",
+                                  path="$.rolls.d10")
+            return tuple(self.given.d10)
+        self.rolled = True
+        return tuple(self.rng.randint(1, 10) for _ in range(n))
+
+
+_ENCODE_BREATH = msgspec.json.Encoder()
+_DECODE_BREATH = msgspec.json.Decoder(BreathOut)
+
+
+def step_out(s: Step) -> StepOut:
+    return StepOut(s.kind.value, s.air, s.detail, s.dc, s.d20, s.modifier, s.total,
+                   None if s.outcome is None else s.outcome.value,
+                   None if s.dice is None else list(s.dice), s.damage)
+
+
+def breath_out(token: str, b: Breath, steps: Iterable[Step], seed: int | None) -> BreathOut:
+    """A token's air as it travels on the wire (and as the store keeps it)."""
+    return BreathOut(token, b.air, b.max_air, b.suffocating, b.unconscious, b.dead, b.checks,
+                     b.next_dc if b.suffocating and not b.dead else None,
+                     b.next_dice if b.suffocating and not b.dead else None,
+                     [step_out(s) for s in steps], seed)
+
+
+def _breath_value(o: BreathOut) -> Breath:
+    return Breath(o.max_air, o.air, o.suffocating, o.checks, o.unconscious, o.dead)
 
 
 def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom:

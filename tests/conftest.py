@@ -14,13 +14,17 @@ from websockets.sync.client import ClientConnection, connect
 
 from server.app import run
 from server.session import Core
+from server.store import Store
 
 
 class LiveServer:
-    """A Covercast server running on its own event loop in a background thread."""
+    """A Covercast server running on its own event loop in a background thread; `state`
+    is its store file (None: in memory)."""
 
-    def __init__(self, token: str | None = None) -> None:
-        self.core = Core(access_token=token)
+    def __init__(self, token: str | None = None, state: str | None = None,
+                 seed: int | None = None) -> None:
+        self.store = Store(state) if state is not None else Store()
+        self.core = Core(access_token=token, store=self.store, seed=seed)
         self.port = 0
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -48,6 +52,7 @@ class LiveServer:
         if self._task is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(10)
+        self.store.close()
 
     @property
     def url(self) -> str:

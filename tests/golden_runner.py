@@ -68,7 +68,7 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     scene = load_scene(case)
     out = []
     for q in case["queries"]:
-        (ann,) = scene.ruleset.evaluate(
+        (ann,) = scene.ruleset.annotate(
             scene.geometry, scene.options, pairs=[(q["attacker"], q["target"])],
             modes=[AttackMode(q.get("attack", "ranged"))], lines=True)
         out.append((q, msgspec.to_builtins(annotation_out(ann))))

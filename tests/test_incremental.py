@@ -80,7 +80,7 @@ def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
 
 def _full(core: Core) -> dict[Key, Any]:
     scene = core.scenes["s"]
-    results = scene.ruleset.evaluate(scene.geometry, scene.options)
+    results = scene.ruleset.annotate(scene.geometry, scene.options)
     return {a.key(): msgspec.to_builtins(annotation_out(a)) for a in results}
 
 
