@@ -176,7 +176,8 @@ def end_turn(state: Breath, event: TurnEvent, dice: Dice) -> tuple[Breath, tuple
                 # Ran out at this very turn end: the first save is at the next one.
                 return _run_out(s, steps, "; first Fortitude save at the end of the next "
                                           "turn"), tuple(steps)
-    s = _save(s, event.fortitude, dice, steps)
+    if s.suffocating:
+        s = _save(s, event.fortitude, dice, steps)
     return s, tuple(steps)
 
 
