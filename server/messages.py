@@ -442,7 +442,7 @@ class TurnEnd(_Strict, frozen=True, tag="turn.end", tag_field="type", rename="ca
     fortitude: SaveMod | None = None
     hp: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
     rolls: Rolls | None = None
-    seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
+    seed: Annotated[int, Meta(ge=0, le=2**53 - 1)] | None = None
     id: ReqId = None
 
 

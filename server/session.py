@@ -576,7 +576,8 @@ class Core:
             breathing = not bool(submerged(geom)[k])
         table = self._breath_table(scene.id)
         before = _breath_value(table[token.id]) if token.id in table else Breath.full(con)
-        seed = request.seed if request.seed is not None else self._seeds.getrandbits(63)
+        # 53 bits: a seed a JavaScript client can hold exactly, to send it back.
+        seed = request.seed if request.seed is not None else self._seeds.getrandbits(53)
         dice = _Dice(request.rolls, seed)
         event = TurnEvent(attacked=request.attacked, cast_spell=request.cast_spell,
                           spoke=request.spoke, critical_hits=request.critical_hits,
@@ -631,7 +632,9 @@ class _Dice:
             if len(self.given.d10) != n:
                 raise ClientError(ErrorCode.INVALID,
                                   f"$.rolls.d10: this save's damage is {n}d10, got "
-                                  f"{len(self.given.d10)} dice {self.given.d10}",
+                                  f"{len(self.given.d10)} "
+                                  f"{'die' if len(self.given.d10) == 1 else 'dice'} "
+                                  f"{self.given.d10}",
                                   path="$.rolls.d10")
             return tuple(self.given.d10)
         self.rolled = True

@@ -150,7 +150,7 @@ def test_breath_get(peer_factory: PeerFactory) -> None:
     gm = peer_factory()
     load(gm)
     fresh = air_of(gm)  # never spent: full air from its Constitution flag, not stored
-    assert (fresh["air"], fresh["maxAir"], fresh["steps"] if "steps" in fresh else []) == (
+    assert (fresh["air"], fresh["maxAir"], fresh.get("steps", [])) == (
         6, 6, [])
     assert gm.request({"type": "breath.get", "scene": "lake"})["breath"] == []
     entry = turn_end(gm)
