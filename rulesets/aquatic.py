@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from geometry.model import SceneGeom
 from geometry.water import pair_segments, submerged, through_water
@@ -61,9 +60,9 @@ TABLE: Mapping[Situation, tuple[tuple[Modifier, ...], frozenset[Flag]]] = {
 
 
 def situations(mode: AttackMode, attacker_under: bool, target_under: bool,
-               target_swims: bool, wet_line: bool) -> list[Situation]:
+               target_swims: bool, wet_line: bool) -> tuple[Situation, ...]:
     """The aquatic situations of one attack, in table order."""
-    out = []
+    out: list[Situation] = []
     if target_under and not target_swims:
         out.append(Situation.TARGET_WITHOUT_SWIM)
     if target_under:
@@ -74,7 +73,7 @@ def situations(mode: AttackMode, attacker_under: bool, target_under: bool,
         out.append(Situation.THROUGH_WATER)
     if mode is AttackMode.RANGED and (attacker_under or target_under):
         out.append(Situation.RANGED_UNDERWATER)
-    return out
+    return tuple(out)
 
 
 def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[Annotation]:
@@ -87,6 +86,9 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
     pairs = sorted({(index[a.attacker], index[a.target]) for a in annotations})
     starts, ends = pair_segments(scene, pairs)
     wet = dict(zip(pairs, through_water(scene, starts, ends).tolist(), strict=True))
+    # Annotations share few situation sets: each set's additions are built once.
+    additions: dict[tuple[tuple[Situation, ...], bool],
+                    tuple[tuple[Modifier, ...], frozenset[Flag]]] = {}
     out = []
     for ann in annotations:
         a, t = index[ann.attacker], index[ann.target]
@@ -95,15 +97,28 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
         if not found:
             out.append(ann)
             continue
-        mods = list(ann.modifiers)
-        flags = set(ann.flags)
-        for s in found:
-            extra, extra_flags = TABLE[s]
-            # Off-guard is a condition: it does not stack with off-guard from elsewhere
-            # (a ruleset's flanking sets the same flag with its own -2).
-            if s is Situation.TARGET_WITHOUT_SWIM and Flag.OFF_GUARD in flags:
-                continue
-            mods.extend(extra)
-            flags |= extra_flags
-        out.append(replace(ann, modifiers=tuple(mods), flags=frozenset(flags)))
+        key = (found, Flag.OFF_GUARD in ann.flags)
+        extra = additions.get(key)
+        if extra is None:
+            extra = additions[key] = _additions(*key)
+        mods, flags = extra
+        out.append(Annotation(ann.attacker, ann.target, ann.mode, ann.loe, ann.cover,
+                              ann.modifiers + mods, ann.flags | flags, ann.flankers,
+                              ann.lines, ann.visible))
     return out
+
+
+def _additions(found: tuple[Situation, ...],
+               off_guard: bool) -> tuple[tuple[Modifier, ...], frozenset[Flag]]:
+    """The table's rows for these situations, together."""
+    mods: list[Modifier] = []
+    flags: set[Flag] = set()
+    for s in found:
+        # Off-guard is a condition: it does not stack with off-guard from elsewhere
+        # (a ruleset's flanking sets the same flag with its own -2).
+        if s is Situation.TARGET_WITHOUT_SWIM and off_guard:
+            continue
+        extra, extra_flags = TABLE[s]
+        mods.extend(extra)
+        flags |= extra_flags
+    return tuple(mods), frozenset(flags)
