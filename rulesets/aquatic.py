@@ -15,7 +15,16 @@ from collections.abc import Mapping, Sequence
 
 from geometry.model import SceneGeom
 from geometry.water import pair_segments, submerged, through_water
-from rulesets.base import Annotation, AttackMode, DamageType, Flag, Modifier, ModKind, Stat
+from rulesets.base import (
+    Annotation,
+    AreaHit,
+    AttackMode,
+    DamageType,
+    Flag,
+    Modifier,
+    ModKind,
+    Stat,
+)
 
 
 class Situation(enum.Enum):
@@ -106,6 +115,18 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
                               ann.modifiers + mods, ann.flags | flags, ann.flankers,
                               ann.lines, ann.visible))
     return out
+
+
+def with_aquatic_area(scene: SceneGeom, hits: Sequence[AreaHit]) -> list[AreaHit]:
+    """Area effects: a submerged creature caught in one has its resistance to acid and
+    fire (the target row of the table; off-guard is about AC, which areas do not use)."""
+    if not scene.water and not scene.underwater:
+        return list(hits)
+    index = {c.id: k for k, c in enumerate(scene.creatures)}
+    under = submerged(scene)
+    mods, flags = TABLE[Situation.TARGET_SUBMERGED]
+    return [AreaHit(h.target, h.cover, h.modifiers + mods, h.flags | flags, h.obstructions)
+            if under[index[h.target]] else h for h in hits]
 
 
 def _additions(found: tuple[Situation, ...],

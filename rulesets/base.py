@@ -200,6 +200,15 @@ class Ruleset(abc.ABC):
             out = with_aquatic(scene, out)
         return out
 
+    def area_hits(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """`area`, then the layers the ruleset opts into (a submerged creature's resistance
+        to acid and fire): what the server calls."""
+        hits = self.area(scene, options, template)
+        if self.aquatic:
+            from rulesets.aquatic import with_aquatic_area
+            hits = with_aquatic_area(scene, hits)
+        return hits
+
     @abc.abstractmethod
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Every creature the area effect reaches (inside it and with line of effect from
@@ -217,7 +226,8 @@ class Ruleset(abc.ABC):
                          "type": type(defaults[f.encode_name]).__name__,
                          "doc": self.option_docs.get(f.encode_name, "")})
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
-                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
+                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)],
+                "aquatic": self.aquatic}
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],

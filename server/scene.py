@@ -83,6 +83,7 @@ class Scene:
             "walls": [to_doc(w) for w in self.walls.values()],
             "tokens": [to_doc(t) for t in self.tokens.values()],
             "regions": [to_doc(r) for r in self.regions.values()],
+            **({"flags": to_doc(self.doc.flags)} if self.doc.flags is not None else {}),
         }
 
 

@@ -186,7 +186,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
 _FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
 _ALL_FALSE = {f.value: False for f in _FLAGS}
 #: The flags that mean something for a creature caught in an area effect.
-_AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
+_AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER, Flag.TARGET_SUBMERGED)
 
 
 class Core:
@@ -530,7 +530,7 @@ class Core:
         t = request.template
         template = Template(TemplateKind(t.t), t.x, t.y, t.distance, t.direction, t.angle,
                             t.width)
-        hits = scene.ruleset.area(scene.geometry, scene.options, template)
+        hits = scene.ruleset.area_hits(scene.geometry, scene.options, template)
         return AreaResult(request.scene, scene.revision, [
             AreaHitOut(h.target, h.cover.value,
                        [modifier_out(m) for m in h.modifiers],

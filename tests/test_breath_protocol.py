@@ -262,3 +262,12 @@ def test_underwater_scene_flag_over_the_wire(peer_factory: PeerFactory) -> None:
     assert {"stat": "resistance", "value": 5, "kind": "environment",
             "reason": "submerged: resistance 5 to fire", "damage": ["fire"]} in mods
     assert turn_end(gm, token="ranger")["air"] == 4  # nobody breathes in an underwater scene
+    state = gm.request({"type": "scene.get", "scene": "lake"})["scene"]
+    assert state["flags"] == {"covercast": {"underwater": True}}  # other modules' not kept
+
+
+def test_welcome_says_which_rulesets_are_aquatic(peer_factory: PeerFactory) -> None:
+    peer = peer_factory(greet=False)
+    welcome = peer.hello()
+    aquatic = {r["name"]: r["aquatic"] for r in welcome["rulesets"]}
+    assert (aquatic["degrees"], aquatic["dnd35"], aquatic["pf1"]) == (True, False, False)
