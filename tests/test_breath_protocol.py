@@ -271,3 +271,21 @@ def test_welcome_says_which_rulesets_are_aquatic(peer_factory: PeerFactory) -> N
     welcome = peer.hello()
     aquatic = {r["name"]: r["aquatic"] for r in welcome["rulesets"]}
     assert (aquatic["degrees"], aquatic["dnd35"], aquatic["pf1"]) == (True, False, False)
+
+
+def test_client_library_turn_end_and_breath(live_server: LiveServer) -> None:
+    import asyncio
+
+    from covercast.client import Client, CovercastError
+
+    async def run() -> None:
+        async with await Client.open(live_server.url) as client:
+            await client.load_scene(lake_scene(), ruleset="degrees")
+            entry = await client.turn_end("lake", "diver", castSpell=True)
+            assert entry["air"] == 4
+            assert await client.breath("lake", "diver") == [entry]
+            assert await client.breath("lake") == [entry]
+            with pytest.raises(CovercastError, match="unknown_token"):
+                await client.turn_end("lake", "nobody")
+
+    asyncio.run(run())
