@@ -289,3 +289,13 @@ def test_client_library_turn_end_and_breath(live_server: LiveServer) -> None:
                 await client.turn_end("lake", "nobody")
 
     asyncio.run(run())
+
+
+def test_serve_refuses_a_state_file_that_is_no_store(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from covercast.cli import main
+
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not a database, not at all" * 100)
+    assert main(["serve", "--no-demo", "--port", "0", "--state", str(junk)]) == 1
+    assert "cannot use as a state store" in capsys.readouterr().err
