@@ -150,3 +150,61 @@ def test_every_step_kind_is_covered_by_a_case() -> None:
     seen = {kind for p in CASES for t in json.loads(p.read_text())["turns"]
             for kind in t["expect"]["steps"]}
     assert seen == {k.value for k in StepKind}
+
+
+class _RandomDice:
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+
+    def d20(self) -> int:
+        return self.rng.randint(1, 20)
+
+    def d10(self, n: int) -> tuple[int, ...]:
+        return tuple(self.rng.randint(1, 10) for _ in range(n))
+
+
+def _events() -> Any:
+    from hypothesis import strategies as st
+
+    return st.lists(st.builds(
+        TurnEvent, attacked=st.booleans(), cast_spell=st.booleans(), spoke=st.booleans(),
+        critical_hits=st.integers(0, 3), crit_failed_damage_saves=st.integers(0, 2),
+        breathing=st.booleans(), con=st.integers(-5, 6), fortitude=st.integers(-5, 30),
+        hp=st.one_of(st.none(), st.integers(0, 50))), max_size=25)
+
+
+def test_breath_invariants() -> None:
+    """Whatever happens: air stays within 0..max, only an out-of-air creature suffocates,
+    saves are counted one per suffocating turn end, breathing empties nothing, and death
+    is final."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(_events(), st.integers(0, 2**32))
+    def check(events: list[TurnEvent], seed: int) -> None:
+        state = Breath.full(0)
+        dice = _RandomDice(seed)
+        for event in events:
+            before = state
+            state, steps = end_turn(state, event, dice)
+            assert 0 <= state.air <= state.max_air
+            assert not state.suffocating or state.air == 0
+            if before.dead:
+                assert state == before
+                continue
+            if event.breathing:
+                assert (state.air, state.suffocating, state.checks) == (state.max_air, False, 0)
+            saves = [s for s in steps if s.kind is StepKind.SAVE]
+            assert len(saves) <= 1
+            if not event.breathing:
+                assert len(saves) == state.checks - before.checks
+                assert bool(saves) == before.suffocating or steps[0].kind in (
+                    StepKind.SPOKE, StepKind.CRITICAL_HIT, StepKind.CRIT_FAILED_SAVE,
+                    StepKind.OUT_OF_AIR)
+            if state.dead:
+                assert saves and saves[0].outcome is O.CRITICAL_FAILURE
+
+    check()
