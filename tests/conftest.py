@@ -19,8 +19,10 @@ from server.session import Core
 class LiveServer:
     """A Covercast server running on its own event loop in a background thread."""
 
-    def __init__(self, token: str | None = None) -> None:
-        self.core = Core(access_token=token)
+    def __init__(self, token: str | None = None, player_token: str | None = None,
+                 overlay_token: str | None = None) -> None:
+        self.core = Core(access_token=token, player_token=player_token,
+                         overlay_token=overlay_token)
         self.port = 0
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -52,6 +54,10 @@ class LiveServer:
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 class Peer:
@@ -86,10 +92,12 @@ class Peer:
         self.send(message)
         return self.recv()
 
-    def hello(self, token: str | None = None) -> dict[str, Any]:
+    def hello(self, token: str | None = None, role: str | None = None) -> dict[str, Any]:
         msg: dict[str, Any] = {"type": "hello", "protocol": 1, "client": "pytest"}
         if token is not None:
             msg["token"] = token
+        if role is not None:
+            msg["role"] = role
         return self.request(msg)
 
     def close(self) -> None:
