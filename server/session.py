@@ -483,9 +483,13 @@ class Core:
         scene = self.scenes[sid]
         if viewer and any(c.hidden for c in scene.geometry.creatures):
             key = (sid, lines, True)
-            return key, self._current(key, self._visible_geometry(scene))
+            return key, self._annotations(key, self._visible_geometry(scene))
         key = (sid, lines, False)
-        return key, self._current(key, scene.geometry)
+        return key, self._annotations(key, scene.geometry)
+
+    def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
+        """The gm's annotations of the scene's current revision."""
+        return self._table(sid, lines, False)[1]
 
     def _visible_geometry(self, scene: scenes.Scene) -> SceneGeom:
         """The scene's geometry without its hidden tokens (walls shared: wall arrays cached
@@ -498,7 +502,7 @@ class Core:
         self._visible[scene.id] = (scene.revision, visible)
         return visible
 
-    def _current(self, key: CacheKey, geom: SceneGeom) -> dict[Key, AnnotationOut]:
+    def _annotations(self, key: CacheKey, geom: SceneGeom) -> dict[Key, AnnotationOut]:
         """Annotations of `geom` (the scene's current revision, or its visible part),
         recomputing only the pairs the changes since the cached revision can have touched.
         Tables are never changed once built: a new revision copies the last one and
@@ -579,7 +583,7 @@ class Core:
                           request.id)
         return [Send(state.id, encode(msg, binary))]
 
-    def _query(self, request: CoverQuery, viewer: bool) -> Response:
+    def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
         for field_name, tid in (("attacker", request.attacker), ("target", request.target)):
             # A hidden token does not exist for a viewer: the same error as an unknown id.
@@ -601,7 +605,7 @@ class Core:
                                            lines=request.lines)
         return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
 
-    def _area(self, request: AreaQuery, viewer: bool) -> Response:
+    def _area(self, request: AreaQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
         t = request.template
         template = Template(TemplateKind(t.t), t.x, t.y, t.distance, t.direction, t.angle,
