@@ -513,11 +513,14 @@ class Core:
         if cached is not None and cached.revision == scene.revision:
             return cached.table
         # Any table is its geometry's annotations, so the other view's table is as good a
-        # starting point when it is more recent: hiding or showing a token then costs the
-        # pairs it touches, as creating or deleting it would, not a whole matrix.
+        # starting point when it is closer to this geometry: hiding or showing a token then
+        # costs the pairs it touches, as creating or deleting it would, not a whole matrix,
+        # while a move with tokens hidden starts from the viewers' own last table (from the
+        # gm's, every hidden token would count as changed).
         other = self._cache.get((sid, lines, not without_hidden))
         own_log = True
-        if other is not None and (cached is None or other.revision > cached.revision):
+        if other is not None and (cached is None
+                                  or _changes(other.geom, geom) < _changes(cached.geom, geom)):
             cached, own_log = other, False
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
@@ -624,6 +627,19 @@ class Core:
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
+
+
+def _changes(old: SceneGeom, new: SceneGeom) -> float:
+    """How many creatures and walls differ between two geometries (infinite when the grid
+    or the regions do): how much recomputing `new` from `old`'s annotations costs, roughly."""
+    if old.grid != new.grid or old.regions != new.regions:
+        return float("inf")
+    before = {c.id: c for c in old.creatures}
+    after = {c.id: c for c in new.creatures}
+    n = sum(before.get(i) != after.get(i) for i in before.keys() | after.keys())
+    if old.walls is not new.walls:
+        n += len(set(old.walls).symmetric_difference(new.walls))
+    return n
 
 
 def viewer_snapshot(scene: scenes.Scene) -> dict[str, Any]:

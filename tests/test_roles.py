@@ -437,7 +437,9 @@ def _from_scratch(core: Core, hidden: set[str]) -> dict[Key, dict[str, Any]]:
     return table(full)
 
 
-def test_viewer_deltas_equal_fresh_evaluations_over_random_hides_shows_and_moves() -> None:
+@pytest.mark.parametrize("gm_subscribed", [True, False])
+def test_viewer_deltas_equal_fresh_evaluations_over_random_hides_shows_and_moves(
+        gm_subscribed: bool) -> None:
     rng = random.Random(7)
     core = Core()
     tokens: list[dict[str, Any]] = [
@@ -445,35 +447,43 @@ def test_viewer_deltas_equal_fresh_evaluations_over_random_hides_shows_and_moves
          "disposition": rng.choice([-1, 1]), "hidden": rng.random() < 0.3}
         for k in range(6)]
     _load(core, {"_id": "r", "grid": {"type": 1, "size": 100},
-                 "walls": [{"_id": "w", "c": [350, 0, 350, 500]}], "tokens": tokens})
+                 "walls": [{"_id": "w", "c": [350, 0, 350, 500]},
+                           {"_id": "door", "c": [350, 500, 350, 800], "door": 1}],
+                 "tokens": tokens})
     gm, viewer = core.connect(), core.connect()
     for conn, role in ((gm, "gm"), (viewer, "overlay")):
         assert _say(core, conn, {"type": "hello", "protocol": 1, "client": "t",
                                  "role": role})[0]["role"] == role
     held: dict[Key, dict[str, Any]] = {}
-    for conn in (gm, viewer):  # the gm subscribes too, so the two views share caches
+    # With the gm subscribed too, the two views' tables start from each other's.
+    for conn in (gm, viewer) if gm_subscribed else (viewer,):
         (full,) = _say(core, conn, {"type": "subscribe", "scene": "r", "lines": True})
         if conn == viewer:
             held = table(full)
     hidden = {str(t["_id"]) for t in tokens if t["hidden"]}
     transitions = 0
-    for _step in range(40):
+    for _step in range(50):
         ids = rng.sample([f"t{k}" for k in range(6)], rng.randrange(1, 3))
         patches: list[dict[str, Any]] = []
         for tid in ids:
-            # Showing is likelier than hiding, so the run often has nothing hidden.
-            if rng.random() < (0.7 if tid in hidden else 0.25):
+            if rng.random() < 0.5:
                 patches.append({"_id": tid, "hidden": tid not in hidden})
             else:
                 patches.append({"_id": tid, "x": rng.randrange(0, 8) * 100,
                                 "y": rng.randrange(0, 8) * 100})
+        if _step % 10 == 9:  # every tenth change shows every hidden token
+            patches = [{"_id": tid, "hidden": False} for tid in sorted(hidden)] or patches
+        change: dict[str, Any] = {"type": "token.update", "scene": "r", "tokens": patches}
+        if _step % 10 != 9 and rng.random() < 0.2:  # now and then the door instead
+            change = {"type": "wall.update", "scene": "r",
+                      "walls": [{"_id": "door", "ds": rng.choice([0, 1])}]}
+            patches = []
         before = bool(hidden)
         for p in patches:
             if "hidden" in p:
                 hidden = hidden | {p["_id"]} if p["hidden"] else hidden - {p["_id"]}
         transitions += before != bool(hidden)
-        out = core.drain(core.receive(gm, _frame({"type": "token.update", "scene": "r",
-                                                  "tokens": patches})))
+        out = core.drain(core.receive(gm, _frame(change)))
         for o in out:
             if o.conn == viewer:
                 assert isinstance(o, Send) and isinstance(o.frame, bytes)
@@ -482,5 +492,21 @@ def test_viewer_deltas_equal_fresh_evaluations_over_random_hides_shows_and_moves
         assert all(not (names(a) & hidden) for a in held.values())
     # The run went from "something hidden" to "nothing hidden" and back (the viewer's
     # table then changes cache), not only within one of them.
-    assert transitions >= 2
+    assert transitions >= 6
     assert Role.OVERLAY.viewer and not Role.GM.viewer
+
+
+@pytest.mark.parametrize("lines", [False, True])
+def test_a_gm_and_a_viewer_subscribed_alike_get_different_deltas(
+        connect: Callable[..., Peer], gm: Peer, lines: bool) -> None:
+    """Subscriptions with the same scene, revision, modes, lines and encoding must still not
+    share a delta across roles (a frame cache keyed without the role would leak)."""
+    viewer = connect(OVERLAY)
+    watcher = connect(GM)
+    for p in (viewer, watcher):
+        assert p.request({"type": "subscribe", "scene": "keep", "lines": lines})["full"]
+    rev = update(gm, {"_id": "shade", "x": 200, "y": 100}, {"_id": "mark", "x": 300})
+    theirs, mine = next_delta(viewer, rev), next_delta(watcher, rev)
+    assert any("shade" in names(a) for a in mine["annotations"])
+    assert all(names(a) <= VISIBLE for a in theirs["annotations"])
+    assert all(not ({k[0], k[1]} & HIDDEN) for k in theirs["removed"])
