@@ -56,11 +56,11 @@ def serve(args: argparse.Namespace) -> int:
     def ready(port: int) -> None:
         url = f"ws://{args.host}:{port}"
         print(f"covercast listening on {url}", flush=True)
-        print(f"live overlay: http://{args.host}:{port}/overlay?scene=SCENE "
-              "(add #token=... when the server has tokens)", flush=True)
+        scene = "SCENE" if args.no_demo else "demo"
+        print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene} "
+              "(add #token=OVERLAY_TOKEN when the server has tokens)", flush=True)
         if not args.no_demo:
-            print("demo scene 'demo' loaded (D&D 3.5). Overlay: "
-                  f"http://{args.host}:{port}/overlay?scene=demo\nIn another terminal:\n"
+            print("demo scene 'demo' loaded (D&D 3.5). In another terminal:\n"
                   f"  .venv/bin/covercast watch --url {url}\n"
                   f"  .venv/bin/covercast move goblin 8 6 --url {url}\n"
                   f"  .venv/bin/covercast door door-e open --url {url}", flush=True)
