@@ -146,10 +146,11 @@ class Connection:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
 
 
-#: Batch requests: the scene operation, the documents it changes, the field holding them.
+#: Requests that change scenes: only a gm connection may send them.
 _WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCreate,
            WallUpdate, WallDelete)
 
+#: Batch requests: the scene operation, the documents it changes, the field holding them.
 _BATCHES: dict[type, tuple[Any, str, str]] = {
     TokenCreate: (scenes.create, "tokens", "tokens"),
     TokenUpdate: (scenes.update, "tokens", "tokens"),
