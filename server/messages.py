@@ -310,10 +310,16 @@ Patch = Annotated[dict[str, Any], Meta(max_length=64)]
 Batch = Meta(min_length=1, max_length=LIMITS.max_batch)
 
 
+RoleName = Literal["gm", "player", "overlay"]
+
+
 class Hello(_Strict, frozen=True, tag="hello", tag_field="type"):
     protocol: int
     client: Annotated[str, Meta(max_length=LIMITS.max_string)]
     token: Annotated[str, Meta(max_length=1024)] | None = None
+    #: A role at most as powerful as the token's (a gm viewing as players do); none: the
+    #: token's role.
+    role: RoleName | None = None
     id: ReqId = None
 
 
@@ -578,6 +584,9 @@ class Welcome(Struct, frozen=True, tag="welcome", tag_field="type", omit_default
     version: str
     rulesets: list[dict[str, Any]]
     limits: Limits
+    #: What this connection may do: "gm" changes scenes; "player" and "overlay" only read
+    #: and never see hidden tokens.
+    role: str
     id: ReqId = None
 
 

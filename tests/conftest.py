@@ -22,9 +22,11 @@ class LiveServer:
     is its store file (None: in memory)."""
 
     def __init__(self, token: str | None = None, state: str | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, player_token: str | None = None,
+                 overlay_token: str | None = None) -> None:
         self.store = Store(state) if state is not None else Store()
-        self.core = Core(access_token=token, store=self.store, seed=seed)
+        self.core = Core(access_token=token, player_token=player_token,
+                         overlay_token=overlay_token, store=self.store, seed=seed)
         self.port = 0
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -57,6 +59,10 @@ class LiveServer:
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 class Peer:
@@ -91,10 +97,12 @@ class Peer:
         self.send(message)
         return self.recv()
 
-    def hello(self, token: str | None = None) -> dict[str, Any]:
+    def hello(self, token: str | None = None, role: str | None = None) -> dict[str, Any]:
         msg: dict[str, Any] = {"type": "hello", "protocol": 1, "client": "pytest"}
         if token is not None:
             msg["token"] = token
+        if role is not None:
+            msg["role"] = role
         return self.request(msg)
 
     def close(self) -> None:
