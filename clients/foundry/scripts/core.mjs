@@ -93,8 +93,9 @@ const COLORS = {
  */
 export function describe(ann, nameOf = (id) => id) {
   const degree = ann.loe ? ann.cover : "total";
-  const coverPhrase = degree === "total" ? "total cover (no line of effect)"
-    : degree === "none" ? "no cover" : `${degree} cover`;
+  // Degrees are named as the ruleset names them; D&D's plain degree is itself "cover".
+  const short = degree === "none" ? "no cover" : degree === "cover" ? "cover" : `${degree} cover`;
+  const coverPhrase = degree === "total" ? "total cover (no line of effect)" : short;
   const fmt = (mods) => mods.map((m) => `${m.value >= 0 ? "+" : ""}${m.value} ${STAT_NAMES[m.stat] ?? m.stat}`).join(", ");
   const coverMods = ann.modifiers.filter((m) => m.kind !== "flanking");
   const flankMods = ann.modifiers.filter((m) => m.kind === "flanking");
@@ -104,7 +105,6 @@ export function describe(ann, nameOf = (id) => id) {
     const who = (ann.flankers ?? []).map(nameOf).join(", ");
     text += `; flanking${who ? ` with ${who}` : ""}${flankMods.length ? ` (${fmt(flankMods)})` : ""}`;
   }
-  const short = degree === "total" ? "total cover" : degree === "none" ? "no cover" : `${degree} cover`;
   return {
     degree, flanking, mode: ann.mode, text,
     label: flanking ? `${short} · flanked` : short,

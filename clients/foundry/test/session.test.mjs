@@ -136,12 +136,12 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     assert.equal(gmB.badge("goblin"), "no cover");
     const revision = gmB.module.store.revision;
     world.updateToken(scene, "goblin", { x: 700, y: 700 });
-    await waitFor(() => gmB.module.store.revision > revision && gmB.badge("goblin") === "cover cover",
+    await waitFor(() => gmB.module.store.revision > revision && gmB.badge("goblin") === "cover",
       "the delta after the goblin moves behind the crate");
     const query = await observer.cover(scene.id, "archer", "goblin");
     assert.equal(query.annotation.cover, "cover", "the server agrees when asked directly");
     const info = gmB.module.status.get("goblin");
-    assert.match(info.text, /^cover cover \(\+4 AC, \+2 Reflex\)$/);
+    assert.match(info.text, /^cover \(\+4 AC, \+2 Reflex\)$/);
     const move = frames.filter((f) => f.type === "token.update").at(-1);
     assert.deepEqual(move.tokens, [{ _id: "goblin", x: 700, y: 700 }]);
     world.deleteWall(scene, "crate");
