@@ -191,7 +191,7 @@ export class Covercast {
     this.failed = new Set(); // scenes the server refused (no diffs until the next load)
     this.subscribed = null;
     this.sizes = new Map(); // token id -> size last sent
-    this.relayed = new Map(); // key -> JSON of the annotation last relayed to players
+    this.relayed = new Set(); // keys of the annotations the other clients hold
     this.welcome = null;
     this.connections = 0;
     this.lostNotified = false;
@@ -376,7 +376,7 @@ export class Covercast {
     // What was shown came from a connection that is gone; stale cover is worse than none.
     this.store.clear();
     this.refresh();
-    this.relay();
+    this.relayAll();
     if (event?.code === 1008) {
       // A refused hello (wrong token, wrong protocol) will be refused again: wait for the
       // settings to change instead of hammering the server.
@@ -471,7 +471,7 @@ export class Covercast {
     if (msg.scene !== this.subscribed) return;
     this.store.apply(msg);
     this.refresh();
-    this.relay();
+    this.relayMessage(msg);
     this.env.Hooks.callAll("covercastAnnotations", this.store, msg);
   }
 
@@ -514,7 +514,7 @@ export class Covercast {
       return { tokens: [patch] };
     });
     // A token hidden or revealed changes what players may be told.
-    if ("hidden" in changed) this.relay();
+    if ("hidden" in changed) this.relayAll();
   }
 
   /** An actor's size changed: tell the server for each of its tokens in a loaded scene. */
@@ -554,46 +554,61 @@ export class Covercast {
 
   // -- relay to the other clients -------------------------------------------------------------
 
-  /** Annotations the other clients may see: none that involve a hidden token. */
-  visibleAnnotations() {
-    const scene = this.canvas?.scene;
-    const hidden = new Set((scene?.tokens ?? []).filter((t) => t.hidden).map((t) => t.id));
-    const out = new Map();
-    for (const ann of this.store.values()) {
-      if (hidden.has(ann.attacker) || hidden.has(ann.target)) continue;
-      if ((ann.flankers ?? []).some((id) => hidden.has(id))) continue;
-      out.set(AnnotationStore.key(ann.attacker, ann.target, ann.mode), ann);
-    }
-    return out;
+  /** Tokens the other clients must not hear about: the hidden ones of the viewed scene. */
+  hiddenTokens() {
+    return new Set((this.canvas?.scene?.tokens ?? []).filter((t) => t.hidden).map((t) => t.id));
   }
 
-  /** Send the other clients what changed in their view since the last relay. */
-  relay(full = false) {
+  static visible(ann, hidden) {
+    return !hidden.has(ann.attacker) && !hidden.has(ann.target)
+      && !(ann.flankers ?? []).some((id) => hidden.has(id));
+  }
+
+  /** Pass an annotations message on to the other clients, minus what involves a hidden token
+   * (filtered here, so it never leaves the GM's client). A pair that becomes invisible (a
+   * hidden flanker joins it) is withdrawn rather than left stale. */
+  relayMessage(msg) {
     if (!this.isSender || !this.game.socket) return;
-    const visible = this.visibleAnnotations();
+    if (msg.full) return this.relayAll();
+    const hidden = this.hiddenTokens();
     const annotations = [];
     const removed = [];
-    for (const [key, ann] of visible) {
-      const json = JSON.stringify(ann);
-      if (full || this.relayed.get(key) !== json) annotations.push(ann);
-      this.relayed.set(key, json);
-    }
-    for (const key of [...this.relayed.keys()]) {
-      if (!visible.has(key)) {
-        this.relayed.delete(key);
-        removed.push(key.split("\u0000"));
+    for (const ann of msg.annotations) {
+      const key = AnnotationStore.key(ann.attacker, ann.target, ann.mode);
+      if (Covercast.visible(ann, hidden)) {
+        annotations.push(ann);
+        this.relayed.add(key);
+      } else if (this.relayed.delete(key)) {
+        removed.push([ann.attacker, ann.target, ann.mode]);
       }
     }
+    for (const [a, t, m] of msg.removed ?? []) {
+      if (this.relayed.delete(AnnotationStore.key(a, t, m))) removed.push([a, t, m]);
+    }
+    this.emitRelay(false, annotations, removed);
+  }
+
+  /** The other clients' whole view again: after a full set, a client's request, a token
+   * hidden or revealed, or a lost connection (then empty). */
+  relayAll() {
+    if (!this.isSender || !this.game.socket) return;
+    const hidden = this.hiddenTokens();
+    const annotations = [...this.store.values()].filter((ann) => Covercast.visible(ann, hidden));
+    this.relayed = new Set(annotations.map((a) => AnnotationStore.key(a.attacker, a.target, a.mode)));
+    this.emitRelay(true, annotations, []);
+  }
+
+  emitRelay(full, annotations, removed) {
     if (!full && annotations.length === 0 && removed.length === 0) return;
     this.game.socket.emit(SOCKET, {
       kind: "annotations", scene: this.store.scene, revision: this.store.revision,
-      full, annotations, removed: full ? [] : removed,
+      full, annotations, removed,
     });
   }
 
   onRelay(data) {
     if (data?.kind === "request") {
-      if (this.isSender) this.relay(true);
+      if (this.isSender) this.relayAll();
       return;
     }
     if (data?.kind !== "annotations" || this.isSender) return;

@@ -170,10 +170,17 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     world.updateToken(scene, "ogre", { hidden: true });
     await waitFor(() => player.module.store.get("fighter", "ogre", "melee") === null, "the ogre's pairs removed for the player");
     assert.ok(gmB.module.store.get("fighter", "ogre", "melee"), "the GM still has them");
-    const sent = world.socketLog.slice(logged).map((e) => e.data);
-    const removed = sent.flatMap((d) => d.removed ?? []);
-    assert.ok(removed.some(([a, t]) => a === "ogre" || t === "ogre"), "the ogre's pairs are withdrawn");
-    const relayed = sent.flatMap((d) => d.annotations ?? []);
+    const sent = world.socketLog.slice(logged).map((e) => e.data).filter((d) => d.kind === "annotations");
+    assert.ok(sent.some((d) => d.full), "the players' view is replaced whole");
+    // The hidden ogre moves away and back: the deltas about it stay on the GM's client.
+    const revision = gmB.module.store.revision;
+    world.updateToken(scene, "ogre", { y: 800 });
+    await waitFor(() => gmB.module.store.revision > revision
+      && !gmB.module.store.get("fighter", "ogre", "melee").flags.flanking, "the GM's delta for the move");
+    world.updateToken(scene, "ogre", { y: 600 });
+    await waitFor(() => gmB.module.store.get("fighter", "ogre", "melee").flags.flanking, "the ogre back");
+    const relayed = world.socketLog.slice(logged).flatMap((e) => e.data.annotations ?? []);
+    assert.ok(relayed.length > 0);
     assert.ok(relayed.every((a) => a.attacker !== "ogre" && a.target !== "ogre"
       && !(a.flankers ?? []).includes("ogre")), "nothing about the ogre leaves the GM's client");
     world.updateToken(scene, "ogre", { hidden: false });
