@@ -15,6 +15,7 @@ export const CLIENT_NAME = `foundry-covercast/${VERSION}`;
 export const SOCKET = `module.${MODULE_ID}`;
 export const MODES = ["melee", "reach", "ranged"];
 const BADGE = "covercast-status";
+const FAILED_RETRY_MS = 5000; // how often a change to a refused scene may retry loading it
 
 // -- pure helpers -----------------------------------------------------------------------------
 
@@ -185,6 +186,10 @@ export class Covercast {
     this.wanted = false;
     this.attempt = 0;
     this.retryTimer = null;
+    this.resyncTimer = null;
+    this.now = options.now ?? Date.now;
+    this.failedAt = -Infinity;
+    this.warned = new Map(); // scene id -> the refusal last shown
     this.nextId = 1;
     this.pending = new Map(); // request id -> {type, scene}
     this.loaded = new Set(); // scenes loaded on this connection (diffs go only to these)
@@ -423,6 +428,9 @@ export class Covercast {
       case "welcome": return this.onWelcome(msg);
       case "annotations": return this.onAnnotations(msg);
       case "error": return this.onError(msg, request);
+      case "ack":
+        if (request?.type === "scene.load") this.warned.delete(request.scene);
+        return undefined;
       default: return undefined;
     }
   }
@@ -458,13 +466,20 @@ export class Covercast {
     if (request?.type === "scene.load") {
       this.loaded.delete(scene);
       this.failed.add(scene);
-      this.notify("warn", `Covercast cannot use this scene: ${msg.message}`);
+      this.failedAt = this.now();
+      // Once per reason: retries of a scene that stays refused do not repeat it.
+      if (this.warned.get(scene) !== msg.message) {
+        this.warned.set(scene, msg.message);
+        this.notify("warn", `Covercast cannot use this scene: ${msg.message}`);
+      }
       return;
     }
+    // A refused subscribe must be sent again with the next load.
+    if (request?.type === "subscribe" && this.subscribed === scene) this.subscribed = null;
     if (scene && this.failed.has(scene)) return; // follows from the refused load
     console.warn(`Covercast: ${request?.type ?? "request"} refused: ${msg.message}`);
     // A refused diff means our picture and the server's differ: send the scene whole.
-    if (request && request.type !== "subscribe" && scene === this.canvas?.scene?.id) this.resync();
+    if (request && request.type !== "subscribe" && scene === this.canvas?.scene?.id) this.resyncSoon();
   }
 
   onAnnotations(msg) {
@@ -499,8 +514,24 @@ export class Covercast {
 
   forward(type, doc, body) {
     const scene = doc.parent?.id;
-    if (this.state !== "open" || !this.loaded.has(scene)) return;
+    if (this.state !== "open") return;
+    // A scene the server refused may be fixed by this very change (a flag corrected): try
+    // loading it whole again rather than sending diffs against nothing.
+    if (this.failed.has(scene) && scene === this.canvas?.scene?.id) {
+      if (this.now() - this.failedAt >= FAILED_RETRY_MS) this.resyncSoon();
+      return;
+    }
+    if (!this.loaded.has(scene)) return;
     this.send({ type, scene, ...body() }, scene);
+  }
+
+  /** One resync for a burst of causes (refused diffs, changes to a refused scene). */
+  resyncSoon() {
+    if (this.resyncTimer !== null) return;
+    this.resyncTimer = this.setTimer(() => {
+      this.resyncTimer = null;
+      this.resync();
+    }, 200);
   }
 
   onUpdateToken(doc, changed) {

@@ -385,6 +385,11 @@ export class World {
     }
   }
 
+  updateScene(scene, changed) {
+    mergeDiff(scene._source, changed);
+    for (const c of this.activeClients()) c.Hooks.callAll("updateScene", scene, { _id: scene.id, ...changed }, {}, "user");
+  }
+
   updateWall(scene, id, changed) {
     const doc = scene.walls.get(id);
     const diff = { _id: id, ...changed };

@@ -238,6 +238,36 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
   });
 });
 
+describe("Covercast module on a scene the server refuses", { skip }, () => {
+  const server = new Server();
+  after(() => server.kill());
+
+  it("warns with the server's reason, sends no diffs, and loads the scene once it is fixed", async () => {
+    await server.start();
+    const world = new World();
+    world.addUser("gm00000000000000", "GM", true);
+    const gm = world.client(world.users[0], { settings: { url: server.url }, WebSocket: RecordingWebSocket });
+    const scene = keep();
+    scene._source.grid.type = 0; // gridless
+    gm.login(scene);
+    await waitFor(() => gm.notifications.some((n) => n.level === "warn"), "the warning");
+    const warning = gm.notifications.find((n) => n.level === "warn").text;
+    assert.match(warning, /grid type 0 \(GRIDLESS\) is not supported/);
+    const sent = frames.length;
+    world.updateToken(scene, "goblin", { x: 600 });
+    await sleep(50);
+    assert.equal(frames.slice(sent).filter((f) => f.type === "token.update").length, 0,
+      "no diffs against a scene the server does not hold");
+    world.updateToken(scene, "goblin", { x: 500 });
+    await sleep(300);
+    assert.equal(gm.notifications.filter((n) => n.level === "warn").length, 1, "the refusal is told once");
+    world.updateScene(scene, { grid: { type: 1 } });
+    await waitFor(() => gm.module.store.size === 60, "the annotations once the grid is square");
+    assert.equal(gm.notifications.filter((n) => n.level === "warn").length, 1);
+    gm.module.stop();
+  });
+});
+
 describe("Covercast module with a wrong access token", { skip }, () => {
   const server = new Server({ token: TOKEN });
   after(() => server.kill());
