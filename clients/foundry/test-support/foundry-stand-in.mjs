@@ -332,6 +332,13 @@ export class Client {
   badge(id) {
     return this.token(id)?.badge() ?? null;
   }
+
+  /** Foundry redraws a token from scratch (its children are destroyed), then calls drawToken. */
+  redraw(id) {
+    const token = this.token(id);
+    for (const child of token.removeChildren()) child.destroy();
+    this.Hooks.callAll("drawToken", token);
+  }
 }
 
 export class World {
@@ -383,6 +390,15 @@ export class World {
       c.canvas.tokens.placeables = c.canvas.tokens.placeables.filter((t) => t.id !== id);
       c.Hooks.callAll("deleteToken", doc, {}, "user");
     }
+  }
+
+  /** An actor change (its size, say), seen by every client; the actor's tokens are those
+   * whose document holds it. */
+  updateActor(scene, actor, changed) {
+    mergeDiff(actor, changed);
+    actor.getActiveTokens = (linked, document) => scene.tokens.filter((t) => t.actor === actor)
+      .map((t) => (document ? t : { document: t }));
+    for (const c of this.activeClients()) c.Hooks.callAll("updateActor", actor, changed, {}, "user");
   }
 
   updateScene(scene, changed) {

@@ -187,6 +187,21 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     await waitFor(() => player.module.store.get("fighter", "ogre", "melee"), "the ogre's pairs back");
   });
 
+  it("keeps the badge when Foundry redraws the token", () => {
+    assert.equal(gmB.badge("ogre"), "no cover · flanked");
+    gmB.redraw("ogre");
+    assert.equal(gmB.badge("ogre"), "no cover · flanked");
+  });
+
+  it("sends an actor's new size for its tokens", async () => {
+    const goblin = scene.tokens.get("goblin");
+    world.updateActor(scene, goblin.actor, { system: { traits: { size: { value: "lg" } } } });
+    const update = await waitFor(() => frames.find((f) => f.type === "token.update" && f.tokens[0].size === "large"), "the size update");
+    assert.deepEqual(update.tokens, [{ _id: "goblin", size: "large" }]);
+    const held = await observer.scene(scene.id);
+    assert.equal(held.scene.tokens.find((t) => t.id === "goblin").size, "large");
+  });
+
   it("forwards token creation and deletion", async () => {
     world.deleteToken(scene, "goblin");
     await waitFor(() => gmB.module.store.get("archer", "goblin", "ranged") === null, "the goblin's pairs removed");
