@@ -58,6 +58,18 @@ export function actorSize(actor) {
   return typeof value === "string" ? SIZES[value.toLowerCase()] ?? null : null;
 }
 
+/** The creature's natural reach in feet where the system records it (pf2e
+ * `system.attributes.reach.base`), or null (the server then uses the size's). */
+export function actorReach(actor) {
+  const value = actor?.system?.attributes?.reach?.base;
+  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
+/** What Covercast adds to a token from its actor: `size` and `reach`, null when unknown. */
+export function actorExtras(actor) {
+  return { size: actorSize(actor), reach: actorReach(actor) };
+}
+
 /**
  * Is this chat message an attack roll? Core Foundry has no attack event, so the systems'
  * own markers are read: dnd5e `flags.dnd5e.roll.type == "attack"`, pf2e
@@ -195,7 +207,7 @@ export class Covercast {
     this.loaded = new Set(); // scenes loaded on this connection (diffs go only to these)
     this.failed = new Set(); // scenes the server refused (no diffs until the next load)
     this.subscribed = null;
-    this.sizes = new Map(); // token id -> size last sent
+    this.extras = new Map(); // token id -> JSON of the size and reach last sent
     this.relayed = new Set(); // keys of the annotations the other clients hold
     this.welcome = null;
     this.connections = 0;
@@ -338,7 +350,7 @@ export class Covercast {
     this.loaded.clear();
     this.failed.clear();
     this.subscribed = null;
-    this.sizes.clear();
+    this.extras.clear();
   }
 
   open() {
@@ -492,13 +504,24 @@ export class Covercast {
 
   // -- what goes to the server ----------------------------------------------------------------
 
-  /** A token as Covercast reads it: Foundry's document, plus the actor's size. */
+  /** A token as Covercast reads it: Foundry's document, plus what the actor says of its
+   * size and natural reach. */
   tokenData(doc) {
     const data = doc.toObject();
-    const size = actorSize(doc.actor);
-    if (size) data.size = size;
-    this.sizes.set(doc.id, size);
+    const extras = actorExtras(doc.actor);
+    for (const [key, value] of Object.entries(extras)) if (value !== null) data[key] = value;
+    this.extras.set(doc.id, JSON.stringify(extras));
     return data;
+  }
+
+  /** The actor's size and reach when they differ from what the server was last told for
+   * this token (null resets a field), else null. */
+  changedExtras(doc) {
+    const extras = actorExtras(doc.actor);
+    const json = JSON.stringify(extras);
+    if (this.extras.get(doc.id) === json) return null;
+    this.extras.set(doc.id, json);
+    return extras;
   }
 
   /** The scene as Foundry has it (`toObject()`), with each token's actor size added. */
@@ -537,28 +560,22 @@ export class Covercast {
   onUpdateToken(doc, changed) {
     this.forward("token.update", doc, () => {
       const patch = this.patch(doc, changed);
-      const size = actorSize(doc.actor);
-      if (size !== (this.sizes.get(doc.id) ?? null)) {
-        this.sizes.set(doc.id, size);
-        return { tokens: [{ ...patch, size }] };
-      }
-      return { tokens: [patch] };
+      // An unlinked token's actor changes through the token (its `delta`).
+      const extras = this.changedExtras(doc);
+      return { tokens: [extras ? { ...patch, ...extras } : patch] };
     });
     // A token hidden or revealed changes what players may be told.
     if ("hidden" in changed) this.relayAll();
   }
 
-  /** An actor's size changed: tell the server for each of its tokens in a loaded scene. */
+  /** An actor's size or reach changed: tell the server for each of its tokens in a loaded
+   * scene. */
   onUpdateActor(actor) {
     for (const token of actor.getActiveTokens?.(false, true) ?? []) {
       const doc = token.document ?? token;
-      const size = actorSize(actor);
-      if (size && size !== this.sizes.get(doc.id)) {
-        this.forward("token.update", doc, () => {
-          this.sizes.set(doc.id, size);
-          return { tokens: [{ _id: doc.id, size }] };
-        });
-      }
+      if (!this.loaded.has(doc.parent?.id) || this.state !== "open") continue;
+      const extras = this.changedExtras(doc);
+      if (extras) this.forward("token.update", doc, () => ({ tokens: [{ _id: doc.id, ...extras }] }));
     }
   }
 

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  AnnotationStore, actorSize, backoffDelay, describe as describeAnn, electSender, isAttack, pickMode,
+  AnnotationStore, actorReach, actorSize, backoffDelay, describe as describeAnn, electSender, isAttack, pickMode,
 } from "../scripts/core.mjs";
 
 describe("electSender", () => {
@@ -57,6 +57,15 @@ describe("actorSize", () => {
     assert.equal(actorSize(null), null);
     assert.equal(actorSize({ system: {} }), null);
     assert.equal(actorSize({ system: { traits: { size: "enormous" } } }), null);
+  });
+});
+
+describe("actorReach", () => {
+  it("reads pf2e's natural reach in feet, else null", () => {
+    assert.equal(actorReach({ system: { attributes: { reach: { base: 10 } } } }), 10);
+    assert.equal(actorReach({ system: { attributes: { reach: { base: "10" } } } }), null);
+    assert.equal(actorReach({ system: { attributes: {} } }), null);
+    assert.equal(actorReach(undefined), null);
   });
 });
 

@@ -37,7 +37,7 @@ const RecordingWebSocket = typeof WebSocket === "undefined" ? null : class exten
 function keep() {
   const actors = {
     archer: { system: { traits: { size: "med" } } }, // dnd5e-style size
-    goblin: { system: { traits: { size: { value: "sm" } } } }, // pf2e-style size
+    goblin: { system: { traits: { size: { value: "sm" } }, attributes: { reach: { base: 5 } } } }, // pf2e-style
   };
   return new FakeScene("keep0000000000aa", {
     actors,
@@ -98,6 +98,8 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     const held = await observer.scene(scene.id);
     const sizes = Object.fromEntries(held.scene.tokens.map((t) => [t.id, t.size ?? null]));
     assert.deepEqual(sizes, { archer: "medium", goblin: "small", fighter: null, rogue: null, ogre: null });
+    const reaches = Object.fromEntries(held.scene.tokens.map((t) => [t.id, t.reach ?? null]));
+    assert.deepEqual(reaches, { archer: null, goblin: 5, fighter: null, rogue: null, ogre: null });
     // 5 tokens, 20 ordered pairs, 3 modes.
     assert.equal(gmB.module.store.size, 60);
   });
@@ -193,13 +195,18 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     assert.equal(gmB.badge("ogre"), "no cover · flanked");
   });
 
-  it("sends an actor's new size for its tokens", async () => {
+  it("sends an actor's new size and reach for its tokens", async () => {
     const goblin = scene.tokens.get("goblin");
-    world.updateActor(scene, goblin.actor, { system: { traits: { size: { value: "lg" } } } });
+    world.updateActor(scene, goblin.actor, { system: { traits: { size: { value: "lg" } }, attributes: { reach: { base: 10 } } } });
     const update = await waitFor(() => frames.find((f) => f.type === "token.update" && f.tokens[0].size === "large"), "the size update");
-    assert.deepEqual(update.tokens, [{ _id: "goblin", size: "large" }]);
+    assert.deepEqual(update.tokens, [{ _id: "goblin", size: "large", reach: 10 }]);
     const held = await observer.scene(scene.id);
-    assert.equal(held.scene.tokens.find((t) => t.id === "goblin").size, "large");
+    const stored = held.scene.tokens.find((t) => t.id === "goblin");
+    assert.deepEqual([stored.size, stored.reach], ["large", 10]);
+    const count = frames.length;
+    world.updateActor(scene, goblin.actor, { system: { details: { hp: 3 } } });
+    await sleep(30);
+    assert.equal(frames.length, count, "an actor change that is not size or reach sends nothing");
   });
 
   it("forwards token creation and deletion", async () => {
