@@ -125,6 +125,13 @@ export function describe(ann, nameOf = (id) => id) {
   };
 }
 
+// Scene collections Covercast never reads: dropped from a load that would not fit a frame.
+const IGNORED_COLLECTIONS = ["drawings", "lights", "notes", "sounds", "templates", "tiles"];
+
+function byteLength(text) {
+  return new TextEncoder().encode(text).length;
+}
+
 function escapeHtml(text) {
   return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
@@ -189,6 +196,8 @@ export class Covercast {
     this.clearTimer = options.clearTimeout ?? ((t) => clearTimeout(t));
     this.backoff = { base: options.backoffBase ?? 500, max: options.backoffMax ?? 30000 };
     this.connectTimeout = options.connectTimeout ?? 10000;
+    // The server's frame limit comes in `welcome`; tests may lower it to exercise splitting.
+    this.maxFrameBytes = options.maxFrameBytes ?? Infinity;
     this.store = new AnnotationStore();
     this.status = new Map(); // token id -> describe() of what its badge shows, for tests/API
     this.chatLines = new Map(); // chat message id -> lines appended under it
@@ -465,12 +474,43 @@ export class Covercast {
     if (this.state !== "open" || !scene) return;
     this.failed.delete(scene.id);
     this.loaded.add(scene.id);
-    this.send({ type: "scene.load", scene: this.sceneData(scene), ruleset: this.setting("ruleset") }, scene.id);
+    for (const msg of this.loadMessages(scene)) this.send(msg, scene.id);
     if (this.subscribed !== scene.id) {
       if (this.subscribed !== null) this.send({ type: "unsubscribe", scene: this.subscribed }, this.subscribed);
       this.subscribed = scene.id;
       this.send({ type: "subscribe", scene: scene.id, modes: MODES }, scene.id);
     }
+  }
+
+  /** The frames that load a scene: one `scene.load` when it fits the server's frame limit;
+   * otherwise the load without the walls (and without the Foundry collections Covercast
+   * ignores), then the walls in `wall.create` batches that each fit. A frame over the limit
+   * would make the server close the connection, and the resync after the reconnect would
+   * do it again. */
+  loadMessages(scene) {
+    const load = { type: "scene.load", scene: this.sceneData(scene), ruleset: this.setting("ruleset") };
+    const limits = this.welcome?.limits ?? {};
+    const maxBytes = Math.min(limits.maxFrameBytes ?? 4194304, this.maxFrameBytes) * 0.9;
+    const maxBatch = limits.maxBatch ?? 5000;
+    if (byteLength(JSON.stringify(load)) <= maxBytes) return [load];
+    const walls = load.scene.walls;
+    const slim = { ...load.scene, walls: [] };
+    for (const key of IGNORED_COLLECTIONS) if (Array.isArray(slim[key])) slim[key] = [];
+    const out = [{ ...load, scene: slim }];
+    let batch = [];
+    let bytes = 0;
+    for (const wall of walls) {
+      const size = byteLength(JSON.stringify(wall)) + 1;
+      if (batch.length > 0 && (bytes + size > maxBytes - 200 || batch.length >= maxBatch)) {
+        out.push({ type: "wall.create", scene: scene.id, walls: batch });
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(wall);
+      bytes += size;
+    }
+    if (batch.length > 0) out.push({ type: "wall.create", scene: scene.id, walls: batch });
+    return out;
   }
 
   onError(msg, request) {

@@ -251,7 +251,7 @@ class FakeSettings {
 
 /** One browser: its user, hooks, settings, canvas and the module running in it. */
 export class Client {
-  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400 }) {
+  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes }) {
     this.world = world;
     this.user = user;
     this.notifications = [];
@@ -274,7 +274,7 @@ export class Client {
       WebSocket,
     };
     const client = this;
-    this.module = install(this.env, { backoffBase, backoffMax });
+    this.module = install(this.env, { backoffBase, backoffMax, maxFrameBytes });
   }
 
   /** Log in: Foundry's init, ready, then the canvas of the scene. */

@@ -290,6 +290,46 @@ describe("Covercast module on a scene the server refuses", { skip }, () => {
   });
 });
 
+describe("Covercast module on a scene larger than a frame", { skip }, () => {
+  const server = new Server();
+  after(() => server.kill());
+
+  it("loads the scene without its walls, then sends the walls in batches that fit", async () => {
+    await server.start();
+    const world = new World();
+    world.addUser("gm00000000000000", "GM", true);
+    const maxFrameBytes = 20000;
+    const gm = world.client(world.users[0], { settings: { url: server.url }, WebSocket: RecordingWebSocket, maxFrameBytes });
+    const scene = keep();
+    // A maze of 400 short walls, each a Foundry wall with all its fields (~300 bytes).
+    for (let k = 0; k < 400; k++) {
+      const x = 1500 + (k % 20) * 20;
+      const y = 100 + Math.floor(k / 20) * 40;
+      scene.walls.push(new scene.walls[0].constructor(scene, wallSource(`maze${k}`, [x, y, x + 10, y])));
+    }
+    scene._source.lights = Array.from({ length: 50 }, (_, k) => ({ _id: `light${k}`, x: k, y: k, config: { dim: 30 } }));
+    const sent = frames.length;
+    gm.login(scene);
+    await waitFor(() => gm.module.store.size === 60, "the annotations");
+    const mine = frames.slice(sent);
+    const load = mine.find((f) => f.type === "scene.load");
+    const batches = mine.filter((f) => f.type === "wall.create");
+    assert.equal(load.scene.walls.length, 0);
+    assert.deepEqual(load.scene.lights, [], "collections Covercast ignores are left out");
+    assert.ok(batches.length >= 4, `${batches.length} batches`);
+    for (const f of [load, ...batches]) {
+      assert.ok(Buffer.byteLength(JSON.stringify(f)) <= maxFrameBytes, "every frame fits");
+    }
+    assert.equal(batches.reduce((n, b) => n + b.walls.length, 0), 402);
+    const observer = await Observer.open(server.url);
+    const held = await observer.scene(scene.id);
+    observer.close();
+    assert.equal(held.scene.walls.length, 402);
+    assert.equal(gm.notifications.filter((n) => n.level !== "info").length, 0);
+    gm.module.stop();
+  });
+});
+
 describe("Covercast module with a wrong access token", { skip }, () => {
   const server = new Server({ token: TOKEN });
   after(() => server.kill());
