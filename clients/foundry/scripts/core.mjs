@@ -564,7 +564,7 @@ export class Covercast {
     return extras;
   }
 
-  /** The scene as Foundry has it (`toObject()`), with each token's actor size added. */
+  /** The scene as Foundry has it (`toObject()`), each token with its actor's size and reach. */
   sceneData(scene) {
     const data = scene.toObject();
     data.tokens = scene.tokens.map((t) => this.tokenData(t));
