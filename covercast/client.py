@@ -39,12 +39,17 @@ from server.messages import (
     AnnotationOut,
     Annotations,
     AreaResult,
+    BreathOut,
+    BreathState,
     CoverResult,
     Error,
     Response,
+    RoleName,
+    Rolls,
     SceneDoc,
     SceneState,
     TemplateDoc,
+    TurnEnd,
     Welcome,
 )
 
@@ -54,6 +59,8 @@ __all__ = [
     "AnnotationOut",
     "Annotations",
     "AreaResult",
+    "BreathOut",
+    "BreathState",
     "Client",
     "ConnectionLost",
     "CoverResult",
@@ -79,7 +86,8 @@ _DECODER = msgspec.msgpack.Decoder(Response)
 #: scene loads, renewed subscriptions) go out before the ones waiting for the connection.
 _PRIVILEGED: contextvars.ContextVar[bool] = contextvars.ContextVar("covercast_privileged",
                                                                    default=False)
-R = TypeVar("R", Welcome, Ack, CoverResult, AreaResult, SceneState, Annotations)
+R = TypeVar("R", Welcome, Ack, CoverResult, AreaResult, SceneState, Annotations,
+            BreathState)
 
 
 class CovercastError(Exception):
@@ -118,8 +126,9 @@ class Subscription:
     """The live annotations of one scene on this connection.
 
     `table` always holds the latest annotation of every (attacker, target, mode) key, as of
-    `revision`. Iterating (`async for delta in sub`) yields each `annotations` push after it
-    has been applied to `table`; revisions may jump when the server coalesces a burst of
+    `revision`, and `air` the latest air state of every token that has one (drowning).
+    Iterating (`async for delta in sub`) yields each `annotations` push after it has been
+    applied to `table`; revisions may jump when the server coalesces a burst of
     changes (that is not a loss: the delta covers every change in between). Iteration ends
     when the subscription ends (`unsubscribe`, the scene unloaded); it raises ConnectionLost
     if the connection drops (with `reconnect=True`: only if reconnecting fails; after a
@@ -137,6 +146,7 @@ class Subscription:
         self.full = full
         self.revision = full.revision
         self._table: dict[Key, AnnotationOut] = {_key(a): a for a in full.annotations}
+        self._air: dict[str, BreathOut] = {b.token: b for b in full.breath}
         self._queue: asyncio.Queue[Annotations | BaseException | None] = asyncio.Queue()
         self.active = True
 
@@ -144,6 +154,11 @@ class Subscription:
     def table(self) -> Mapping[Key, AnnotationOut]:
         """Read-only view of the current annotations by (attacker, target, mode)."""
         return MappingProxyType(self._table)
+
+    @property
+    def air(self) -> Mapping[str, BreathOut]:
+        """Read-only view of the air (drowning) state of each token that has one, by id."""
+        return MappingProxyType(self._air)
 
     def get(self, attacker: str, target: str, mode: Mode = "ranged") -> AnnotationOut | None:
         """What `attacker` gets against `target` with this attack mode right now."""
@@ -153,11 +168,13 @@ class Subscription:
         if msg.full:
             # Only a scene.unload sends an unrequested full set: the last, empty one.
             self._table = {_key(a): a for a in msg.annotations}
+            self._air = {b.token: b for b in msg.breath}
             self.revision = msg.revision
             self._queue.put_nowait(msg)
             self._end(None)
             return
-        if msg.revision <= self.revision:
+        if msg.revision < self.revision:
+            # (Equal is fine: a turn.end's air news comes at the same revision.)
             log.warning("scene %r: delta at revision %d after %d, ignored", self.scene,
                         msg.revision, self.revision)
             return
@@ -165,6 +182,8 @@ class Subscription:
             self._table.pop((key[0], key[1], key[2]), None)
         for a in msg.annotations:
             self._table[_key(a)] = a
+        for b in msg.breath:
+            self._air[b.token] = b
         self.revision = msg.revision
         self._queue.put_nowait(msg)
 
@@ -172,6 +191,7 @@ class Subscription:
         """A fresh full set after a reconnection replaces the table, and is yielded."""
         self.full = full
         self._table = {_key(a): a for a in full.annotations}
+        self._air = {b.token: b for b in full.breath}
         self.revision = full.revision
         self._queue.put_nowait(full)
 
@@ -215,9 +235,11 @@ def _key(a: AnnotationOut) -> Key:
 
 class Client:
     """One connection to a Covercast server, opened by `async with Client(url) as cc:` (or
-    `await cc.connect()` / `await cc.close()`). Entering says `hello`; `welcome` is then the
-    server's answer (rulesets, limits). Every method sends one request and returns the
-    server's reply as a frozen Struct; a refused request raises ServerError.
+    `await cc.connect()` / `await cc.close()`). Entering says `hello` (with `token`, and a
+    `role` at most the token's: "gm", "player" or "overlay"); `welcome` is then the
+    server's answer (rulesets, limits, the role granted). Every method sends one request
+    and returns the server's reply as a frozen Struct; a refused request raises
+    ServerError.
 
     With `reconnect=True`, a dropped connection is re-opened with jittered exponential
     backoff (up to `max_backoff` seconds between tries, giving up after `reconnect_timeout`
@@ -227,13 +249,14 @@ class Client:
     is renewed and yields its new full set."""
 
     def __init__(self, url: str = "ws://127.0.0.1:8765", *, token: str | None = None,
-                 name: str = "covercast-python", open_timeout: float = 10.0,
-                 reconnect: bool = False,
+                 name: str = "covercast-python", role: RoleName | None = None,
+                 open_timeout: float = 10.0, reconnect: bool = False,
                  on_reconnect: Callable[[Client], Awaitable[None]] | None = None,
                  reconnect_timeout: float | None = 60.0, max_backoff: float = 5.0) -> None:
         self.url = url
         self.token = token
         self.name = name
+        self.role = role
         self.open_timeout = open_timeout
         self.reconnect = reconnect
         self.on_reconnect = on_reconnect
@@ -301,6 +324,8 @@ class Client:
                                  "client": self.name}
         if self.token is not None:
             hello["token"] = self.token
+        if self.role is not None:
+            hello["role"] = self.role
         token = _PRIVILEGED.set(True)  # the hello goes before anything waiting to be sent
         try:
             self._welcome = await self._expect(hello, Welcome)
@@ -558,6 +583,31 @@ class Client:
         """Every creature an area effect (a Foundry MeasuredTemplate) reaches, with cover."""
         return await self._expect({"type": "area.query", "scene": scene,
                                    "template": template}, AreaResult)
+
+    async def turn_end(self, scene: str, token: str, *, attacked: bool = False,
+                       cast_spell: bool = False, spoke: bool = False, critical_hits: int = 0,
+                       crit_failed_damage_saves: int = 0, breathing: bool | None = None,
+                       con: int | None = None, fortitude: int | None = None,
+                       hp: int | None = None, d20: int | None = None,
+                       d10: Sequence[int] | None = None,
+                       seed: int | None = None) -> BreathOut:
+        """A token's turn ended, with what it did (docs/protocol.md 3.15): the server spends
+        or restores its air and rolls (or takes your `d20`/`d10`) its suffocation save.
+        Returns its new air state with the steps taken; subscribers get it too."""
+        rolls = None if d20 is None and d10 is None else Rolls(
+            d20, None if d10 is None else list(d10))
+        request = TurnEnd(scene, token, attacked, cast_spell, spoke, critical_hits,
+                          crit_failed_damage_saves, breathing, con, fortitude, hp, rolls, seed)
+        reply = await self._expect(msgspec.to_builtins(request), BreathState)
+        return reply.breath[0]
+
+    async def breath(self, scene: str, token: str | None = None) -> list[BreathOut]:
+        """A token's air state (what it starts with if it has none stored), or without
+        `token` every stored state of the scene's tokens."""
+        message: dict[str, Any] = {"type": "breath.get", "scene": scene}
+        if token is not None:
+            message["token"] = token
+        return (await self._expect(message, BreathState)).breath
 
     async def subscribe(self, scene: str, modes: Sequence[Mode] = ALL_MODES, *,
                         lines: bool = False) -> Subscription:

@@ -36,6 +36,7 @@ REPLY_TYPES = {
     "token.delete": "ack", "wall.create": "ack", "wall.update": "ack", "wall.delete": "ack",
     "cover.query": "cover.result", "area.query": "area.result", "scene.get": "scene",
     "subscribe": "annotations", "unsubscribe": "ack", "scene.unload": "ack",
+    "turn.end": "breath", "breath.get": "breath",
 }
 #: Float fields may differ by rounding across numpy/Shapely builds; rules results do not.
 FLOAT_TOLERANCE = 1e-9
@@ -91,6 +92,10 @@ class Tracker:
     #: (scene, subscription number) -> its annotation messages: the full set, then deltas.
     history: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     subs: dict[str, _Sub] = field(default_factory=dict)
+    #: Per scene and token: the air the last turn.end reply gave, and the air the
+    #: subscription last received (a push may bring it before or after that reply).
+    air_expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    air_seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
     _pending: deque[int] = field(default_factory=deque)
 
@@ -128,8 +133,16 @@ class Tracker:
             self._keep(scene, msg)
         elif kind == "unsubscribe" and msg.get("type") == "ack":
             self.subs.pop(scene, None)
+            self.air_expected.pop(scene, None)
+        elif kind == "turn.end" and msg.get("type") == "breath" and scene in self.subs:
+            self.air_expected.setdefault(scene, {}).update(
+                (b.get("token"), b) for b in msg.get("breath", []))
 
     def _keep(self, scene: str, msg: dict[str, Any]) -> None:
+        seen = self.air_seen.setdefault(scene, {})
+        if msg.get("full"):
+            seen.clear()
+        seen.update((b.get("token"), b) for b in msg.get("breath", []))
         sub = self.subs[scene]
         sub.revision = int(msg["revision"])
         self.history[(scene, sub.number)].append(msg)
@@ -145,11 +158,19 @@ class Tracker:
     def unanswered(self) -> int:
         return len(self._pending)
 
+    def air_due(self, scene: str) -> list[str]:
+        """Tokens whose air from a turn.end this scene's subscription has not yet received."""
+        seen = self.air_seen.get(scene, {})
+        return sorted(str(t) for t, b in self.air_expected.get(scene, {}).items()
+                      if seen.get(t) != b)
+
     def behind(self) -> list[str]:
         """Subscriptions that have not yet received the newest revision of their scene."""
-        return [f"{scene} (at revision {sub.revision}, scene at {self.latest[scene]})"
+        return [f"{scene} (at revision {sub.revision}, scene at {self.latest[scene]}"
+                + (f"; air of {', '.join(self.air_due(scene))} not yet received"
+                   if self.air_due(scene) else "") + ")"
                 for scene, sub in self.subs.items()
-                if sub.revision < self.latest.get(scene, sub.revision)]
+                if sub.revision < self.latest.get(scene, sub.revision) or self.air_due(scene)]
 
     @property
     def settled(self) -> bool:
@@ -220,12 +241,14 @@ def compare(recorded: Sequence[Entry], replayed: Sequence[Entry],
         # A recording that stopped before its last delta arrived (the client closed right
         # after its last change) says nothing about where the subscription ends.
         cut = (live is not None and live.number == number
-               and live.revision < rec.latest[scene])
+               and (live.revision < rec.latest[scene] or bool(rec.air_due(scene))))
         if cut:
             assert live is not None
             notes.append(f"{title}: the recording stops at revision "
                          f"+{live.revision - rec.first[scene]}, before the delta of "
-                         f"+{rec.latest[scene] - rec.first[scene]}; compared up to there")
+                         f"+{rec.latest[scene] - rec.first[scene]}"
+                         + (" and air news" if rec.air_due(scene) else "")
+                         + "; compared up to there")
         count, diffs = _compare_tables(recorded_msgs, replayed_msgs, rec.first[scene],
                                        rep.first[scene], title, cut)
         tables += count
@@ -233,6 +256,10 @@ def compare(recorded: Sequence[Entry], replayed: Sequence[Entry],
     if len(out) > limit:
         out = [*out[:limit], f"... and {len(out) - limit} more lines"]
     return Comparison(replies, tables, tuple(out), tuple(notes))
+
+
+def _is_air(key: str) -> bool:
+    return key.startswith("air of ")
 
 
 def _apply(table: dict[str, dict[str, Any]], msg: dict[str, Any], touched: set[str]) -> bool:
@@ -248,6 +275,10 @@ def _apply(table: dict[str, dict[str, Any]], msg: dict[str, Any], touched: set[s
         text = key_text((a.get("attacker"), a.get("target"), a.get("mode")))
         table[text] = a
         touched.add(text)
+    for b in msg.get("breath", []):
+        text = f"air of {b.get('token')}"
+        table[text] = b
+        touched.add(text)
     return bool(msg.get("full"))
 
 
@@ -256,26 +287,40 @@ def _compare_tables(want: list[dict[str, Any]], got: list[dict[str, Any]], base_
     """Walk two subscriptions' messages side by side by relative revision; at every
     revision both reached, compare the keys either changed since the last comparison (the
     others were already compared); then where each ended (unless the recording was `cut`
-    short), and if that differs, the final tables."""
+    short), and if that differs the final tables, else the final air states."""
     tw: dict[str, dict[str, Any]] = {}
     tg: dict[str, dict[str, Any]] = {}
     touched: set[str] = set()
     everything = False
     out: list[str] = []
     count = i = j = 0
+    def rel_w(k: int) -> int:
+        return int(want[k]["revision"]) - base_want
+
+    def rel_g(k: int) -> int:
+        return int(got[k]["revision"]) - base_got
+
     while i < len(want) and j < len(got):
-        rw = int(want[i]["revision"]) - base_want
-        rg = int(got[j]["revision"]) - base_got
-        if rw <= rg:
+        rw, rg = rel_w(i), rel_g(j)
+        if rw < rg:
             everything |= _apply(tw, want[i], touched)
             i += 1
-        if rg <= rw:
+        elif rg < rw:
             everything |= _apply(tg, got[j], touched)
             j += 1
-        if rw == rg:
+        else:
+            # Everything either run received at this revision, then compare. Air is left
+            # to the end: a turn.end changes it without a new revision, so which message
+            # of a revision carries it depends on how deltas coalesced.
+            while i < len(want) and rel_w(i) == rw:
+                everything |= _apply(tw, want[i], touched)
+                i += 1
+            while j < len(got) and rel_g(j) == rg:
+                everything |= _apply(tg, got[j], touched)
+                j += 1
             count += 1
             keys = tw.keys() | tg.keys() if everything else touched
-            diffs = list(_diff_tables(tw, tg, keys))
+            diffs = list(_diff_tables(tw, tg, (k for k in keys if not _is_air(k))))
             if diffs:
                 out += [f"{title}, at revision +{rw}:", *("  " + d for d in diffs[:20])]
             touched, everything = set(), False
@@ -289,6 +334,10 @@ def _compare_tables(want: list[dict[str, Any]], got: list[dict[str, Any]], base_
         diffs = list(_diff_tables(tw, tg, tw.keys() | tg.keys()))
         out += [f"{title}: the recording ends at revision +{end_want}, the replay at "
                 f"+{end_got}", *("  final tables: " + d for d in diffs[:20])]
+    elif not cut:
+        diffs = list(_diff_tables(tw, tg, (k for k in tw.keys() | tg.keys() if _is_air(k))))
+        if diffs:
+            out += [f"{title}, at the end:", *("  " + d for d in diffs[:20])]
     return count, out
 
 
@@ -306,7 +355,7 @@ def _describe(request: dict[str, Any] | None) -> str:
 def _normal(msg: dict[str, Any], first: dict[str, int]) -> dict[str, Any]:
     """A reply with what legitimately varies taken out (see `compare`)."""
     if msg.get("type") == "welcome":
-        return {"type": "welcome", "protocol": msg.get("protocol")}
+        return {"type": "welcome", "protocol": msg.get("protocol"), "role": msg.get("role")}
     out = dict(msg)
     scene = out.get("scene")
     if isinstance(out.get("revision"), int) and isinstance(scene, str) and scene in first:
@@ -335,6 +384,8 @@ def _diff_tables(want: dict[str, Any], got: dict[str, Any],
 def _brief(annotation: Any) -> str:
     if isinstance(annotation, dict) and "cover" in annotation:
         return f"cover {annotation['cover']!r}"
+    if isinstance(annotation, dict) and "air" in annotation:
+        return f"air {annotation['air']!r}"
     return short_repr(annotation, 60)
 
 
@@ -414,6 +465,19 @@ class ReplayOutcome:
     closed: str | None
 
 
+def _with_seed(entry: Entry, reply: dict[str, Any] | None) -> Entry:
+    """A recorded `turn.end` for which the server rolled dice, with the seed it reported:
+    the replay rolls the same dice (protocol.md 3.15, "Replaying server rolls")."""
+    if (entry.msg is None or entry.msg.get("type") != "turn.end" or "seed" in entry.msg
+            or reply is None or reply.get("type") != "breath"):
+        return entry
+    entries = reply.get("breath")
+    seed = entries[0].get("seed") if isinstance(entries, list) and entries else None
+    if not isinstance(seed, int):
+        return entry
+    return Entry(entry.t, entry.dir, {**entry.msg, "seed": seed}, entry.frame)
+
+
 def _with_token(entry: Entry, token: str | None) -> Entry:
     """A recorded hello with this run's access token (recordings never hold one)."""
     if entry.msg is None or entry.msg.get("type") != "hello":
@@ -431,7 +495,8 @@ async def replay(recording: Recording, url: str, *, speed: float = 1.0,
     """Send the recording's client messages to the server at `url`, each at its recorded
     time divided by `speed` (0: as fast as possible), keep everything received, then wait
     (up to `timeout` seconds) for every reply and for every subscription to reach its
-    scene's latest revision."""
+    scene's latest revision. A `turn.end` whose dice the server rolled is sent with the
+    seed the recording's reply reported, so the same dice fall."""
     try:
         ws = await connect(url, max_size=None, compression=None, open_timeout=timeout)
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
@@ -472,10 +537,11 @@ async def replay(recording: Recording, url: str, *, speed: float = 1.0,
             progress.draw(loop.time() - start)
             await asyncio.sleep(0.1)
 
+    recorded = track(recording.entries).replies
     reader = asyncio.create_task(read())
     ticker = asyncio.create_task(tick())
     try:
-        for entry in recording.sends:
+        for k, entry in enumerate(recording.sends):
             if speed > 0:
                 delay = start + entry.t / speed - loop.time()
                 if delay > 0:
@@ -483,7 +549,7 @@ async def replay(recording: Recording, url: str, *, speed: float = 1.0,
                         await asyncio.wait_for(closed.wait(), delay)
             if closed.is_set():
                 break
-            entry = _with_token(entry, token)
+            entry = _with_seed(_with_token(entry, token), recorded[k])
             keep(Entry(round(loop.time() - start, 6), "send", entry.msg, entry.frame,
                        entry.raw, entry.b64))
             tracker.sent(entry.msg)

@@ -102,6 +102,8 @@ class CoverDegrees(Ruleset):
         RegionKind.BLOCKING: STANDARD, RegionKind.COVER: STANDARD,
         RegionKind.IMPROVED: GREATER, RegionKind.OBSCURING: NONE}
     CREATURE_LEVEL: ClassVar[int] = LESSER
+    #: Seed 000 builds on Pathfinder 2e: its aquatic combat rules (seed 002) apply.
+    aquatic: ClassVar[bool] = True
 
     # -- attacks ------------------------------------------------------------------------
 

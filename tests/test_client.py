@@ -161,6 +161,64 @@ def test_closing_the_client_ends_iteration(live_server: LiveServer) -> None:
     asyncio.run(main())
 
 
+LAKE: dict[str, Any] = {
+    "id": "lake", "grid": {"type": 1, "size": 100, "distance": 5},
+    "regions": [{"id": "water", "kind": "water", "surface": 10,
+                 "points": [0, 0, 1000, 0, 1000, 1000, 0, 1000]}],
+    "tokens": [{"_id": "diver", "x": 300, "y": 300, "disposition": 1,
+                "flags": {"covercast": {"con": 1, "fortitude": 4}}},
+               {"_id": "ranger", "x": 1200, "y": 300, "disposition": 1}],
+}
+
+
+def test_turn_end_and_breath_are_typed_and_reach_the_subscription(
+        live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(LAKE, ruleset="degrees")
+        sub = await cc.subscribe("lake")
+        assert dict(sub.air) == {}
+        entry = await cc.turn_end("lake", "diver", attacked=True, critical_hits=1)
+        assert (entry.token, entry.air, entry.max_air) == ("diver", 3, 6)
+        assert [step.event for step in entry.steps] == ["critical_hit", "end_of_turn"]
+        delta = await anext(sub)
+        assert [b.token for b in delta.breath] == ["diver"] and sub.air["diver"].air == 3
+        # Dice given by the caller are used; the server rolls none, so reports no seed.
+        saved = await cc.turn_end("lake", "diver", spoke=True, d20=20)
+        assert saved.air == 0 and saved.seed is None
+        assert saved.steps[-1].d20 == 20
+        (stored,) = await cc.breath("lake", "diver")
+        assert stored == saved
+        assert [b.token for b in await cc.breath("lake")] == ["diver"]
+        with pytest.raises(ServerError) as info:
+            await cc.turn_end("lake", "nobody")
+        assert info.value.code == "unknown_token"
+    run(live_server, body)
+
+
+def test_roles_from_the_token_and_asked_in_hello() -> None:
+    server = LiveServer(token="gm-secret", player_token="player-secret").start()
+    try:
+        async def gm(cc: Client) -> None:
+            assert cc.welcome.role == "gm"
+            await cc.load_scene({**SCENE, "tokens": [*SCENE["tokens"], {
+                "_id": "lurker", "x": 300, "y": 300, "hidden": True}]})
+        run(server, gm, token="gm-secret")
+
+        async def player(cc: Client) -> None:
+            assert cc.welcome.role == "player"
+            sub = await cc.subscribe("s")
+            assert "lurker" not in {k[0] for k in sub.table} | {k[1] for k in sub.table}
+            with pytest.raises(ServerError):
+                await cc.move_token("s", "a", 0, 0)
+        run(server, player, token="player-secret")
+
+        async def gm_as_overlay(cc: Client) -> None:
+            assert cc.welcome.role == "overlay"
+        run(server, gm_as_overlay, token="gm-secret", role="overlay")
+    finally:
+        server.stop()
+
+
 def test_dropped_connection_is_reported_to_waiters() -> None:
     server = LiveServer().start()
 

@@ -159,6 +159,60 @@ def test_check_fails_on_a_changed_expectation(recorded: Path, tmp_path: Path,
     assert "Traceback" not in out
 
 
+LAKE: dict[str, Any] = {
+    "id": "lake", "grid": {"type": 1, "size": 100, "distance": 5},
+    "regions": [{"id": "water", "kind": "water", "surface": 10,
+                 "points": [0, 0, 1000, 0, 1000, 1000, 0, 1000]}],
+    "tokens": [{"_id": "diver", "x": 300, "y": 300, "disposition": 1,
+                "flags": {"covercast": {"con": 1, "fortitude": 4}}},
+               {"_id": "ranger", "x": 1200, "y": 300, "disposition": 1}],
+}
+
+
+def test_server_rolled_dice_fall_the_same_in_a_replay(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A turn.end whose save the server rolled is replayed with the seed the recording's
+    reply reported; the air news, which comes without a new revision, is waited for."""
+    upstream = LiveServer().start()
+    out = tmp_path / "drowning.jsonl"
+
+    async def go() -> None:
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        recorder = asyncio.create_task(record(upstream.url, out, port=0,
+                                              ready=ready.set_result))
+        async with Client(await ready) as cc:
+            await cc.load_scene(LAKE, ruleset="degrees")
+            sub = await cc.subscribe("lake")
+            for _ in range(3):  # out of air, then saves the server rolls (and passes)
+                entry = await cc.turn_end("lake", "diver", spoke=True, fortitude=30)
+                while sub.air.get("diver") != entry:
+                    await anext(sub)
+            assert entry.seed is not None and entry.steps[-1].d20 is not None
+        await asyncio.wait_for(recorder, 10)
+    try:
+        asyncio.run(go())
+    finally:
+        upstream.stop()
+    recorded = recording.read(out)
+    seeds = [e.msg["breath"][0].get("seed") for e in recorded.entries
+             if e.msg and e.msg["type"] == "breath"]
+    assert all(isinstance(seed, int) for seed in seeds) and len(seeds) == 3
+    fresh = LiveServer().start()
+    replayed = tmp_path / "replayed.jsonl"
+    try:
+        assert main(["replay", str(out), "--url", fresh.url, "--speed", "0", "--quiet",
+                     "--check", "--out", str(replayed)]) == 0, capsys.readouterr()
+    finally:
+        fresh.stop()
+    assert "check: same as the recording" in capsys.readouterr().out
+    sent = [e.msg for e in recording.read(replayed).entries
+            if e.dir == "send" and e.msg and e.msg["type"] == "turn.end"]
+    assert [m["seed"] for m in sent] == seeds
+    got = track(recording.read(replayed).entries)
+    assert got.table("lake", 1)["air of diver"] == track(recorded.entries).table(
+        "lake", 1)["air of diver"]
+
+
 def test_replay_at_speed_ten_follows_the_scaled_schedule(tmp_path: Path) -> None:
     hello = {"type": "hello", "protocol": 1, "client": "script", "id": 0}
     sends = [(0.0, hello), (0.0, {"type": "scene.load", "scene": SCENE, "id": 1}),
