@@ -440,3 +440,52 @@ def test_replay_reports_a_server_that_closes(tmp_path: Path, live_server: LiveSe
     err = capsys.readouterr().err
     assert "the server closed the connection: 1008 expected hello" in err
     assert "incomplete: 1 request(s) got no reply" in err
+
+
+def test_a_viewer_session_replays_with_its_role(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A player's session (hidden tokens filtered) checks with a player's token, and fails
+    with the gm's, which sees the hidden token."""
+    scene = {**SCENE, "tokens": [*SCENE["tokens"],
+                                 {"_id": "lurker", "x": 300, "y": 250, "hidden": True}]}
+
+    async def prepare(url: str) -> None:
+        async with Client(url, token="gm") as gm:
+            await gm.load_scene(scene)
+
+    async def session(url: str) -> None:
+        async with Client(url, token="player") as player:
+            assert player.welcome.role == "player"
+            sub = await player.subscribe("s")
+            assert not any("lurker" in key for key in sub.table)
+            await player.query("s", "a", "b")
+
+    def server() -> LiveServer:
+        live = LiveServer(token="gm", player_token="player").start()
+        asyncio.run(prepare(live.url))
+        return live
+
+    upstream = server()
+    out = tmp_path / "player.jsonl"
+
+    async def go() -> None:
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        recorder = asyncio.create_task(record(upstream.url, out, port=0,
+                                              ready=ready.set_result))
+        await session(await ready)
+        await asyncio.wait_for(recorder, 10)
+    try:
+        asyncio.run(go())
+    finally:
+        upstream.stop()
+    fresh = server()
+    try:
+        args = ["replay", str(out), "--url", fresh.url, "--speed", "0", "--quiet", "--check"]
+        assert main([*args, "--token", "player"]) == 0
+        assert "check: same as the recording" in capsys.readouterr().out
+        assert main([*args, "--token", "gm"]) == 1
+        out_text = capsys.readouterr().out
+        assert "$.role: recorded 'player', replayed 'gm'" in out_text
+        assert "lurker -> a (melee): not in the recording, replayed cover" in out_text
+    finally:
+        fresh.stop()
