@@ -186,6 +186,10 @@ class CreatureGeom:
     hidden: bool
     #: The GM's minimum cover degree for this creature (a ruleset degree name), if any.
     cover_floor: str | None = None
+    #: The id of the creature this one rides (flags.covercast.mount), if mounted.
+    mount: str | None = None
+    #: The creature has Taken Cover (flags.covercast.takeCover).
+    take_cover: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,12 @@ class Flag(enum.Enum):
     FLANKING = "flanking"
     IMPROVED_EVASION = "improved_evasion"
     REFLEX_DEGREE_BETTER = "reflex_degree_better"
+    #: The target is off-guard against this attacker (Pathfinder 2e flanking).
+    OFF_GUARD = "off_guard"
+    #: The attacker is a rider or a ridden mount: the two share the multiple attack penalty.
+    SHARES_MAP = "shares_map"
+    #: The attacker is mounted: dismounting is its only move action.
+    DISMOUNT_ONLY_MOVE = "dismount_only_move"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +182,15 @@ class Ruleset(abc.ABC):
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
-                     reach: npt.NDArray[np.float64]) -> dict[AttackMode, npt.NDArray[np.bool_]]:
-    """Per attack mode, whether each target (these grid steps away) is in reach: melee at
-    natural reach; a reach weapon doubles natural reach and cannot strike within it (for a
-    Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged always."""
-    natural = within_reach_many(sx, sy, reach)
+                     reach: npt.NDArray[np.float64], sz: npt.NDArray[np.int64] | None = None,
+                     ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+    """Per attack mode, whether each target (these grid steps away, `sz` vertically) is in
+    reach: melee at natural reach; a reach weapon doubles natural reach and cannot strike
+    within it (for a Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged
+    always."""
+    natural = within_reach_many(sx, sy, reach, sz)
     return {AttackMode.MELEE: natural,
-            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach) & ~natural,
+            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach, sz) & ~natural,
             AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
 
 

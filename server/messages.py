@@ -106,11 +106,16 @@ class TokenHeightFlags(Struct, frozen=True):
 
 
 class CovercastTokenFlags(_Strict, frozen=True):
-    """flags.covercast on a token: the GM's override, a minimum cover degree this token has
-    against every attacker that has line of effect to it (a degree of the scene's ruleset)."""
+    """flags.covercast on a token: `cover`, the GM's override, a minimum cover degree this
+    token has against every attacker that has line of effect to it (a degree of the scene's
+    ruleset); `mount`, the id of the token it rides (checked against the scene: it must
+    exist, be at least one size larger and ride nothing itself); `takeCover`, the creature
+    has used Pathfinder 2e's Take Cover action."""
 
     cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
                    "greater"] | None = None
+    mount: Id | None = None
+    takeCover: bool = False
 
 
 class TokenFlags(Struct, frozen=True):
