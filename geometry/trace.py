@@ -17,7 +17,7 @@ import shapely
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
-from geometry.square import space
+from geometry.square import space, vertical_side
 
 #: Wall cover kinds as small integers for vectorised tests.
 SOLID_CODE, LOW_CODE, IMPROVED_CODE = 0, 1, 2
@@ -116,6 +116,8 @@ class Tracer:
         self.elev: FloatArray = np.array([c.elevation for c in scene.creatures],
                                          dtype=np.float64)
         self.tall: FloatArray = np.array([c.tall for c in scene.creatures], dtype=np.float64)
+        self.side: FloatArray = np.array([vertical_side(c) for c in scene.creatures],
+                                         dtype=np.float64)
         #: Creatures stand at several elevations: lines may pass over or under creatures.
         self.raised = bool(len(self.elev) and np.ptp(self.elev) > 0)
 

@@ -85,15 +85,20 @@ def _attacker_extent(tracer: Tracer, att: IntArray,
 def creature_hits(tracer: Tracer, hits: LineHits, att: IntArray, tgt: IntArray,
                   starts: FloatArray, ends: FloatArray,
                   origin: tuple[float, float] | None = None) -> BoolArray:
-    """Per creature hit: does the creature stand in the way in three dimensions (always, when
-    every creature stands at one elevation and no origin is raised above them)?"""
+    """Per creature hit: does the creature's cube meet the sheet of sight between the two
+    creatures' cubes where the line passes its space (always, when every creature stands at
+    one elevation and no origin is raised above them)?"""
     if not tracer.raised and (origin is None or not len(tracer.elev)
                               or origin[0] == tracer.elev[0]):
         return np.ones(len(hits.creature_line), dtype=bool)
     line = hits.creature_line
-    a_elev, a_tall = _attacker_extent(tracer, att[line], origin)
+    # Creatures meet creatures cube to cube (the space each controls, as for distances), so
+    # a flyer stacked 5 ft above another is not in the way of lines to it.
+    a = att[line]
+    a_elev, a_side = (tracer.elev[a], tracer.side[a]) if origin is None else (
+        np.full(len(a), origin[0]), np.full(len(a), origin[1]))
     return creature_hits_meet(starts, ends, tracer.boxes, line, hits.creature_idx,
-                              a_elev, a_tall, tgt, tracer.elev, tracer.tall)
+                              a_elev, a_side, tgt, tracer.elev, tracer.side)
 
 
 def limited_blocked(tracer: Tracer, line: IntArray, wall: IntArray, mask: BoolArray,
