@@ -323,6 +323,13 @@ class CornerEngine:
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
+                  if c.mount is not None and c.mount in self.index}
+        self._partner: IntArray | None = None
+        if riders:
+            self._partner = np.full(len(self.cs), -1, dtype=np.intp)
+            for rider, steed in riders.items():
+                self._partner[rider], self._partner[steed] = steed, rider
 
     def _vsteps(self, a: IntArray, t: IntArray) -> npt.NDArray[np.int64]:
         """Vertical grid steps between row-paired creatures' cubes."""
@@ -383,6 +390,9 @@ class CornerEngine:
         cl, ci = hits.creature_line, hits.creature_idx
         h_creature = (ci != att[cl]) & (ci != tgt[cl]) & creature_hits(
             tr, hits, att, tgt, starts, ends)
+        if self._partner is not None:
+            # A rider and its mount never stand in each other's way.
+            h_creature &= (ci != self._partner[att[cl]]) & (ci != self._partner[tgt[cl]])
         return {
             "solid": solid_full | lim_blocked,
             "low": tr.per_line_any(wl, h_low_active, n),
