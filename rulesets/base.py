@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geometry.model import SceneGeom
-from geometry.square import within_reach_many
+from geometry.square import distance_feet_3d, within_reach_many
 from geometry.templates import Template
 
 
@@ -165,6 +165,11 @@ class Ruleset(abc.ABC):
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Every creature the area effect reaches (inside it and with line of effect from
         its origin), with its cover and save modifiers against the effect."""
+
+    def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
+        """Feet from the attacker to the target, between the nearest cubes of their spaces,
+        diagonals alternating 5/10 ft on the vertical too: what range increments count."""
+        return distance_feet_3d(scene.creature(attacker), scene.creature(target), scene.grid)
 
     def default_options(self) -> Any:
         return self.Options()

@@ -219,6 +219,10 @@ class Pf2(CoverDegrees):
             return {Flag.SHARES_MAP}
         return set()
 
+    def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
+        """As every ruleset's, a rider measured from its mount's space."""
+        return super().distance(mounted_scene(scene)[0], attacker, target)
+
     # -- areas --------------------------------------------------------------------------
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:

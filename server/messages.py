@@ -490,6 +490,9 @@ class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type", omi
     revision: int
     annotation: AnnotationOut
     id: ReqId = None
+    #: Feet between the two creatures' nearest cubes (3D, alternating diagonals), for the
+    #: client's range increments.
+    distance: float | None = None
 
 
 class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit_defaults=True):

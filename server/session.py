@@ -488,7 +488,9 @@ class Core:
                                            pairs=[(request.attacker, request.target)],
                                            modes=[AttackMode(request.attack)],
                                            lines=request.lines)
-        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
+        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id,
+                           float(scene.ruleset.distance(geom, request.attacker,
+                                                        request.target)))
 
     def _area(self, request: AreaQuery) -> Response:
         scene = self._scene(request.scene)
