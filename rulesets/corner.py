@@ -30,7 +30,7 @@ import shapely
 from geometry import kernel
 from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
+from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     adjacent,
@@ -337,8 +337,12 @@ class CornerEngine:
 
     def _adjacent(self, a: int, t: int) -> bool:
         """Spaces that touch or overlap, in three dimensions."""
-        return adjacent(self.spaces[a], self.spaces[t], self.grid) and int(
-            self._vsteps(np.array([a]), np.array([t]))[0]) <= 1
+        if not adjacent(self.spaces[a], self.spaces[t], self.grid):
+            return False
+        # Cubes touch or overlap vertically (one vertical step or none).
+        ea, et = float(self._elev[a]), float(self._elev[t])
+        gap = max(et - (ea + float(self._side[a])), ea - (et + float(self._side[t])))
+        return gap / FEET_PER_SQUARE + 1e-9 < 1
 
     # -- line construction --------------------------------------------------------------
 
