@@ -1,12 +1,16 @@
 """`covercast`: run the server, or talk to one from a terminal.
 
-    covercast serve [--host H] [--port P] [--no-demo] [--token T]
+    covercast serve [--host H] [--port P] [--no-demo] [--token T] [--state PATH]
+                    [--player-token T] [--overlay-token T]
     covercast watch [--scene demo]            live cover table, redrawn on every delta
     covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
     covercast door WALL open|close|lock       open, close or lock a door
     covercast query ATTACKER TARGET [--attack ranged] [--lines]
 
-The access token comes from --token or the COVERCAST_TOKEN environment variable.
+The access token comes from --token or the COVERCAST_TOKEN environment variable; it is the
+gm's. Read-only viewers say hello with --player-token / COVERCAST_PLAYER_TOKEN or
+--overlay-token / COVERCAST_OVERLAY_TOKEN. The server also serves the live overlay page at
+http://HOST:PORT/overlay (see docs/protocol.md, "Roles" and "The overlay page").
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
 
 
+def default_state_path() -> str:
+    """Where the server keeps what outlives it (each token's air): the XDG state
+    directory, $XDG_STATE_HOME/covercast/state.sqlite3 (~/.local/state/... by default)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "covercast", "state.sqlite3")
+
+
 def _demo_request() -> Any:
     from server.messages import parse_request
 
@@ -35,15 +47,34 @@ def _demo_request() -> Any:
 def serve(args: argparse.Namespace) -> int:
     from server.app import run
     from server.session import Core
+    from server.store import Store, StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    core = Core(access_token=args.token or os.environ.get("COVERCAST_TOKEN") or None)
+    try:
+        store = Store(args.state or default_state_path())
+    except (StoreError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        core = Core(
+            access_token=args.token or os.environ.get("COVERCAST_TOKEN") or None,
+            player_token=args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None,
+            overlay_token=(args.overlay_token or os.environ.get("COVERCAST_OVERLAY_TOKEN")
+                           or None),
+            store=store)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not args.no_demo:
         core.preload(_demo_request())
 
     def ready(port: int) -> None:
         url = f"ws://{args.host}:{port}"
         print(f"covercast listening on {url}", flush=True)
+        print(f"state store: {store.path}", flush=True)
+        scene = "SCENE" if args.no_demo else "demo"
+        print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene} "
+              "(add #token=OVERLAY_TOKEN when the server has tokens)", flush=True)
         if not args.no_demo:
             print("demo scene 'demo' loaded (D&D 3.5). In another terminal:\n"
                   f"  .venv/bin/covercast watch --url {url}\n"
@@ -176,8 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--no-demo", action="store_true", help="start without the demo scene")
-    p.add_argument("--token", help="access token clients must send in hello "
-                                   "(default: $COVERCAST_TOKEN; none: open server)")
+    p.add_argument("--token", help="the gm's access token clients must send in hello "
+                                   "(default: $COVERCAST_TOKEN; none: open server, every "
+                                   "client is gm unless it asks for a viewer role)")
+    p.add_argument("--player-token", help="access token of read-only players, who never see "
+                                          "hidden tokens (default: $COVERCAST_PLAYER_TOKEN; "
+                                          "needs a gm token)")
+    p.add_argument("--overlay-token", help="access token of read-only stream overlays "
+                                           "(default: $COVERCAST_OVERLAY_TOKEN; needs a gm "
+                                           "token)")
+    p.add_argument("--state", metavar="PATH",
+                   help="SQLite file keeping each token's air across restarts (default: "
+                        "$XDG_STATE_HOME/covercast/state.sqlite3; ':memory:' keeps nothing)")
     p.set_defaults(func=serve)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:

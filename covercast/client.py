@@ -108,6 +108,24 @@ class Client:
         annotation: dict[str, Any] = reply["annotation"]
         return annotation
 
+    async def turn_end(self, scene: str, token: str, **what: Any) -> dict[str, Any]:
+        """A token's turn ended (`attacked`, `castSpell`, `spoke`, `criticalHits`,
+        `critFailedDamageSaves`, `breathing`, `con`, `fortitude`, `hp`, `rolls`, `seed` as
+        in docs/protocol.md); returns its new air state, with the steps taken."""
+        reply = await self.request({"type": "turn.end", "scene": scene, "token": token,
+                                    **what})
+        entry: dict[str, Any] = reply["breath"][0]
+        return entry
+
+    async def breath(self, scene: str, token: str | None = None) -> list[dict[str, Any]]:
+        """A token's air state, or every stored one of the scene."""
+        message: dict[str, Any] = {"type": "breath.get", "scene": scene}
+        if token is not None:
+            message["token"] = token
+        reply = await self.request(message)
+        entries: list[dict[str, Any]] = reply["breath"]
+        return entries
+
     async def subscribe(self, scene: str, lines: bool = False) -> dict[str, Any]:
         """Subscribe; returns the full annotation set. Deltas then arrive in `pushes()`."""
         return await self.request({"type": "subscribe", "scene": scene, "lines": lines})

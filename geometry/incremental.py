@@ -21,8 +21,9 @@ Pair = tuple[str, str]
 
 def affected_pairs(old: SceneGeom, new: SceneGeom) -> set[Pair] | None:
     """Ordered (attacker, target) id pairs of `new` whose annotations may differ from
-    `old`'s; None when everything may (grid or regions changed)."""
-    if old.grid != new.grid or old.regions != new.regions:
+    `old`'s; None when everything may (grid, regions or water changed)."""
+    if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
+            or old.underwater != new.underwater):
         return None
     grid = new.grid
     before = {c.id: c for c in old.creatures}

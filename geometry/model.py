@@ -123,12 +123,15 @@ class RegionKind(enum.Enum):
     COVER: squares that provide cover without blocking (rubble, a wagon).
     IMPROVED: squares that provide improved cover.
     OBSCURING: vision-limiting terrain (fog, foliage): lines pass, sight is limited.
+    WATER: a body of water whose surface lies at `RegionGeom.surface` (feet); it is no
+    obstacle (SceneGeom keeps it apart, in `water`), it makes what lies below it submerged.
     """
 
     BLOCKING = "blocking"
     COVER = "cover"
     IMPROVED = "improved"
     OBSCURING = "obscuring"
+    WATER = "water"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,8 @@ class CreatureGeom:
     hidden: bool
     #: The GM's minimum cover degree for this creature (a ruleset degree name), if any.
     cover_floor: str | None = None
+    #: Whether the creature has a swim Speed (it is not off-guard when submerged).
+    swim: bool = False
     #: The id of the creature this one rides (flags.covercast.mount), if mounted.
     mount: str | None = None
     #: The creature has Taken Cover (flags.covercast.takeCover).
@@ -197,6 +202,8 @@ class RegionGeom:
     id: str
     kind: RegionKind
     points: tuple[tuple[float, float], ...]
+    #: For water: the elevation of its surface in feet (None for every other kind).
+    surface: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +214,10 @@ class SceneGeom:
     walls: tuple[WallGeom, ...]
     creatures: tuple[CreatureGeom, ...]
     regions: tuple[RegionGeom, ...] = ()
+    #: Bodies of water (RegionKind.WATER); kept apart from `regions`, which are obstacles.
+    water: tuple[RegionGeom, ...] = ()
+    #: The whole scene is under water: every creature is submerged wherever it stands.
+    underwater: bool = False
 
     def creature(self, creature_id: str) -> CreatureGeom:
         for c in self.creatures:

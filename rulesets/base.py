@@ -53,12 +53,27 @@ class Stat(enum.Enum):
     HIDE = "hide"
     STEALTH = "stealth"
     CONCENTRATION = "concentration"
+    #: The target's resistance to the modifier's damage types (a value to subtract from
+    #: that damage, not a bonus).
+    RESISTANCE = "resistance"
 
 
 class ModKind(enum.Enum):
     COVER = "cover"
     CIRCUMSTANCE = "circumstance"
     FLANKING = "flanking"
+    #: From the surroundings, of no bonus type (the water's resistance to acid and fire).
+    ENVIRONMENT = "environment"
+
+
+class DamageType(enum.Enum):
+    """Damage types a modifier or flag can be limited to (an attack dealing one of them)."""
+
+    SLASHING = "slashing"
+    BLUDGEONING = "bludgeoning"
+    PIERCING = "piercing"
+    ACID = "acid"
+    FIRE = "fire"
 
 
 class Flag(enum.Enum):
@@ -70,8 +85,18 @@ class Flag(enum.Enum):
     FLANKING = "flanking"
     IMPROVED_EVASION = "improved_evasion"
     REFLEX_DEGREE_BETTER = "reflex_degree_better"
-    #: The target is off-guard against this attacker (Pathfinder 2e flanking).
+    #: The target is off-guard (-2 circumstance to AC) against this attacker.
     OFF_GUARD = "off_guard"
+    # Aquatic combat (rulesets.aquatic; set only by rulesets that opt into it):
+    ATTACKER_SUBMERGED = "attacker_submerged"
+    TARGET_SUBMERGED = "target_submerged"
+    THROUGH_WATER = "through_water"
+    #: A ranged attack dealing slashing or bludgeoning damage misses automatically.
+    RANGED_AUTO_MISS_SLASHING_BLUDGEONING = "ranged_auto_miss_slashing_bludgeoning"
+    #: A ranged attack dealing piercing damage has its range increments halved.
+    RANGE_INCREMENT_HALVED_PIERCING = "range_increment_halved_piercing"
+    #: The attacker can cast no fire spell and use no action with the fire trait.
+    NO_FIRE = "no_fire"
     #: The attacker is a rider or a ridden mount: the two share the multiple attack penalty.
     SHARES_MAP = "shares_map"
     #: The attacker is mounted: dismounting is its only move action.
@@ -80,13 +105,16 @@ class Flag(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Modifier:
-    """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide, of
-    the attacker for attack), of a bonus `kind`, and why."""
+    """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide and
+    resistance, of the attacker for attack), of a bonus `kind`, and why; `damage`, when not
+    empty, limits it to attacks dealing one of those damage types (for resistance: the
+    damage types resisted)."""
 
     stat: Stat
     value: int
     kind: ModKind
     reason: str
+    damage: tuple[DamageType, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +172,8 @@ class Ruleset(abc.ABC):
     option_docs: ClassVar[Mapping[str, str]] = {}
     #: The ruleset's cover degrees from none upwards, total cover excluded.
     ladder: ClassVar[tuple[Degree, ...]]
+    #: Whether `annotate` adds the aquatic combat layer (rulesets.aquatic) to `evaluate`.
+    aquatic: ClassVar[bool] = False
 
     def floored(self, degree: Degree, floor: str | None) -> Degree:
         """The degree after the GM's override: at least `floor` (a degree name of this
@@ -160,6 +190,28 @@ class Ruleset(abc.ABC):
                  lines: bool = False) -> list[Annotation]:
         """Annotations for the given ordered (attacker, target) pairs, or every ordered pair
         of the scene's creatures when `pairs` is None."""
+
+    def annotate(self, scene: SceneGeom, options: Any,
+                 pairs: Sequence[tuple[str, str]] | None = None,
+                 modes: Iterable[AttackMode] = tuple(AttackMode),
+                 lines: bool = False) -> list[Annotation]:
+        """`evaluate`, then the ruleset-independent layers it opts into (aquatic combat):
+        what the server and the golden files call."""
+        out = self.evaluate(scene, options, pairs, modes, lines)
+        if self.aquatic:
+            # Imported here: the layer is built on this module's types.
+            from rulesets.aquatic import with_aquatic
+            out = with_aquatic(scene, out)
+        return out
+
+    def area_hits(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """`area`, then the layers the ruleset opts into (a submerged creature's resistance
+        to acid and fire): what the server calls."""
+        hits = self.area(scene, options, template)
+        if self.aquatic:
+            from rulesets.aquatic import with_aquatic_area
+            hits = with_aquatic_area(scene, hits)
+        return hits
 
     @abc.abstractmethod
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
@@ -183,7 +235,8 @@ class Ruleset(abc.ABC):
                          "type": type(defaults[f.encode_name]).__name__,
                          "doc": self.option_docs.get(f.encode_name, "")})
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
-                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
+                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)],
+                "aquatic": self.aquatic}
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],

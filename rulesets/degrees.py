@@ -103,6 +103,8 @@ class CoverDegrees(Ruleset):
         RegionKind.BLOCKING: STANDARD, RegionKind.COVER: STANDARD,
         RegionKind.IMPROVED: GREATER, RegionKind.OBSCURING: NONE}
     CREATURE_LEVEL: ClassVar[int] = LESSER
+    #: Seed 000 builds on Pathfinder 2e: its aquatic combat rules (seed 002) apply.
+    aquatic: ClassVar[bool] = True
 
     def creature_level(self, ctx: _Context, c: int, a: int, t: int) -> int:
         """What creature c on the centre line between a and t is worth (before the cap)."""

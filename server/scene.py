@@ -83,6 +83,7 @@ class Scene:
             "walls": [to_doc(w) for w in self.walls.values()],
             "tokens": [to_doc(t) for t in self.tokens.values()],
             "regions": [to_doc(r) for r in self.regions.values()],
+            **({"flags": to_doc(self.doc.flags)} if self.doc.flags is not None else {}),
         }
 
 
@@ -112,9 +113,18 @@ def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely
             missing = "points" if r.points is None else "kind"
             raise ClientError(ErrorCode.INVALID, f"{prefix}.{missing}: a Covercast region "
                               f"needs both kind and points", path=f"{prefix}.{missing}")
+        _check_surface(r.kind, r.surface, f"{prefix}.surface")
         return RegionKind(r.kind), [_polygon(r.points, f"{prefix}.points")]
     if r.flags.covercast is None:
+        if r.surface is not None:
+            raise ClientError(ErrorCode.INVALID, f"{prefix}.surface: only a Covercast "
+                              "water region has a surface", path=f"{prefix}.surface")
         return None
+    if r.surface is not None:
+        raise ClientError(ErrorCode.INVALID, f"{prefix}.surface: a Foundry region gives "
+                          "its surface in flags.covercast.surface", path=f"{prefix}.surface")
+    _check_surface(r.flags.covercast.kind, r.flags.covercast.surface,
+                   f"{prefix}.flags.covercast.surface")
     polygons = []
     for k, raw in enumerate(r.shapes):
         path = f"{prefix}.shapes[{k}]"
@@ -132,6 +142,22 @@ def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely
                           "flags.covercast.kind needs at least one shape",
                           path=f"{prefix}.shapes")
     return RegionKind(r.flags.covercast.kind), polygons
+
+
+def region_surface(r: RegionDoc) -> float | None:
+    """A water region's surface elevation in scene units (None for other regions)."""
+    return r.surface if r.surface is not None else (
+        r.flags.covercast.surface if r.flags.covercast is not None else None)
+
+
+def _check_surface(kind: str, surface: float | None, path: str) -> None:
+    """Water needs a surface elevation; no other kind has one."""
+    if kind == RegionKind.WATER.value and surface is None:
+        raise ClientError(ErrorCode.INVALID, f"{path}: a water region needs the elevation "
+                          "of its surface (scene units)", path=path)
+    if kind != RegionKind.WATER.value and surface is not None:
+        raise ClientError(ErrorCode.INVALID, f"{path}: only water has a surface, this "
+                          f"region is {kind!r} (surface {surface!r})", path=path)
 
 
 def _polygon(points: Sequence[float], path: str) -> shapely.Polygon:
@@ -340,25 +366,32 @@ def to_geometry(scene: Scene, before: SceneGeom | None = None) -> SceneGeom:
     wall tuple, so wall arrays computed for it are found again by identity."""
     g = scene.doc.grid
     grid = Grid(GridKind(g.type), g.size, g.distance, g.units)
+    regions = _regions(scene.regions, grid)
+    flags = scene.doc.flags.covercast if scene.doc.flags is not None else None
     return SceneGeom(
         grid=grid,
         walls=before.walls if before is not None else tuple(
             _wall(w, grid) for w in scene.walls.values()),
         creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
-        regions=tuple(_regions(scene.regions)),
+        # Water is no obstacle: it travels apart, so tracers never meet it.
+        regions=tuple(r for r in regions if r.kind is not RegionKind.WATER),
+        water=tuple(r for r in regions if r.kind is RegionKind.WATER),
+        underwater=flags is not None and flags.underwater,
     )
 
 
-def _regions(regions: Mapping[str, RegionDoc]) -> list[RegionGeom]:
+def _regions(regions: Mapping[str, RegionDoc], grid: Grid) -> list[RegionGeom]:
     out = []
     for k, r in enumerate(regions.values()):
         found = region_polygons(r, f"$.scene.regions[{k}]")
         if found is None:
             continue
         kind, polygons = found
+        surface = region_surface(r)
+        feet = None if surface is None else grid.units_to_feet(surface)
         for poly in polygons:
             ring = tuple((float(x), float(y)) for x, y in poly.exterior.coords[:-1])
-            out.append(RegionGeom(r.id, kind, ring))
+            out.append(RegionGeom(r.id, kind, ring, feet))
     return out
 
 
@@ -432,5 +465,6 @@ def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
         reach=size.reach if t.reach is None else t.reach, tall=tall,
         elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
         hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None,
+        swim=t.flags.covercast.swim if t.flags.covercast else False,
         mount=t.flags.covercast.mount if t.flags.covercast else None,
         take_cover=bool(t.flags.covercast and t.flags.covercast.takeCover))
