@@ -191,6 +191,10 @@ class CreatureGeom:
     cover_floor: str | None = None
     #: Whether the creature has a swim Speed (it is not off-guard when submerged).
     swim: bool = False
+    #: The id of the creature this one rides (flags.covercast.mount), if mounted.
+    mount: str | None = None
+    #: The creature has Taken Cover (flags.covercast.takeCover).
+    take_cover: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geometry.model import SceneGeom
-from geometry.square import within_reach_many
+from geometry.square import distance_feet_3d, within_reach_many
 from geometry.templates import Template
 
 
@@ -97,6 +97,10 @@ class Flag(enum.Enum):
     RANGE_INCREMENT_HALVED_PIERCING = "range_increment_halved_piercing"
     #: The attacker can cast no fire spell and use no action with the fire trait.
     NO_FIRE = "no_fire"
+    #: The attacker is a rider or a ridden mount: the two share the multiple attack penalty.
+    SHARES_MAP = "shares_map"
+    #: The attacker is mounted: dismounting is its only move action.
+    DISMOUNT_ONLY_MOVE = "dismount_only_move"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,11 @@ class Ruleset(abc.ABC):
         """Every creature the area effect reaches (inside it and with line of effect from
         its origin), with its cover and save modifiers against the effect."""
 
+    def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
+        """Feet from the attacker to the target, between the nearest cubes of their spaces,
+        diagonals alternating 5/10 ft on the vertical too: what range increments count."""
+        return distance_feet_3d(scene.creature(attacker), scene.creature(target), scene.grid)
+
     def default_options(self) -> Any:
         return self.Options()
 
@@ -231,13 +240,15 @@ class Ruleset(abc.ABC):
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
-                     reach: npt.NDArray[np.float64]) -> dict[AttackMode, npt.NDArray[np.bool_]]:
-    """Per attack mode, whether each target (these grid steps away) is in reach: melee at
-    natural reach; a reach weapon doubles natural reach and cannot strike within it (for a
-    Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged always."""
-    natural = within_reach_many(sx, sy, reach)
+                     reach: npt.NDArray[np.float64], sz: npt.NDArray[np.int64] | None = None,
+                     ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+    """Per attack mode, whether each target (these grid steps away, `sz` vertically) is in
+    reach: melee at natural reach; a reach weapon doubles natural reach and cannot strike
+    within it (for a Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged
+    always."""
+    natural = within_reach_many(sx, sy, reach, sz)
     return {AttackMode.MELEE: natural,
-            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach) & ~natural,
+            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach, sz) & ~natural,
             AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
 
 

@@ -113,13 +113,18 @@ class CovercastTokenFlags(_Strict, frozen=True):
     """flags.covercast on a token: `cover`, the GM's override, a minimum cover degree this
     token has against every attacker that has line of effect to it (a degree of the scene's
     ruleset); `swim`, whether it has a swim Speed (aquatic combat); `con` and `fortitude`,
-    its Constitution modifier and Fortitude save modifier (drowning, `turn.end`)."""
+    its Constitution modifier and Fortitude save modifier (drowning, `turn.end`); `mount`,
+    the id of the token it rides (checked against the scene: it must exist, be at least one
+    size larger and ride nothing itself); `takeCover`, the creature has used Pathfinder 2e's
+    Take Cover action."""
 
     cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
                    "greater"] | None = None
     swim: bool = False
     con: ConMod | None = None
     fortitude: SaveMod | None = None
+    mount: Id | None = None
+    takeCover: bool = False
 
 
 class TokenFlags(Struct, frozen=True):
@@ -601,6 +606,9 @@ class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type", omi
     revision: int
     annotation: AnnotationOut
     id: ReqId = None
+    #: Feet between the two creatures' nearest cubes (3D, alternating diagonals), for the
+    #: client's range increments.
+    distance: float | None = None
 
 
 class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit_defaults=True):

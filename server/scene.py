@@ -8,7 +8,7 @@ as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,6 +224,9 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
         _check_floor(t, ruleset, f"$.scene.tokens[{k}]")
     for k, r in enumerate(regions.values()):
         region_polygons(r, f"$.scene.regions[{k}]")
+    order = {tid: k for k, tid in enumerate(tokens)}
+    _check_mounts(tokens, lambda rider, _: f"$.scene.tokens[{order[rider]}]"
+                  ".flags.covercast.mount")
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
     walls = {k: strip(w) for k, w in walls.items()}
     tokens = {k: strip(t) for k, t in tokens.items()}
@@ -246,6 +249,8 @@ def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:
                               "exists", path=f"$.{kind}[{k}].id")
         new[d.id] = strip(d)
     _check_size(kind, len(new))
+    if kind == "tokens":
+        _check_mounts(new, _batch_where([d.id for d in docs]))
     return _with(scene, kind, new)
 
 
@@ -279,6 +284,8 @@ def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Sce
             _check_wall(new[doc_id], prefix)
         else:
             _check_floor(new[doc_id], scene.ruleset, prefix)
+    if kind == "tokens":
+        _check_mounts(new, _batch_where([str(normalize_ids(p).get("id")) for p in patches]))
     return _with(scene, kind, new)
 
 
@@ -292,6 +299,14 @@ def delete(scene: Scene, kind: str, ids: Sequence[str]) -> Scene:
                               f"{short_repr(doc_id)} in scene {scene.id!r}",
                               path=f"$.ids[{k}]")
         del new[doc_id]
+    if kind == "tokens":
+        for k, doc_id in enumerate(ids):
+            riders = [t.id for t in new.values()
+                      if t.flags.covercast is not None and t.flags.covercast.mount == doc_id]
+            if riders:
+                raise ClientError(ErrorCode.INVALID, f"$.ids[{k}]: token {short_repr(doc_id)} "
+                                  f"is ridden by {', '.join(map(short_repr, riders))}; clear "
+                                  "the rider's flags.covercast.mount first", path=f"$.ids[{k}]")
     return _with(scene, kind, new)
 
 
@@ -395,8 +410,52 @@ def _wall(w: WallDoc, grid: Grid) -> WallGeom:
         direction=Direction(w.dir), cover=cover, bottom=bottom, top=top)
 
 
+def _size(t: TokenDoc) -> Size:
+    return Size.from_label(t.size) if t.size else Size.from_squares(t.width)
+
+
+def _check_mounts(tokens: Mapping[str, TokenDoc], where: Callable[[str, str], str]) -> None:
+    """Every rider's flags.covercast.mount names another token of the scene, at least one
+    size larger, that rides nothing itself (so no chains and no cycles). `where(rider,
+    mount)` is the path the error names: the rider's field, or the batch item that broke
+    it (a mount made smaller)."""
+    for t in tokens.values():
+        mount = t.flags.covercast.mount if t.flags.covercast else None
+        if mount is None:
+            continue
+        path = where(t.id, mount)
+        if mount == t.id:
+            raise ClientError(ErrorCode.INVALID, f"{path}: token {short_repr(t.id)} cannot "
+                              "ride itself", path=path)
+        steed = tokens.get(mount)
+        if steed is None:
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}: no token "
+                              f"{short_repr(mount)} in the scene to ride", path=path)
+        if steed.flags.covercast is not None and steed.flags.covercast.mount is not None:
+            raise ClientError(ErrorCode.INVALID, f"{path}: mount {short_repr(mount)} itself "
+                              f"rides {short_repr(steed.flags.covercast.mount)}; a mount "
+                              "cannot be ridden while it rides", path=path)
+        if _size(steed).rank <= _size(t).rank:
+            raise ClientError(ErrorCode.INVALID, f"{path}: mount {short_repr(mount)} is "
+                              f"{_size(steed).label}, not at least one size larger than its "
+                              f"{_size(t).label} rider {short_repr(t.id)}", path=path)
+
+
+def _batch_where(batch: Sequence[str]) -> Callable[[str, str], str]:
+    """Error paths for _check_mounts after a batch: the rider's field when the batch holds
+    the rider, else the batch item holding its mount."""
+    pos = {tid: k for k, tid in enumerate(batch)}
+
+    def where(rider: str, mount: str) -> str:
+        if rider in pos:
+            return f"$.tokens[{pos[rider]}].flags.covercast.mount"
+        return f"$.tokens[{pos.get(mount, 0)}]"
+
+    return where
+
+
 def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
-    size = Size.from_label(t.size) if t.size else Size.from_squares(t.width)
+    size = _size(t)
     tall = size.height
     flags = t.flags.wall_height
     if flags is not None and flags.tokenHeight is not None and flags.tokenHeight > 0:
@@ -406,4 +465,6 @@ def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
         reach=size.reach if t.reach is None else t.reach, tall=tall,
         elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
         hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None,
-        swim=t.flags.covercast.swim if t.flags.covercast else False)
+        swim=t.flags.covercast.swim if t.flags.covercast else False,
+        mount=t.flags.covercast.mount if t.flags.covercast else None,
+        take_cover=bool(t.flags.covercast and t.flags.covercast.takeCover))

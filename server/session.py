@@ -642,7 +642,9 @@ class Core:
                                            pairs=[(request.attacker, request.target)],
                                            modes=[AttackMode(request.attack)],
                                            lines=request.lines)
-        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
+        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id,
+                           float(scene.ruleset.distance(geom, request.attacker,
+                                                        request.target)))
 
     def _area(self, request: AreaQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
@@ -805,6 +807,13 @@ def viewer_snapshot(scene: scenes.Scene) -> dict[str, Any]:
     (Foundry door type 2) shown as plain walls while shut and as open doors once open."""
     snap = scene.snapshot()
     snap["tokens"] = [t for t in snap["tokens"] if not t.get("hidden")]
+    hidden = {t.id for t in scene.tokens.values() if t.hidden}
+    for t in snap["tokens"]:
+        # A visible rider on a hidden mount must not name it.
+        own = (t.get("flags") or {}).get("covercast") or {}
+        if own.get("mount") in hidden:
+            t["flags"] = {**t["flags"], "covercast": {k: v for k, v in own.items()
+                                                      if k != "mount"}}
     walls = []
     for w in snap["walls"]:
         if w.get("door") == 2:
