@@ -7,7 +7,9 @@ on the recorded schedule scaled by a speed, and keeps everything it receives; co
 matches replies to requests (the server answers in request order) and annotation tables at
 the revisions both runs saw, because pushes coalesce differently at a different pace.
 Revisions are compared relative to the first one each run saw of a scene, so a session
-recorded on a fresh server replays against a server that already held that scene.
+recorded on a fresh server replays against a server that already held that scene. Air
+(turn.end) changes without a new revision, so it is compared where each run ended, and a
+turn.end the server rolled for is replayed with the seed it reported.
 """
 
 from __future__ import annotations
