@@ -226,13 +226,17 @@ class SceneGeom:
         raise KeyError(creature_id)
 
 
-def point_creature(creature_id: str, x: float, y: float,
+def point_creature(creature_id: str, x: float, y: float, grid: Grid,
                    like: CreatureGeom | None = None) -> CreatureGeom:
     """A point-sized stand-in at (x, y): an area effect's origin, or an attacker shooting
     from a chosen point (keeping `like`'s size, reach and side)."""
     tiny = 1e-6  # squares: far below any pixel, so the 'space' is the point itself
+    # Centred on the point: lines start exactly there, so an origin on a wall reaches both
+    # sides of it (the wall touches those lines only at their end), not just the side the
+    # space's centre happened to fall on.
+    x0, y0 = x - tiny * grid.size / 2, y - tiny * grid.size / 2
     if like is None:
-        return CreatureGeom(creature_id, x, y, tiny, tiny, Size.MEDIUM, 0.0, 0.0, 0.0,
+        return CreatureGeom(creature_id, x0, y0, tiny, tiny, Size.MEDIUM, 0.0, 0.0, 0.0,
                             -99, False)
-    return CreatureGeom(creature_id, x, y, tiny, tiny, like.size, like.reach, like.tall,
+    return CreatureGeom(creature_id, x0, y0, tiny, tiny, like.size, like.reach, like.tall,
                         like.elevation, like.disposition, like.hidden)

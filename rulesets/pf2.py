@@ -234,7 +234,7 @@ class Pf2(CoverDegrees):
         region = shape(template, scene.grid)
         taken = {c.id for c in scene.creatures}
         origin_id = next(f"origin#{k}" for k in itertools.count() if f"origin#{k}" not in taken)
-        point = point_creature(origin_id, template.x, template.y)
+        point = point_creature(origin_id, template.x, template.y, scene.grid)
         targets = [c.id for c in geom.creatures if inside(region, c, scene.grid)]
         full = replace(scene, creatures=(*scene.creatures, point))
         hits = []

@@ -829,6 +829,6 @@ def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom
     """The scene as seen from a point: the attacker's lines start at (x, y) instead of its
     corners (a spell's point of origin, a shot from a chosen spot). Modelled as a
     point-sized attacker there, keeping its size for reach and disposition for allies."""
-    creatures = tuple(point_creature(c.id, x, y, like=c) if c.id == attacker else c
+    creatures = tuple(point_creature(c.id, x, y, geom.grid, like=c) if c.id == attacker else c
                       for c in geom.creatures)
     return replace(geom, creatures=creatures)
