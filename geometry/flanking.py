@@ -82,3 +82,106 @@ def crosses_opposite_sides(p: tuple[float, float], q: tuple[float, float],
 
     a, b = touching(entry), touching(exit_)
     return any((j - i) % n == n // 2 for i in a for j in b)
+
+
+def crosses_opposite_faces(p: tuple[float, float, float], q: tuple[float, float, float],
+                           box: Box, z0: float, z1: float) -> bool:
+    """crosses_opposite_borders in three dimensions: the segment p-q (x, y in pixels, z in
+    feet) enters the target's cube (box on the map, z0..z1 in feet) through one face and
+    leaves through the opposite one (an edge or corner belongs to each of its faces), so a
+    flyer above and an ally below flank too. A segment that stays strictly between z0 and
+    z1 is judged exactly as on the flat map."""
+    if z0 < p[2] < z1 and z0 < q[2] < z1:
+        return crosses_opposite_borders((p[0], p[1]), (q[0], q[1]), box)
+    x0, y0, x1, y1 = box
+    # Work in one unit: feet scaled to the box's pixels per foot are irrelevant to which
+    # faces are crossed, so each axis keeps its own unit.
+    lows, highs = (x0, y0, z0), (x1, y1, z1)
+    d = tuple(q[k] - p[k] for k in range(3))
+    t0, t1 = 0.0, 1.0
+    for k in range(3):
+        if d[k] == 0:
+            if not lows[k] < p[k] < highs[k]:
+                return False
+            continue
+        ta, tb = (lows[k] - p[k]) / d[k], (highs[k] - p[k]) / d[k]
+        t0, t1 = max(t0, min(ta, tb)), min(t1, max(ta, tb))
+    if t1 - t0 <= _EPS or t0 <= _EPS or t1 >= 1 - _EPS:
+        return False
+
+    def faces(t: float) -> set[tuple[int, int]]:
+        found = set()
+        for k in range(3):
+            v = p[k] + t * d[k]
+            tol = 1e-6 * max(1.0, highs[k] - lows[k])
+            if abs(v - lows[k]) <= tol:
+                found.add((k, 0))
+            if abs(v - highs[k]) <= tol:
+                found.add((k, 1))
+        return found
+
+    a, b = faces(t0), faces(t1)
+    return any((k, 1 - side) in b for k, side in a)
+
+
+def crosses_opposite_prism_sides(p: tuple[float, float, float], q: tuple[float, float, float],
+                                 ring: Sequence[tuple[float, float]], z0: float,
+                                 z1: float) -> bool:
+    """crosses_opposite_sides in three dimensions: the segment p-q (x, y in pixels, z in
+    feet) enters the prism standing on the convex polygon `ring` (a hex) from z0 to z1 feet
+    through one face and leaves through the opposite one: side k and side k + n/2, or the
+    bottom and the top (an edge or corner belongs to each of its faces). A segment that stays
+    strictly between z0 and z1 is judged exactly as on the flat map."""
+    if z0 < p[2] < z1 and z0 < q[2] < z1:
+        return crosses_opposite_sides((p[0], p[1]), (q[0], q[1]), ring)
+    n = len(ring)
+    cx = sum(v[0] for v in ring) / n
+    cy = sum(v[1] for v in ring) / n
+    d = (q[0] - p[0], q[1] - p[1], q[2] - p[2])
+    # Cyrus-Beck clip against the prism's faces: each side's half-plane (inward normal) and
+    # the slab z0..z1; faces are numbered 0..n-1 for the sides, n the bottom, n + 1 the top.
+    planes: list[tuple[float, float, float, float]] = []  # (nx, ny, nz, offset): n.x >= off
+    for k in range(n):
+        ax, ay = ring[k]
+        bx, by = ring[(k + 1) % n]
+        nx, ny = -(by - ay), bx - ax
+        if nx * (cx - ax) + ny * (cy - ay) < 0:
+            nx, ny = -nx, -ny
+        norm = max(1e-12, (nx * nx + ny * ny) ** 0.5)
+        nx, ny = nx / norm, ny / norm
+        planes.append((nx, ny, 0.0, nx * ax + ny * ay))
+    planes.append((0.0, 0.0, 1.0, z0))
+    planes.append((0.0, 0.0, -1.0, -z1))
+    t0, t1 = 0.0, 1.0
+    for nx, ny, nz, off in planes:
+        a = nx * d[0] + ny * d[1] + nz * d[2]
+        b = off - (nx * p[0] + ny * p[1] + nz * p[2])
+        if a == 0:
+            if b >= 0:
+                return False  # parallel to the face and outside or on it
+            continue
+        t = b / a
+        if a > 0:
+            t0 = max(t0, t)
+        else:
+            t1 = min(t1, t)
+    if t1 - t0 <= _EPS or t0 <= _EPS or t1 >= 1 - _EPS:
+        return False
+    span_xy = max(max(abs(v[0] - cx), abs(v[1] - cy)) for v in ring)
+
+    def faces(t: float) -> set[int]:
+        pt = (p[0] + t * d[0], p[1] + t * d[1], p[2] + t * d[2])
+        found = set()
+        for k, (nx, ny, nz, off) in enumerate(planes):
+            tol = 1e-6 * (max(1.0, z1 - z0) if nz else max(1.0, span_xy))
+            if abs(nx * pt[0] + ny * pt[1] + nz * pt[2] - off) <= tol:
+                found.add(k)
+        return found
+
+    def opposite(k: int) -> int:
+        if k >= n:
+            return n + (1 - (k - n))
+        return (k + n // 2) % n
+
+    a_faces, b_faces = faces(t0), faces(t1)
+    return any(opposite(k) in b_faces for k in a_faces)

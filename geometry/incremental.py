@@ -21,13 +21,16 @@ Pair = tuple[str, str]
 
 def affected_pairs(old: SceneGeom, new: SceneGeom) -> set[Pair] | None:
     """Ordered (attacker, target) id pairs of `new` whose annotations may differ from
-    `old`'s; None when everything may (grid or regions changed)."""
-    if old.grid != new.grid or old.regions != new.regions:
+    `old`'s; None when everything may (grid, regions or water changed)."""
+    if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
+            or old.underwater != new.underwater):
         return None
     grid = new.grid
     before = {c.id: c for c in old.creatures}
     after = {c.id: c for c in new.creatures}
     changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
+    # A rider fights from its mount's squares: it changes whenever its mount does.
+    changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     old_walls = {w.id: w for w in old.walls}
     new_walls = {w.id: w for w in new.walls}
     walls = [w for i in old_walls.keys() | new_walls.keys()

@@ -18,7 +18,7 @@ from geometry import hex as hexgrid
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
-from geometry.square import space
+from geometry.square import space, vertical_side
 
 #: Wall cover kinds as small integers for vectorised tests.
 SOLID_CODE, LOW_CODE, IMPROVED_CODE = 0, 1, 2
@@ -56,6 +56,7 @@ class _WallArrays:
     cover: tuple[WallCover, ...]
     cover_code: npt.NDArray[np.int8]
     top: FloatArray
+    bottom: FloatArray
     index: dict[str, int]
 
 
@@ -79,6 +80,8 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
         cover=tuple(w.cover for w in walls),
         cover_code=np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8),
         top=np.array([np.nan if w.top is None else w.top for w in walls], dtype=np.float64),
+        bottom=np.array([np.nan if w.bottom is None else w.bottom for w in walls],
+                        dtype=np.float64),
         index={w.id: k for k, w in enumerate(walls)})
     if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
         del _WALL_CACHE[next(iter(_WALL_CACHE))]
@@ -109,6 +112,10 @@ class Tracer:
         self.wall_cover = w.cover
         self.wall_cover_code = w.cover_code
         self.wall_top: FloatArray = w.top
+        self.wall_bottom: FloatArray = w.bottom
+        #: Walls with a height band (Wall Height's bottom or top): the only ones the third
+        #: dimension can let a line pass over or under.
+        self.wall_banded: BoolArray = ~(np.isnan(w.top) & np.isnan(w.bottom))
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
@@ -130,6 +137,13 @@ class Tracer:
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
+        self.elev: FloatArray = np.array([c.elevation for c in scene.creatures],
+                                         dtype=np.float64)
+        self.tall: FloatArray = np.array([c.tall for c in scene.creatures], dtype=np.float64)
+        self.side: FloatArray = np.array([vertical_side(c) for c in scene.creatures],
+                                         dtype=np.float64)
+        #: Creatures stand at several elevations: lines may pass over or under creatures.
+        self.raised = bool(len(self.elev) and np.ptp(self.elev) > 0)
 
     def trace(self, starts: FloatArray, ends: FloatArray,
               group_start: IntArray | None = None,

@@ -28,9 +28,9 @@ import numpy.typing as npt
 import shapely
 
 from geometry import kernel
-from geometry.flanking import crosses_opposite_borders
+from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
+from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     adjacent,
@@ -40,11 +40,14 @@ from geometry.square import (
     inset,
     space,
     squares,
+    vertical_side,
+    vertical_steps_many,
     within_reach_many,
 )
 from geometry.trace import LineHits, Tracer
+from geometry.vertical import flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
-from rulesets.obstacles import limited_blocked, wall_roles
+from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 
 # Per-line levels, ordered by how much they help the target.
 NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
@@ -319,6 +322,27 @@ class CornerEngine:
         self._square_boxes = [lay.square_boxes for lay in layouts]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
+                  if c.mount is not None and c.mount in self.index}
+        self._partner: IntArray | None = None
+        if riders:
+            self._partner = np.full(len(self.cs), -1, dtype=np.intp)
+            for rider, steed in riders.items():
+                self._partner[rider], self._partner[steed] = steed, rider
+
+    def _vsteps(self, a: IntArray, t: IntArray) -> npt.NDArray[np.int64]:
+        """Vertical grid steps between row-paired creatures' cubes."""
+        return vertical_steps_many(self._elev[a], self._side[a], self._elev[t], self._side[t])
+
+    def _adjacent(self, a: int, t: int) -> bool:
+        """Spaces that touch or overlap, in three dimensions."""
+        if not adjacent(self.spaces[a], self.spaces[t], self.grid):
+            return False
+        # Cubes touch or overlap vertically (one vertical step or none).
+        ea, et = float(self._elev[a]), float(self._elev[t])
+        gap = max(et - (ea + float(self._side[a])), ea - (et + float(self._side[t])))
+        return gap / FEET_PER_SQUARE + 1e-9 < 1
 
     # -- line construction --------------------------------------------------------------
 
@@ -341,7 +365,7 @@ class CornerEngine:
         if mode is AttackMode.RANGED:
             self._corner_probes(plan, a, t, RANGED_LINE, self.options.big_creatures_ranged)
             return
-        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
+        if mode is AttackMode.MELEE and self._adjacent(a, t):
             for asq in self.squares[a]:
                 for tsq in self.squares[t]:
                     if adjacent(asq, tsq, self.grid):
@@ -360,7 +384,7 @@ class CornerEngine:
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
-        h_solid, h_low, h_improved = self._wall_roles(wi, tgt[wl])
+        h_solid, h_low, h_improved = wall_roles_3d(tr, wi, wl, att, tgt, starts, ends)
         limited = tr.wall_limited[wi]
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
@@ -368,7 +392,11 @@ class CornerEngine:
         rkind = np.array([tr.region_kind[r] for r in hits.region_idx], dtype=object)
         rl = hits.region_line
         cl, ci = hits.creature_line, hits.creature_idx
-        h_creature = (ci != att[cl]) & (ci != tgt[cl])
+        h_creature = (ci != att[cl]) & (ci != tgt[cl]) & creature_hits(
+            tr, hits, att, tgt, starts, ends)
+        if self._partner is not None:
+            # A rider and its mount never stand in each other's way.
+            h_creature &= (ci != self._partner[att[cl]]) & (ci != self._partner[tgt[cl]])
         return {
             "solid": solid_full | lim_blocked,
             "low": tr.per_line_any(wl, h_low_active, n),
@@ -532,7 +560,7 @@ class CornerEngine:
         ka, kt = int(self._k[a]), int(self._k[t])
         if ka == 4 and kt == 4:
             return (_SIMPLE,)
-        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
+        if mode is AttackMode.MELEE and self._adjacent(a, t):
             return (_ONE_BY_ONE,)
         if mode is AttackMode.RANGED and not self.options.big_creatures_ranged:
             return (_SPACES, ka, kt)
@@ -616,7 +644,7 @@ class CornerEngine:
         ranged = np.array([r[2] is AttackMode.RANGED for r in rows], dtype=bool)
         melee = np.array([r[2] is AttackMode.MELEE for r in rows], dtype=bool)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
-        melee_adj = melee & (sx <= 1) & (sy <= 1)
+        melee_adj = melee & (sx <= 1) & (sy <= 1) & (self._vsteps(a, t) <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
         k = np.repeat(np.arange(4), 4)  # attacker corner of each of a row's 16 lines
         el = np.tile(np.arange(4), 4)  # target corner
@@ -693,8 +721,7 @@ class CornerEngine:
             for o in self._space_idx[a]:
                 probes.append((np.array([o]), self._space_idx[t], self.spaces[t]))
         else:
-            if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t],
-                                                     self.grid):
+            if mode is AttackMode.MELEE and self._adjacent(a, t):
                 for i, asq in enumerate(self.squares[a]):
                     for j, tsq in enumerate(self.squares[t]):
                         if adjacent(asq, tsq, self.grid):
@@ -765,8 +792,9 @@ class CornerEngine:
         a = np.array([r[0] for r in rows], dtype=np.intp)
         t = np.array([r[1] for r in rows], dtype=np.intp)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
-        adj = (sx <= 1) & (sy <= 1)
-        reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
+        sz = self._vsteps(a, t)
+        adj = (sx <= 1) & (sy <= 1) & (sz <= 1)
+        reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a], sz)
 
         out: list[PairFacts] = []
         for r, (_, _, mode) in enumerate(rows):
@@ -830,7 +858,7 @@ class CornerEngine:
         tt = np.repeat(np.array(targets, dtype=np.intp), n)
         bb = np.tile(np.arange(n), len(targets))
         sx, sy = grid_steps_many(self._space_arr[bb], self._space_arr[tt], self.grid.size)
-        near = within_reach_many(sx, sy, self._reach[bb]) & (bb != tt)
+        near = within_reach_many(sx, sy, self._reach[bb], self._vsteps(bb, tt)) & (bb != tt)
         return list(zip(bb[near].tolist(), tt[near].tolist(), strict=True))
 
     def flankers(self, a: int, t: int, threatens: dict[tuple[int, int], bool]) -> list[str]:
@@ -839,14 +867,17 @@ class CornerEngine:
         any square they occupy)."""
         found = []
         target_box = self.spaces[t]
-        a_centres = [centre(sq) for sq in self.squares[a]]
+        et, st = float(self._elev[t]), float(self._side[t])
+        za = flank_height(float(self._elev[a]), float(self._side[a]), et, st)
+        a_centres = [(*centre(sq), za) for sq in self.squares[a]]
         for b, other in enumerate(self.cs):
             if b in (a, t) or other.disposition != self.cs[a].disposition:
                 continue
             if not threatens.get((b, t), False):
                 continue
-            b_centres = [centre(sq) for sq in self.squares[b]]
-            if any(crosses_opposite_borders(p, q, target_box)
+            zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)
+            b_centres = [(*centre(sq), zb) for sq in self.squares[b]]
+            if any(crosses_opposite_faces(p, q, target_box, et, et + st)
                    for p in a_centres for q in b_centres):
                 found.append(other.id)
         return found

@@ -24,24 +24,26 @@ import numpy as np
 import shapely
 
 from geometry import hex as hexgrid
-from geometry.flanking import crosses_opposite_borders, crosses_opposite_sides
+from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import FloatArray, IntArray, segments_enter_boxes
 from geometry.model import GridKind, RegionKind, SceneGeom
 from geometry.square import (
     INSET_PX,
     Box,
-    adjacent,
     centre,
     corners,
     creature_centre,
-    grid_steps,
     inset,
     space,
     squares,
-    within_reach,
+    steps_3d,
+    vertical_side,
+    vertical_steps_many,
+    within_reach_many,
 )
 from geometry.templates import Template, inside, shape
 from geometry.trace import LineHits, Tracer
+from geometry.vertical import flank_height
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -56,7 +58,7 @@ from rulesets.base import (
     in_reach_by_mode,
     pair_indices,
 )
-from rulesets.obstacles import limited_blocked, wall_roles
+from rulesets.obstacles import creature_hits, limited_blocked, wall_roles_3d
 
 M = Modifier
 LADDER = (Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER)
@@ -111,6 +113,15 @@ class CoverDegrees(Ruleset):
         RegionKind.BLOCKING: STANDARD, RegionKind.COVER: STANDARD,
         RegionKind.IMPROVED: GREATER, RegionKind.OBSCURING: NONE}
     CREATURE_LEVEL: ClassVar[int] = LESSER
+    #: Seed 000 builds on Pathfinder 2e: its aquatic combat rules (seed 002) apply.
+    aquatic: ClassVar[bool] = True
+
+    def creature_level(self, ctx: _Context, c: int, a: int, t: int) -> int:
+        """What creature c on the centre line between a and t is worth (before the cap)."""
+        shift = 0
+        if ctx.options.size_shift:
+            shift = int(np.sign(ctx.rank[c] - ctx.rank[t]))
+        return self.CREATURE_LEVEL + shift
 
     # -- attacks ------------------------------------------------------------------------
 
@@ -118,7 +129,7 @@ class CoverDegrees(Ruleset):
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
-        ctx = _Context(scene, options)
+        ctx = _Context(scene, options, self)
         idx = pair_indices(len(scene.creatures), ctx.index, pairs)
         rows = ctx.rows(idx, lines)
         modes = tuple(modes)
@@ -135,9 +146,9 @@ class CoverDegrees(Ruleset):
         degree = Degree.TOTAL if row.level == TOTAL else LADDER[row.level]
         degree = self.floored(degree, ctx.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
-        sx, sy = ctx.steps(a, t)
+        sx, sy, sz = ctx.steps(a, t)
         in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
-                                         np.array([ctx.cs[a].reach]))[mode][0])
+                                         np.array([ctx.cs[a].reach]), np.array([sz]))[mode][0])
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
@@ -168,7 +179,7 @@ class CoverDegrees(Ruleset):
     # -- areas --------------------------------------------------------------------------
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
-        ctx = _Context(scene, options)
+        ctx = _Context(scene, options, self)
         region = shape(template, scene.grid)
         origin = (template.x, template.y)
         hits = []
@@ -189,7 +200,9 @@ class CoverDegrees(Ruleset):
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
-    def __init__(self, scene: SceneGeom, options: DegreesOptions) -> None:
+    def __init__(self, scene: SceneGeom, options: Any, rules: CoverDegrees) -> None:
+        self.rules = rules
+        self.wall_level: Mapping[str, int] = rules.WALL_LEVEL
         self.scene = scene
         self.grid = scene.grid
         self.options = options
@@ -202,6 +215,46 @@ class _Context:
         self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
+        self.side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        #: Rider and mount, each other's partner: never cover between or for each other.
+        self.partner: dict[int, int] = {}
+        for k, c in enumerate(self.cs):
+            if c.mount is not None and c.mount in self.index:
+                self.partner[k] = self.index[c.mount]
+                self.partner[self.index[c.mount]] = k
+
+    def ignored(self, a: int, t: int) -> set[int]:
+        """Creatures that never stand between a and t: themselves and their mount or rider."""
+        out = {a, t}
+        for k in (a, t):
+            if k in self.partner:
+                out.add(self.partner[k])
+        return out
+
+    def steps(self, a: int, t: int) -> tuple[int, int, int]:
+        """Grid steps between two creatures' spaces, across the map and vertically (on a hex
+        grid: hexes between their footprints, as (n, 0, vertical))."""
+        if self.hex is None:
+            return steps_3d(self.cs[a], self.cs[t], self.grid)
+        sz = vertical_steps_many(self.elev[a:a + 1], self.side[a:a + 1],
+                                 self.elev[t:t + 1], self.side[t:t + 1])
+        return int(self._hex_steps[a, t]), 0, int(sz[0])
+
+    @functools.cached_property
+    def _hex_steps(self) -> np.ndarray:
+        assert self.hex is not None
+        return hexgrid.footprints_distance(
+            self.hex, [hexgrid.footprint(c, self.grid).cells for c in self.cs])
+
+    def in_reach(self, a: int, t: int, reach: float) -> bool:
+        """Whether t is within `reach` feet of a, counted in three dimensions."""
+        sx, sy, sz = self.steps(a, t)
+        return bool(within_reach_many(np.array([sx]), np.array([sy]), np.array([reach]),
+                                      np.array([sz]))[0])
+
+    def adjacent(self, a: int, t: int) -> bool:
+        sx, sy, sz = self.steps(a, t)
+        return sx <= 1 and sy <= 1 and sz <= 1
 
     def _samples(self, k: int) -> FloatArray:
         """Points standing for 'any part' of a creature's space: its corners (a hair inside)
@@ -217,36 +270,16 @@ class _Context:
         moved = ring + d / np.maximum(dist, 1e-12) * np.minimum(INSET_PX, dist)
         return np.vstack([moved, c[None, :]])
 
-    def steps(self, a: int, t: int) -> tuple[int, int]:
-        """Grid steps between two creatures' spaces (hex grids: hexes, as (n, 0))."""
-        if self.hex is None:
-            return grid_steps(self.spaces[a], self.spaces[t], self.grid.size)
-        return int(self._hex_steps[a, t]), 0
-
-    @functools.cached_property
-    def _hex_steps(self) -> np.ndarray:
-        assert self.hex is not None
-        return hexgrid.footprints_distance(
-            self.hex, [hexgrid.footprint(c, self.grid).cells for c in self.cs])
-
-    def adjacent(self, a: int, t: int) -> bool:
-        if self.hex is None:
-            return adjacent(self.spaces[a], self.spaces[t], self.grid)
-        return self.steps(a, t)[0] <= 1
-
-    def within_reach(self, b: int, t: int, reach: float) -> bool:
-        if self.hex is None:
-            return within_reach(self.spaces[b], self.spaces[t], reach, self.grid)
-        sx, sy = self.steps(b, t)
-        return bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
-                                     np.array([reach]))[AttackMode.MELEE][0])
-
-    def _solid(self, hits: LineHits, tgt: IntArray, starts: FloatArray,
-               ends: FloatArray) -> tuple[np.ndarray, np.ndarray]:
-        """Per line: blocked outright (line of effect), and the wall roles of each hit."""
+    def _solid(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
+               ends: FloatArray, origin: tuple[float, float] | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per line: blocked outright (line of effect); the wall roles of each hit (in three
+        dimensions: geometry.vertical); per creature hit, whether the sheet of sight meets
+        the creature rather than passing over or under it."""
         tr = self.tracer
-        solid, low, improved = wall_roles(tr, self.tall, self.elev, hits.wall_idx,
-                                          tgt[hits.wall_line])
+        solid, low, improved = wall_roles_3d(tr, hits.wall_idx, hits.wall_line, att, tgt,
+                                             starts, ends, origin)
+        creature_ok = creature_hits(tr, hits, att, tgt, starts, ends, origin)
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
         by_limited = limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
@@ -256,61 +289,63 @@ class _Context:
         # A limited wall would block nothing alone: it counts only with a second one.
         solid &= ~limited | by_limited[hits.wall_line]
         roles = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
-        return blocked, roles
+        return blocked, roles, creature_ok
 
     def rows(self, pairs: Sequence[tuple[int, int]], want_lines: bool) -> list[_Row]:
         if not pairs:
             return []
-        starts, ends, tgt, group = [], [], [], []
+        starts, ends, att, tgt, group = [], [], [], [], []
         for k, (a, t) in enumerate(pairs):
             sa, st = self._samples(a), self._samples(t)
             # Line 0 of each group is centre to centre; the rest sample 'any part'.
             starts.append(np.vstack([[self.centres[a]], np.repeat(sa, len(st), 0)]))
             ends.append(np.vstack([[self.centres[t]], np.tile(st, (len(sa), 1))]))
             n = 1 + len(sa) * len(st)
+            att.extend([a] * n)
             tgt.extend([t] * n)
             group.extend([k] * n)
         s, e = np.concatenate(starts), np.concatenate(ends)
         tgt_a = np.array(tgt, dtype=np.intp)
         group_a = np.array(group, dtype=np.intp)
         hits = self.tracer.trace(s, e)
-        blocked, roles = self._solid(hits, tgt_a, s, e)
+        blocked, roles, ok = self._solid(hits, np.array(att, dtype=np.intp), tgt_a, s, e)
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
         np.logical_or.at(open_any, group_a, ~blocked)
         rows = []
         for k, (a, t) in enumerate(pairs):
             line = int(first[k])
-            level = self._centre_level(hits, roles, line, a, t) if open_any[k] else TOTAL
-            traced = self._traced(hits, roles, blocked, s, e, line, a, t) if want_lines \
+            level = self._centre_level(hits, roles, ok, line, a, t) if open_any[k] else TOTAL
+            traced = self._traced(hits, roles, ok, blocked, s, e, line, a, t) if want_lines \
                 else None
             rows.append(_Row(level, traced))
         return rows
 
-    def _centre_level(self, hits: LineHits, roles: np.ndarray, line: int, a: int,
+    def _centre_level(self, hits: LineHits, roles: np.ndarray, ok: np.ndarray, line: int,
+                      a: int,
                       t: int) -> int:
         level = NONE
-        table = CoverDegrees.WALL_LEVEL
+        table = self.wall_level
         names = ("solid", "low", "improved")
         for role in roles[hits.wall_line == line]:
             if role >= 0:
                 level = max(level, table[names[role]])
         for r in hits.region_idx[hits.region_line == line]:
-            level = max(level, CoverDegrees.REGION_LEVEL[self.tracer.region_kind[r]])
-        for c in hits.creature_idx[hits.creature_line == line]:
-            if c in (a, t):
+            level = max(level, self.rules.REGION_LEVEL[self.tracer.region_kind[r]])
+        on_line = (hits.creature_line == line) & ok
+        for c in hits.creature_idx[on_line]:
+            if c in self.ignored(a, t):
                 continue
-            shift = 0
-            if self.options.size_shift:
-                shift = int(np.sign(self.rank[c] - self.rank[t]))
-            level = max(level, CoverDegrees.CREATURE_LEVEL + shift)
+            level = max(level, self.rules.creature_level(self, int(c), a, t))
         return min(level, GREATER)
 
-    def _traced(self, hits: LineHits, roles: np.ndarray, blocked: np.ndarray, s: FloatArray,
+    def _traced(self, hits: LineHits, roles: np.ndarray, ok: np.ndarray, blocked: np.ndarray,
+                s: FloatArray,
                 e: FloatArray, line: int, a: int, t: int) -> tuple[TracedLine, ...]:
         tr = self.tracer
         walls = hits.wall_idx[(hits.wall_line == line) & (roles >= 0)]
-        crs = [c for c in hits.creature_idx[hits.creature_line == line] if c not in (a, t)]
+        on_line = (hits.creature_line == line) & ok
+        crs = [c for c in hits.creature_idx[on_line] if c not in self.ignored(a, t)]
         regs = hits.region_idx[hits.region_line == line]
         return (TracedLine((float(s[line, 0]), float(s[line, 1])),
                            (float(e[line, 0]), float(e[line, 1])), bool(blocked[line]),
@@ -324,7 +359,7 @@ class _Context:
         c = self.cs[b]
         if c.reach <= 0:
             return False  # creatures with 0 reach cannot flank
-        if not self.within_reach(b, t, c.reach):
+        if not self.in_reach(b, t, c.reach):
             return False
         return rows.get((b, t), TOTAL) != TOTAL
 
@@ -362,11 +397,15 @@ class _Context:
                if b != t and c.disposition == side and self._threatens(b, t, levels)]
         partners: dict[int, list[int]] = {b: [] for b in who}
         edges = []
-        crosses = self._crosses_target(t, box)
+        et, st = float(self.elev[t]), float(self.side[t])
+        crosses = self._crosses_target(t, box, et, et + st)
+
+        def centres(b: int) -> list[tuple[float, float, float]]:
+            z = flank_height(float(self.elev[b]), float(self.side[b]), et, st)
+            return [(*centre(sq), z) for sq in squares(self.cs[b], self.grid)]
+
         for b, d in itertools.combinations(who, 2):
-            if any(crosses(p, q)
-                   for p in (centre(sq) for sq in squares(self.cs[b], self.grid))
-                   for q in (centre(sq) for sq in squares(self.cs[d], self.grid))):
+            if any(crosses(p, q) for p in centres(b) for q in centres(d)):
                 partners[b].append(d)
                 partners[d].append(b)
                 edges.append((b, d))
@@ -374,11 +413,12 @@ class _Context:
         cap = 2 * side_squares + 2
         return min(_max_matching(edges), cap), partners
 
-    def _crosses_target(self, t: int, box: Box) -> Any:
-        """The opposite-borders test for target t: its square space, or on a hex grid the
-        opposite sides of the hex under its centre."""
+    def _crosses_target(self, t: int, box: Box, z0: float, z1: float) -> Any:
+        """The opposite-faces test for target t (z0..z1: its cube's vertical extent in
+        feet): its square space, or on a hex grid the opposite sides of the hex under its
+        centre (a hexagonal prism: its top and bottom are opposite faces too)."""
         if self.hex is None:
-            return lambda p, q: crosses_opposite_borders(p, q, box)
+            return lambda p, q: crosses_opposite_faces(p, q, box, z0, z1)
         layout = self.hex
         cells = hexgrid.footprint(self.cs[t], self.grid).cells
         cx, cy = self.centres[t]
@@ -387,7 +427,7 @@ class _Context:
         if cell not in cells:
             cell = cells[0]
         ring = [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()]
-        return lambda p, q: crosses_opposite_sides(p, q, ring)
+        return lambda p, q: crosses_opposite_prism_sides(p, q, ring, z0, z1)
 
     def _body(self, c: int) -> shapely.Geometry:
         """A creature's space as a polygon (its hex footprint on a hex grid)."""
@@ -405,7 +445,9 @@ class _Context:
         ends = self._samples(t)
         starts = np.repeat(np.array([origin], dtype=np.float64), len(ends), 0)
         hits = self.tracer.trace(starts, ends)
-        blocked, roles = self._solid(hits, np.full(len(ends), t, dtype=np.intp), starts, ends)
+        tgt = np.full(len(ends), t, dtype=np.intp)
+        # Templates carry no elevation: the origin is a point on the ground.
+        blocked, roles, _ = self._solid(hits, tgt, tgt, starts, ends, origin=(0.0, 0.0))
         if blocked.all():
             return None
         line = len(ends) - 1  # the centre sample

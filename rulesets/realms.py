@@ -36,7 +36,14 @@ from geometry.model import (
     WallCover,
     WallGeom,
 )
-from geometry.square import feet_many, grid_steps_many, space, squares
+from geometry.square import (
+    feet_many,
+    grid_steps_many,
+    space,
+    squares,
+    vertical_side,
+    vertical_steps_many,
+)
 from geometry.templates import Template, inside, shape
 from geometry.trace import Tracer
 from rulesets.base import (
@@ -133,9 +140,10 @@ class Realms(Ruleset):
             return []
         at = np.array(idx, dtype=np.intp)
         sx, sy = ctx.steps_all[0][at[:, 0], at[:, 1]], ctx.steps_all[1][at[:, 0], at[:, 1]]
+        sz = ctx.vertical_all[at[:, 0], at[:, 1]]
         reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
-        in_reach = in_reach_by_mode(sx, sy, reach)
-        adjacent = np.maximum(sx, sy) <= 1
+        in_reach = in_reach_by_mode(sx, sy, reach, sz)
+        adjacent = np.maximum(np.maximum(sx, sy), sz) <= 1
         out = []
         for k, (a, t) in enumerate(idx):
             m = ctx.best_measure(a, t)
@@ -302,10 +310,20 @@ class RealmsContext:
         return sx.reshape(n, n), sy.reshape(n, n)
 
     @functools.cached_property
+    def vertical_all(self) -> npt.NDArray[np.int64]:
+        """Vertical steps between every two creatures' cubes (geometry.square), all at once."""
+        n = len(self.cs)
+        side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+        return vertical_steps_many(self._elev[a], side[a], self._elev[t],
+                                   side[t]).reshape(n, n)
+
+    @functools.cached_property
     def feet_all(self) -> npt.NDArray[np.int64]:
-        """Feet between every two creatures (5 ft a hex; 5/10 diagonals on squares)."""
+        """Feet between every two creatures (5 ft a hex; 5/10 diagonals on squares), in
+        three dimensions: a climb or a flight counts as on every other ruleset."""
         sx, sy = self.steps_all
-        return feet_many(sx, sy)
+        return feet_many(sx, sy, self.vertical_all)
 
     def feet(self, a: int, t: int) -> float:
         return float(self.feet_all[a, t])
@@ -335,6 +353,21 @@ class RealmsContext:
         assert best is not None
         return best
 
+    def _band_meets_span(self, walls: npt.NDArray[np.intp], t: int,
+                         attacker: int | None) -> npt.NDArray[np.bool_]:
+        """Per wall: whether its height band overlaps (not only touches) the vertical span
+        from the lower of the two creatures' feet to the higher of their heads (an area's
+        origin: a point on the ground)."""
+        et, ht = self._elev[t], self._tall[t]
+        ea, ha = (0.0, 0.0) if attacker is None else (self._elev[attacker],
+                                                      self._tall[attacker])
+        lo, hi = min(ea, et), max(ea + ha, et + ht)
+        bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
+        bottom = np.where(np.isnan(bottom), -np.inf, bottom)  # NaN: open downwards
+        top = np.where(np.isnan(top), np.inf, top)  # NaN: open upwards
+        meets: npt.NDArray[np.bool_] = (bottom < hi) & (top > lo)
+        return meets
+
     def measure(self, p: tuple[float, float], t: int, attacker: int | None = None) -> Measure:
         """The fraction of target t's body the shadows cast from point p hide, each shadow
         weighted by how much of a body its obstacle hides."""
@@ -361,6 +394,13 @@ class RealmsContext:
                 facing = (tr.wall_dir[idx] == 0) | (side != tr.wall_dir[idx])
                 # Limited (terrain) walls hide nothing alone; they cast no shadow here.
                 keep = facing & ~tr.wall_limited[idx]
+                # The third dimension where it is exact: every line of sight from the
+                # shooter's height to the target's stays between the lower feet and the
+                # higher head of the two, so a wall whose height band (Wall Height) lies
+                # wholly below or above that span meets none of them and casts no shadow
+                # (an archer and a target on a tower over a low wall). Shadows cast are
+                # still judged on the map (docs/rulesets.md, not yet in 3D).
+                keep &= self._band_meets_span(idx, t, attacker)
                 # A wall through the viewpoint touches each line only at its start: by the
                 # crossing convention it blocks none of them, so it casts no shadow.
                 keep &= shapely.distance(self._wall_lines[idx], shapely.Point(p)) > 1e-6

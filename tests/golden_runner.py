@@ -40,7 +40,8 @@ A case on a hex grid with ruleset "realms" may also resolve shots by the friendl
 Each `expect` entry is one attack of the reply; the keys it lists are compared exactly
 (`dice` and `moved` as the raw faces, `candidates` as the token, or null, of slots 1..8).
 
-`modifiers` is compared exactly as a multiset of (stat, value, kind) when present; `flags`
+`modifiers` is compared exactly as a multiset of (stat, value, kind, damage types) when
+present (a modifier without `damage` applies to every attack); `flags`
 checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
 Evaluation goes through the same validation and document conversion as the server
 (parse_request -> scene.load -> ruleset), without sockets.
@@ -80,7 +81,7 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     scene = load_scene(case)
     out = []
     for q in case["queries"]:
-        (ann,) = scene.ruleset.evaluate(
+        (ann,) = scene.ruleset.annotate(
             scene.geometry, scene.options, pairs=[(q["attacker"], q["target"])],
             modes=[AttackMode(q.get("attack", "ranged"))], lines=True)
         out.append((q, msgspec.to_builtins(annotation_out(ann))))
@@ -137,8 +138,10 @@ def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
         if key in expect and expect[key] != actual.get(key, [] if key == "flankers" else None):
             problems.append(f"{key}: expected {expect[key]!r}, got {actual.get(key)!r}")
     if "modifiers" in expect:
-        want = sorted((m["stat"], m["value"], m["kind"]) for m in expect["modifiers"])
-        got = sorted((m["stat"], m["value"], m["kind"]) for m in actual["modifiers"])
+        want = sorted((m["stat"], m["value"], m["kind"], tuple(sorted(m.get("damage", []))))
+                      for m in expect["modifiers"])
+        got = sorted((m["stat"], m["value"], m["kind"], tuple(sorted(m.get("damage", []))))
+                     for m in actual["modifiers"])
         if want != got:
             problems.append(f"modifiers: expected {want}, got {got}")
     for flag, value in expect.get("flags", {}).items():

@@ -75,7 +75,7 @@ def test_welcome_lists_each_rulesets_grids(peer_factory: PeerFactory) -> None:
     welcome = p.hello()
     grids = {r["name"]: r["grids"] for r in welcome["rulesets"]}
     assert grids == {"dnd35": [1], "pf1": [1], "degrees": [1, 2, 3, 4, 5],
-                     "realms": [1, 2, 3, 4, 5]}
+                     "realms": [1, 2, 3, 4, 5], "pf2": [1, 2, 3, 4, 5]}
 
 
 def test_realms_cached_measures_do_not_cross_grids() -> None:

@@ -37,21 +37,29 @@ def _scene(rng: random.Random, ruleset: str, grid: int = 1) -> dict[str, Any]:
         tokens.append({"id": f"t{k}", "x": x * 100, "y": y * 100,
                        "disposition": rng.choice([-1, 1])})
     tokens[0].update(width=2, height=2, size="large")
+    # A lake (surface 8 ft) over a third of the map: aquatic combat for `degrees`.
+    lake = {"id": "lake", "kind": "water", "surface": 8,
+            "points": [0, 0, 400, 0, 400, 1200, 0, 1200]}
     return {"type": "scene.load", "ruleset": ruleset, "options": {},
             "scene": {"id": "s", "grid": {"type": grid, "size": 100, "distance": 5},
-                      "walls": walls, "tokens": tokens}}
+                      "walls": walls, "tokens": tokens, "regions": [lake]}}
 
 
 def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
     scene = core.scenes["s"]
     tokens, walls = list(scene.tokens), list(scene.walls)
     kind = rng.choice(["move", "move", "move", "create", "delete", "resize", "wall",
-                       "wall-move", "wall-delete", "door"])
+                       "wall-move", "wall-delete", "door", "swim"])
     if kind == "move" or (kind == "delete" and len(tokens) < 4):
         t = rng.choice(tokens)
         return {"type": "token.update", "scene": "s",
                 "tokens": [{"id": t, "x": rng.randrange(0, 12) * 100,
-                            "y": rng.randrange(0, 12) * 100}]}
+                            "y": rng.randrange(0, 12) * 100,
+                            "elevation": rng.choice([0, 0, 5])}]}
+    if kind == "swim":
+        return {"type": "token.update", "scene": "s",
+                "tokens": [{"id": rng.choice(tokens),
+                            "flags": {"covercast": {"swim": rng.choice([True, False])}}}]}
     if kind == "create":
         return {"type": "token.create", "scene": "s",
                 "tokens": [{"id": f"n{step}", "x": rng.randrange(0, 12) * 100,
@@ -80,7 +88,7 @@ def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
 
 def _full(core: Core) -> dict[Key, Any]:
     scene = core.scenes["s"]
-    results = scene.ruleset.evaluate(scene.geometry, scene.options)
+    results = scene.ruleset.annotate(scene.geometry, scene.options)
     return {a.key(): msgspec.to_builtins(annotation_out(a)) for a in results}
 
 
@@ -94,9 +102,9 @@ def _send(core: Core, conn: int, message: dict[str, Any]) -> dict[int, list[Any]
 
 
 @pytest.mark.parametrize(("ruleset", "grid"), [
-    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1),
+    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1), ("pf2", 1),
     # Hex grids (tokens off the hex centres are snapped by Foundry's own offsets).
-    ("degrees", 2), ("realms", 3), ("realms", 4), ("degrees", 5)])
+    ("degrees", 2), ("realms", 3), ("realms", 4), ("degrees", 5), ("pf2", 3)])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_incremental_matches_full(ruleset: str, grid: int, seed: int) -> None:
     rng = random.Random(seed)
