@@ -113,15 +113,18 @@ def band_stretches(bottom: FloatArray, top: FloatArray, a_elev: float, a_tall: f
     t = np.where(np.isnan(top), np.inf, top)
     lo0, dlo = a_elev, t_elev - a_elev
     hi0, dhi = a_elev + a_tall, t_elev + t_tall - a_elev - a_tall
-    meet = _where_positive([(hi0 - b, dhi), (t - lo0, -dlo)])
-    whole = _where_positive([(lo0 - b, dlo), (t - hi0, -dhi)])
+    meet = _where_positive([(hi0 - b, dhi), (t - lo0, -dlo)], strict=True)
+    whole = _where_positive([(lo0 - b, dlo), (t - hi0, -dhi)], strict=False)
     return meet[0], meet[1], whole[0], whole[1]
 
 
-def _where_positive(terms: list[tuple[FloatArray | float, float]]
+def _where_positive(terms: list[tuple[FloatArray | float, float]], strict: bool
                     ) -> tuple[FloatArray, FloatArray]:
-    """The stretch of s in [0, 1] where every alpha + beta * s is positive (its ends
-    included or not: the stretches measure areas, where ends weigh nothing)."""
+    """The stretch of s in [0, 1] where every alpha + beta * s is positive (`strict`) or
+    not negative. Its ends are included or not alike (the stretches measure areas, where
+    ends weigh nothing); a term constant in s (beta 0) holds everywhere or nowhere, and
+    there strictness decides (a band whose bottom is the feet of two creatures on one
+    level spans their sheet: bottom <= lo)."""
     s0: FloatArray = np.zeros(np.shape(np.asarray(terms[0][0])))
     s1: FloatArray = np.ones_like(s0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -132,7 +135,7 @@ def _where_positive(terms: list[tuple[FloatArray | float, float]]
             elif beta < 0:
                 s1 = np.minimum(s1, -a / beta)
             else:
-                s1 = np.where(a > 0, s1, -1.0)
+                s1 = np.where((a > 0) if strict else (a >= 0), s1, -1.0)
     return np.clip(s0, 0.0, 1.0), np.clip(s1, -1.0, 1.0)
 
 
