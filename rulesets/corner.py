@@ -270,8 +270,10 @@ def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArra
     u = np.clip(np.einsum("ij,ij->i", -ua, d) / length2, 0.0, 1.0)
     closest = ua + d * u[:, None]
     gap = np.hypot(closest[:, 0], closest[:, 1])
-    with np.errstate(divide="ignore"):
-        far = np.where(s0 > 0, 1.0 / s0, np.inf)
+    # The far scale is capped: a far edge that far out is beyond `reach` unless p is on
+    # the wall's line, where the shadow has no area anyway.
+    with np.errstate(divide="ignore", over="ignore"):
+        far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
     open_end = (s0 <= 0) | (far * gap >= reach)
     out = np.empty(len(a), dtype=object)
     if open_end.any():
