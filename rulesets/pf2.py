@@ -225,6 +225,10 @@ class Pf2(CoverDegrees):
 
     # -- areas --------------------------------------------------------------------------
 
+    def area_creatures(self, scene: SceneGeom) -> SceneGeom:
+        """A rider is in an area wherever its mount's space is."""
+        return mounted_scene(scene)[0]
+
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area (a rider wherever its mount is) with line of effect from
         the origin; cover from the line between the origin and the centre of their space
