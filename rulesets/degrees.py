@@ -18,23 +18,26 @@ import msgspec
 import numpy as np
 import shapely
 
+from geometry import kernel
 from geometry.flanking import crosses_opposite_faces
-from geometry.kernel import FloatArray, IntArray, segments_enter_boxes
-from geometry.model import RegionKind, SceneGeom
+from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
+from geometry.model import Direction, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     centre,
     corners,
+    grid_steps_many,
     inset,
     space,
     squares,
     steps_3d,
     vertical_side,
+    vertical_steps_many,
     within_reach_many,
 )
 from geometry.templates import Template, inside, shape
-from geometry.trace import LineHits, Tracer
-from geometry.vertical import flank_height
+from geometry.trace import SOLID_CODE, LineHits, Tracer
+from geometry.vertical import flank_height, wall_crossing
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -66,6 +69,18 @@ class DegreesOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, re
 class _Row:
     level: int
     lines: tuple[TracedLine, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one distinct combination of an attack's facts is worth (shared by every
+    annotation with those facts)."""
+
+    loe: bool
+    degree: Degree
+    modifiers: tuple[Modifier, ...]
+    flags: frozenset[Flag]
+    flankers: tuple[str, ...]
 
 
 class CoverDegrees(Ruleset):
@@ -113,36 +128,106 @@ class CoverDegrees(Ruleset):
             shift = int(np.sign(ctx.rank[c] - ctx.rank[t]))
         return self.CREATURE_LEVEL + shift
 
+    def creature_levels(self, ctx: _Context, c: IntArray, a: IntArray,
+                        t: IntArray) -> IntArray:
+        """creature_level for many (creature, attacker, target) triples at once."""
+        shift = np.sign(ctx.rank[c] - ctx.rank[t]) if ctx.options.size_shift else 0
+        out: IntArray = (self.CREATURE_LEVEL + shift + np.zeros(len(c), dtype=np.intp))
+        return out
+
     # -- attacks ------------------------------------------------------------------------
 
     def evaluate(self, scene: SceneGeom, options: Any,
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
-        ctx = _Context(scene, options, self)
-        idx = pair_indices(len(scene.creatures), ctx.index, pairs)
-        rows = ctx.rows(idx, lines)
+        ctx = self._context(scene, options)
+        idx = pair_indices(len(ctx.cs), ctx.index, pairs)
+        return self._fast(ctx, idx, tuple(modes), lines)
+
+    def reference(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None = None,
+                  modes: Iterable[AttackMode] = tuple(AttackMode),
+                  lines: bool = False) -> list[Annotation]:
+        """`evaluate` computed the straightforward way, pair by pair: every pair's 26 lines
+        traced with no spatial prune, its degree, reach and flanking partners found one by
+        one. Tests and benchmarks hold `evaluate` to it."""
+        ctx = self._context(scene, options)
+        idx = pair_indices(len(ctx.cs), ctx.index, pairs)
         modes = tuple(modes)
-        flanking = ctx.flanking(idx, rows) if any(m is not AttackMode.RANGED for m in modes) \
-            else {}
+        rows = ctx.reference_rows(idx, lines)
+        flanking = ctx.reference_flanking(idx, rows) \
+            if any(m is not AttackMode.RANGED for m in modes) else {}
         out = []
         for (a, t), row in zip(idx, rows, strict=True):
             for mode in modes:
-                out.append(self._annotate(ctx, a, t, mode, row, flanking.get((a, t))))
+                out.append(self._reference_annotate(ctx, a, t, mode, row,
+                                                    flanking.get((a, t))))
         return out
 
-    def _annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
-                  flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
-        degree = Degree.TOTAL if row.level == TOTAL else LADDER[row.level]
-        degree = self.floored(degree, ctx.cs[t].cover_floor)
-        loe = degree is not Degree.TOTAL
+    def _context(self, scene: SceneGeom, options: Any, attack: bool = True) -> _Context:
+        return _Context(scene, options, self)
+
+    def _fast(self, ctx: _Context, idx: Sequence[tuple[int, int]], modes: tuple[AttackMode, ...],
+              want_lines: bool) -> list[Annotation]:
+        """Every pair's facts as arrays (one traced batch, one reach computation), then one
+        Outcome per distinct combination of facts, shared by the annotations that have it."""
+        if not idx:
+            return []
+        a = np.array([p[0] for p in idx], dtype=np.intp)
+        t = np.array([p[1] for p in idx], dtype=np.intp)
+        levels, lines = ctx.fast_rows(a, t, want_lines)
+        flanking = ctx.fast_flanking(idx, a, t, levels) \
+            if any(m is not AttackMode.RANGED for m in modes) else {}
+        sx, sy = grid_steps_many(ctx.space_arr[a], ctx.space_arr[t], ctx.grid.size)
+        sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
+        by_mode = in_reach_by_mode(sx, sy, ctx.reach[a], sz)
+        reach = {m: by_mode[m].tolist() for m in modes}
+        adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
+        extra = self._fast_extra(ctx, a, t)
+        ids = [c.id for c in ctx.cs]
+        floors = [c.cover_floor for c in ctx.cs]
+        outcomes: dict[tuple[Any, ...], _Outcome] = {}
+        out = []
+        for k, (ak, tk) in enumerate(idx):
+            level, flank, more = int(levels[k]), flanking.get((ak, tk)), extra[k]
+            traced = lines[k] if lines is not None else None
+            for mode in modes:
+                key = (mode, level, floors[tk], reach[mode][k], adjacent[k], flank, more)
+                o = outcomes.get(key)
+                if o is None:
+                    o = outcomes[key] = self._outcome(*key)
+                out.append(Annotation(ids[ak], ids[tk], mode, o.loe, o.degree, o.modifiers,
+                                      o.flags, o.flankers, traced))
+        return out
+
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
+        """Per pair: the facts beyond the shared ones a variant's outcome depends on."""
+        return [()] * len(a)
+
+    def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
+                            flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
         sx, sy, sz = ctx.steps(a, t)
         in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
                                          np.array([ctx.cs[a].reach]), np.array([sz]))[mode][0])
+        o = self._outcome(mode, row.level, ctx.cs[t].cover_floor, in_reach,
+                          ctx.adjacent(a, t), flank, ())
+        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, o.loe, o.degree, o.modifiers,
+                          o.flags, o.flankers, row.lines)
+
+    def _outcome(self, mode: AttackMode, level: int, floor: str | None, in_reach: bool,
+                 adjacent: bool, flank: tuple[int, tuple[str, ...]] | None,
+                 extra: Any) -> _Outcome:
+        """What one attack is worth: its centre line's level (TOTAL: no line of effect), the
+        GM's floor on the target, whether the target is in reach for this mode and adjacent,
+        the attacker's flanking bonus and partners (None: not flanking)."""
+        degree = Degree.TOTAL if level == TOTAL else LADDER[level]
+        degree = self.floored(degree, floor)
+        loe = degree is not Degree.TOTAL
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
-        if ctx.adjacent(a, t):
+        if adjacent:
             flags.add(Flag.ADJACENT)
         if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
@@ -163,8 +248,7 @@ class CoverDegrees(Ruleset):
                           "flanking with " + ", ".join(flankers)))
             mods.append(M(Stat.CONCENTRATION, -bonus, ModKind.FLANKING,
                           "flanked: the bonus is a penalty to Concentration for spellcasters"))
-        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, loe, degree, tuple(mods),
-                          frozenset(flags), flankers, row.lines)
+        return _Outcome(loe, degree, tuple(mods), frozenset(flags), flankers)
 
     # -- areas --------------------------------------------------------------------------
 
@@ -200,16 +284,24 @@ class _Context:
         self.cs = scene.creatures
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.spaces = [space(c, self.grid) for c in self.cs]
+        self.space_arr: FloatArray = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
         self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
         self.side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        self.reach = np.array([c.reach for c in self.cs], dtype=np.float64)
+        self.disposition = np.array([c.disposition for c in self.cs], dtype=np.int64)
         #: Rider and mount, each other's partner: never cover between or for each other.
         self.partner: dict[int, int] = {}
         for k, c in enumerate(self.cs):
             if c.mount is not None and c.mount in self.index:
                 self.partner[k] = self.index[c.mount]
                 self.partner[self.index[c.mount]] = k
+        self._sample_arr: FloatArray | None = None
+        #: The same as an array (-1: none).
+        self.partner_arr = np.full(len(self.cs), -1, dtype=np.intp)
+        for k, p in self.partner.items():
+            self.partner_arr[k] = p
 
     def ignored(self, a: int, t: int) -> set[int]:
         """Creatures that never stand between a and t: themselves and their mount or rider."""
@@ -237,16 +329,14 @@ class _Context:
         """Points standing for 'any part' of a space: its corners (a hair inside) and centre."""
         return np.vstack([inset(corners(box), box), np.array([centre(box)])])
 
-    def _solid(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
-               ends: FloatArray, origin: tuple[float, float] | None = None,
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per line: blocked outright (line of effect); the wall roles of each hit (in three
-        dimensions: geometry.vertical); per creature hit, whether the sheet of sight meets
-        the creature rather than passing over or under it."""
+    def _blocked_roles(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
+                       ends: FloatArray, origin: tuple[float, float] | None = None,
+                       ) -> tuple[BoolArray, IntArray]:
+        """Per line: blocked outright (line of effect); per wall hit, its role in three
+        dimensions (geometry.vertical): 0 solid, 1 low, 2 improved, -1 nothing to this line."""
         tr = self.tracer
         solid, low, improved = wall_roles_3d(tr, hits.wall_idx, hits.wall_line, att, tgt,
                                              starts, ends, origin)
-        creature_ok = creature_hits(tr, hits, att, tgt, starts, ends, origin)
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
         by_limited = limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
@@ -255,10 +345,234 @@ class _Context:
         blocked |= tr.region_lines(hits, RegionKind.BLOCKING)
         # A limited wall would block nothing alone: it counts only with a second one.
         solid &= ~limited | by_limited[hits.wall_line]
-        roles = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
+        roles: IntArray = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
+        return blocked, roles
+
+    def _solid(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
+               ends: FloatArray, origin: tuple[float, float] | None = None,
+               ) -> tuple[BoolArray, IntArray, BoolArray]:
+        """`_blocked_roles`, and per creature hit, whether the sheet of sight meets the
+        creature rather than passing over or under it."""
+        blocked, roles = self._blocked_roles(hits, att, tgt, starts, ends, origin)
+        creature_ok = creature_hits(self.tracer, hits, att, tgt, starts, ends, origin)
         return blocked, roles, creature_ok
 
-    def rows(self, pairs: Sequence[tuple[int, int]], want_lines: bool) -> list[_Row]:
+    # -- the fast path: every pair at once ----------------------------------------------
+
+    def fast_rows(self, a: IntArray, t: IntArray,
+                  want_lines: bool) -> tuple[IntArray, list[tuple[TracedLine, ...]] | None]:
+        """Per pair (a[k], t[k]): its level (TOTAL: no line of effect), and its traced centre
+        line when asked; what `reference_rows` computes, for many pairs at once.
+
+        The centre lines are traced first; only pairs whose centre line is blocked need the
+        25 lines between their 'any part' samples, and of those only whether one is open
+        (walls and terrain: creatures never block a line), so those are traced as 5 x 5
+        blocks against walls alone."""
+        n = len(a)
+        tr = self.tracer
+        cen = (self.space_arr[:, 0:2] + self.space_arr[:, 2:4]) / 2
+        starts, ends = cen[a], cen[t]
+        hits = tr.trace(starts, ends)
+        blocked, roles, ok = self._solid(hits, a, t, starts, ends)
+        open_any = ~blocked
+        shut = np.nonzero(blocked)[0]
+        if shut.size:
+            rest = shut[~self._walled_in(shut, hits, starts, ends, a, t)]
+            if rest.size:
+                open_any[rest] = self._any_sample_open(a[rest], t[rest])
+        level = np.zeros(n, dtype=np.intp)
+        table = self.wall_level
+        role_level = np.array([table["solid"], table["low"], table["improved"]], dtype=np.intp)
+        sel = roles >= 0
+        np.maximum.at(level, hits.wall_line[sel], role_level[roles[sel]])
+        if hits.region_idx.size:
+            kinds = self.tracer.region_kind
+            worth = np.array([self.rules.REGION_LEVEL[kinds[r]] for r in hits.region_idx],
+                             dtype=np.intp)
+            np.maximum.at(level, hits.region_line, worth)
+        cl, ci = hits.creature_line, hits.creature_idx
+        ca, ct = a[cl], t[cl]
+        keep = ok & (ci != ca) & (ci != ct) & (ci != self.partner_arr[ca]) \
+            & (ci != self.partner_arr[ct])
+        if keep.any():
+            np.maximum.at(level, cl[keep],
+                          self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
+        level = np.minimum(level, GREATER)
+        level[~open_any] = TOTAL
+        lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
+            else None
+        return level, lines
+
+    @property
+    def samples(self) -> FloatArray:
+        """Per creature, its 'any part' sample points (n, 5, 2), the centre last."""
+        if self._sample_arr is None:
+            self._sample_arr = np.stack([self._samples(box) for box in self.spaces]) \
+                if self.spaces else np.empty((0, 5, 2))
+        return self._sample_arr
+
+    def _sample_lines(self, a: IntArray, t: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The 25 lines between the samples of each a's space and t's space, 25 per pair,
+        in `reference_rows`' order (a's sample p to t's sample q is line p * 5 + q)."""
+        p_pts, q_pts = self.samples[a], self.samples[t]
+        n_s = p_pts.shape[1]
+        return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
+                np.tile(q_pts, (1, n_s, 1)).reshape(-1, 2))
+
+    def _walled_in(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
+                   a: IntArray, t: IntArray) -> BoolArray:
+        """Per pair in `shut` (pairs whose centre line is blocked): whether all 25 sample lines
+        are certainly blocked too, by plain walls (solid, both ways, not limited, no height
+        band: such a wall blocks every line it crosses, whoever looks) near the centre line.
+
+        A pair is usually walled in by the first or the last wall its centre line crosses, or
+        by their neighbours (walls are drawn in segments): only those are tested against the
+        25 lines, with the kernel's exact row-paired test and the prune the tracer applies,
+        so a line found blocked here is blocked in `reference_rows`. Pairs not found walled
+        in are traced in full (`_any_sample_open`)."""
+        tr = self.tracer
+        out = np.zeros(len(shut), dtype=bool)
+        plain = _plain_walls(tr)
+        wl, wi = hits.wall_line, hits.wall_idx
+        on_shut = np.zeros(hits.n, dtype=bool)
+        on_shut[shut] = True
+        sel = plain[wi] & on_shut[wl]
+        if not sel.any():
+            return out
+        cl, cw = wl[sel], wi[sel]
+        along = wall_crossing(starts[cl], ends[cl], tr.wall_xy[cw])
+        order = np.lexsort((along, cl))
+        cl, cw = cl[order], cw[order]
+        edge = np.ones(len(cl), dtype=bool)
+        edge[1:-1] = (cl[1:-1] != cl[:-2]) | (cl[1:-1] != cl[2:])
+        cl, cw = cl[edge], cw[edge]
+        indptr, nbrs = _wall_neighbours(tr)
+        deg = indptr[cw + 1] - indptr[cw]
+        within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+        cw = nbrs[np.repeat(indptr[cw], deg) + within]
+        cl = np.repeat(cl, deg)
+        m = max(1, len(tr.walls))
+        key = np.unique(cl.astype(np.int64) * m + cw)
+        cl, cw = (key // m).astype(np.intp), (key % m).astype(np.intp)
+        pos = np.full(hits.n, -1, dtype=np.intp)
+        pos[shut] = np.arange(len(shut))
+        per = self.samples.shape[1] ** 2
+        covered = np.zeros((len(shut), per), dtype=bool)
+        step = max(1, _CHUNK_ROWS // per)
+        xy = tr.wall_xy
+        for c0 in range(0, len(cl), step):
+            pc, wc = cl[c0:c0 + step], cw[c0:c0 + step]
+            s, e = self._sample_lines(a[pc], t[pc])
+            w = np.repeat(xy[wc], per, axis=0)
+            lo, hi = np.minimum(s, e), np.maximum(s, e)
+            # The tracer's prune (kernel.iter_group_candidates), line by line.
+            near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
+                    & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
+                    & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
+                    & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
+            hit = near & kernel.cross_paired(s, e, w)
+            rows = np.repeat(pos[pc], per)[hit]
+            cols = np.tile(np.arange(per), len(pc))[hit]
+            covered[rows, cols] = True
+        walled: BoolArray = np.logical_and.reduce(covered, axis=1)
+        return walled
+
+    def _any_sample_open(self, a: IntArray, t: IntArray) -> BoolArray:
+        """Per pair: whether any of the 25 lines between the samples of a's space and t's
+        space is unblocked (walls, limited walls, blocking terrain), traced as the same
+        lines `reference_rows` draws, one-way walls seen from a's side."""
+        tr = self.tracer
+        p_pts, q_pts = self.samples[a], self.samples[t]
+        per = p_pts.shape[1] * q_pts.shape[1]
+        starts, ends = self._sample_lines(a, t)
+        wl, wi, _ = kernel.blocks_cross_walls(p_pts, q_pts, tr.wall_xy)
+        if wl.size:
+            # The tracer's prune is per line, the block kernel's per block: keep what the
+            # tracer would have tested.
+            w = tr.wall_xy[wi]
+            lo = np.minimum(starts[wl], ends[wl])
+            hi = np.maximum(starts[wl], ends[wl])
+            near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
+                    & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
+                    & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
+                    & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
+            one_way = tr.wall_dir[wi] != Direction.BOTH
+            if one_way.any():
+                # Foundry's side of the start, computed as Tracer.trace does.
+                side = kernel.foundry_side(w, starts[wl])
+                near &= ~one_way | (side != tr.wall_dir[wi])
+            wl, wi = wl[near], wi[near]
+        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        empty = np.empty(0, dtype=np.intp)
+        hits = LineHits(len(starts), wl, wi, empty, empty, rl, ri)
+        att, tgt = np.repeat(a, per), np.repeat(t, per)
+        blocked, _ = self._blocked_roles(hits, att, tgt, starts, ends)
+        any_open: BoolArray = np.logical_not(blocked.reshape(-1, per).all(axis=1))
+        return any_open
+    def _fast_traced(self, hits: LineHits, roles: IntArray, keep: BoolArray,
+                     blocked: BoolArray, starts: FloatArray,
+                     ends: FloatArray) -> list[tuple[TracedLine, ...]]:
+        """Each pair's centre line as drawn, with what counted on it (as `_traced`)."""
+        tr = self.tracer
+        walls: list[set[str]] = [set() for _ in range(hits.n)]
+        tokens: list[set[str]] = [set() for _ in range(hits.n)]
+        regions: list[set[str]] = [set() for _ in range(hits.n)]
+        sel = roles >= 0
+        for line, w in zip(hits.wall_line[sel].tolist(), hits.wall_idx[sel].tolist(),
+                           strict=True):
+            walls[line].add(tr.walls[w].id)
+        for line, c in zip(hits.creature_line[keep].tolist(),
+                           hits.creature_idx[keep].tolist(), strict=True):
+            tokens[line].add(self.cs[c].id)
+        for line, r in zip(hits.region_line.tolist(), hits.region_idx.tolist(), strict=True):
+            regions[line].add(tr.regions[r].id)
+        s, e, b = starts.tolist(), ends.tolist(), blocked.tolist()
+        return [(TracedLine((float(s[k][0]), float(s[k][1])), (float(e[k][0]), float(e[k][1])),
+                            bool(b[k]), tuple(sorted(walls[k])), tuple(sorted(tokens[k])),
+                            tuple(sorted(regions[k]))),)
+                for k in range(hits.n)]
+
+    def fast_flanking(self, pairs: Sequence[tuple[int, int]], a: IntArray, t: IntArray,
+                      levels: IntArray) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
+        """`reference_flanking`, with who threatens each target found for all targets at
+        once: only creatures within their reach of a target can threaten it, so only their
+        levels are traced when the pairs asked for lack them."""
+        n = len(self.cs)
+        targets = np.unique(t)
+        bb = np.repeat(np.arange(n, dtype=np.intp), len(targets))
+        tt = np.tile(targets, n)
+        sx, sy = grid_steps_many(self.space_arr[bb], self.space_arr[tt], self.grid.size)
+        sz = vertical_steps_many(self.elev[bb], self.side[bb], self.elev[tt], self.side[tt])
+        near = (bb != tt) & (self.reach[bb] > 0) & within_reach_many(sx, sy, self.reach[bb], sz)
+        bb, tt = bb[near], tt[near]
+        known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
+                         strict=True))
+        candidates = list(zip(bb.tolist(), tt.tolist(), strict=True))
+        missing = [k for k, pair in enumerate(candidates) if pair not in known]
+        if missing:
+            m = np.array(missing, dtype=np.intp)
+            extra, _ = self.fast_rows(bb[m], tt[m], False)
+            known.update(zip((candidates[k] for k in missing), extra.tolist(), strict=True))
+        # Who threatens each target, in creature order (as the reference lists them).
+        threats: dict[int, list[int]] = {}
+        for b, tk in sorted(candidates):
+            if known[(b, tk)] != TOTAL:
+                threats.setdefault(tk, []).append(b)
+        out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
+        by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
+        for ak, tk in pairs:
+            key = (tk, self.cs[ak].disposition)
+            if key not in by_target:
+                who = [b for b in threats.get(tk, ()) if self.cs[b].disposition == key[1]]
+                by_target[key] = self._partners(tk, who)
+            bonus, partners = by_target[key]
+            if bonus and partners.get(ak):
+                out[(ak, tk)] = (bonus, tuple(self.cs[p].id for p in partners[ak]))
+        return out
+
+    # -- the reference: pair by pair ----------------------------------------------------
+
+    def reference_rows(self, pairs: Sequence[tuple[int, int]], want_lines: bool) -> list[_Row]:
         if not pairs:
             return []
         starts, ends, att, tgt, group = [], [], [], [], []
@@ -320,8 +634,6 @@ class _Context:
                            tuple(sorted({self.cs[c].id for c in crs})),
                            tuple(sorted({tr.regions[r].id for r in regs}))),)
 
-    # -- flanking -------------------------------------------------------------------------
-
     def _threatens(self, b: int, t: int, rows: dict[tuple[int, int], int]) -> bool:
         c = self.cs[b]
         if c.reach <= 0:
@@ -330,8 +642,8 @@ class _Context:
             return False
         return rows.get((b, t), TOTAL) != TOTAL
 
-    def flanking(self, pairs: Sequence[tuple[int, int]],
-                 rows: Sequence[_Row]) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
+    def reference_flanking(self, pairs: Sequence[tuple[int, int]], rows: Sequence[_Row],
+                           ) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
         """Per (attacker, target): the flanking bonus and the attacker's flanking partners.
 
         Allies (same disposition) that threaten the target and stand on opposite sides or
@@ -344,24 +656,28 @@ class _Context:
                   if b != t and (b, t) not in levels}
         if needed:
             extra = sorted(needed)
-            for pair, row in zip(extra, self.rows(extra, False), strict=True):
+            for pair, row in zip(extra, self.reference_rows(extra, False), strict=True):
                 levels[pair] = row.level
         out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
         by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
         for a, t in pairs:
             key = (t, self.cs[a].disposition)
             if key not in by_target:
-                by_target[key] = self._pairs_around(t, self.cs[a].disposition, levels)
+                side = self.cs[a].disposition
+                who = [b for b, c in enumerate(self.cs)
+                       if b != t and c.disposition == side and self._threatens(b, t, levels)]
+                by_target[key] = self._partners(t, who)
             bonus, partners = by_target[key]
             if bonus and partners.get(a):
                 out[(a, t)] = (bonus, tuple(self.cs[p].id for p in partners[a]))
         return out
 
-    def _pairs_around(self, t: int, side: int,
-                      levels: dict[tuple[int, int], int]) -> tuple[int, dict[int, list[int]]]:
+    # -- flanking ---------------------------------------------------------------------------
+
+    def _partners(self, t: int, who: Sequence[int]) -> tuple[int, dict[int, list[int]]]:
+        """The flanking bonus around t for these allies threatening it (in creature order),
+        and each one's flanking partners among them."""
         box = self.spaces[t]
-        who = [b for b, c in enumerate(self.cs)
-               if b != t and c.disposition == side and self._threatens(b, t, levels)]
         partners: dict[int, list[int]] = {b: [] for b in who}
         edges = []
         et, st = self.elev[t], self.side[t]
@@ -431,6 +747,58 @@ class _Context:
             if np.any(shapely.relate_pattern(things_arr, cell, "T********")):
                 count += 1
         return count
+
+
+#: Rows of the exact row-paired wall test alive at once in `_Context._walled_in`.
+_CHUNK_ROWS = 1 << 18
+
+# Per wall set (by identity, as geometry.trace caches its arrays): plain walls and which
+# walls share an end with which.
+_WALL_FACTS: dict[int, tuple[tuple[object, ...], BoolArray, IntArray, IntArray]] = {}
+_WALL_FACTS_SIZE = 16
+
+
+def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
+    hit = _WALL_FACTS.get(id(tr.walls))
+    if hit is not None and hit[0] is tr.walls:
+        return hit[1], hit[2], hit[3]
+    plain = ((tr.wall_dir == Direction.BOTH) & ~tr.wall_limited
+             & (tr.wall_cover_code == SOLID_CODE) & ~tr.wall_banded)
+    m = len(tr.walls)
+    indptr, nbrs = np.zeros(m + 1, dtype=np.intp), np.empty(0, dtype=np.intp)
+    if m:
+        ends = np.concatenate([tr.wall_xy[:, 0:2], tr.wall_xy[:, 2:4]])
+        owner = np.tile(np.arange(m, dtype=np.intp), 2)
+        _, point = np.unique(ends, axis=0, return_inverse=True)
+        point = point.reshape(-1)
+        order = np.argsort(point, kind="stable")
+        pt, ow = point[order], owner[order]
+        first = np.searchsorted(pt, pt, "left")
+        count = np.searchsorted(pt, pt, "right") - first
+        within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        src = np.repeat(ow, count)
+        dst = ow[np.repeat(first, count) + within]
+        keep = plain[dst]
+        key = np.unique(src[keep].astype(np.int64) * m + dst[keep])
+        src, nbrs = (key // m).astype(np.intp), (key % m).astype(np.intp)
+        indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
+    if len(_WALL_FACTS) >= _WALL_FACTS_SIZE:
+        del _WALL_FACTS[next(iter(_WALL_FACTS))]
+    _WALL_FACTS[id(tr.walls)] = (tr.walls, plain, indptr, nbrs)
+    return plain, indptr, nbrs
+
+
+def _plain_walls(tr: Tracer) -> BoolArray:
+    """Per wall: solid, both ways, not limited, no height band (it blocks every line it
+    crosses, in every direction, for every pair of creatures)."""
+    return _wall_facts(tr)[0]
+
+
+def _wall_neighbours(tr: Tracer) -> tuple[IntArray, IntArray]:
+    """Per wall, the plain walls sharing one of its ends (itself included when plain), as
+    compressed rows: neighbours of w are nbrs[indptr[w]:indptr[w + 1]]."""
+    _, indptr, nbrs = _wall_facts(tr)
+    return indptr, nbrs
 
 
 def _max_matching(edges: list[tuple[int, int]]) -> int:
