@@ -298,6 +298,7 @@ class _Context:
                 self.partner[k] = self.index[c.mount]
                 self.partner[self.index[c.mount]] = k
         self._sample_arr: FloatArray | None = None
+        self._sample_box_arr: FloatArray | None = None
         #: The same as an array (-1: none).
         self.partner_arr = np.full(len(self.cs), -1, dtype=np.intp)
         for k, p in self.partner.items():
@@ -366,20 +367,20 @@ class _Context:
 
         The centre lines are traced first; only pairs whose centre line is blocked need the
         25 lines between their 'any part' samples, and of those only whether one is open
-        (walls and terrain: creatures never block a line), so those are traced as 5 x 5
-        blocks against walls alone."""
+        (walls and terrain: creatures never block a line). Most of those lines are proved
+        blocked by a few plain walls near the centre line (`_covered`); only the others are
+        traced."""
         n = len(a)
-        tr = self.tracer
         cen = (self.space_arr[:, 0:2] + self.space_arr[:, 2:4]) / 2
         starts, ends = cen[a], cen[t]
-        hits = tr.trace(starts, ends)
+        hits = self._trace_lines(starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
         if shut.size:
-            rest = shut[~self._walled_in(shut, hits, starts, ends, a, t)]
-            if rest.size:
-                open_any[rest] = self._any_sample_open(a[rest], t[rest])
+            rows, cols = np.nonzero(~self._covered(shut, hits, starts, ends, a, t))
+            if rows.size:
+                open_any[shut] = self._open_lines(a[shut], t[shut], rows, cols)
         level = np.zeros(n, dtype=np.intp)
         table = self.wall_level
         role_level = np.array([table["solid"], table["low"], table["improved"]], dtype=np.intp)
@@ -403,6 +404,26 @@ class _Context:
             else None
         return level, lines
 
+    def _trace_lines(self, starts: FloatArray, ends: FloatArray,
+                     creatures: bool = True) -> LineHits:
+        """`Tracer.trace(starts, ends)`, hit for hit, with walls tested through the block
+        kernel (each line a block of one: the same prune, the same exact test, less
+        gathering); creatures' spaces only when asked."""
+        tr = self.tracer
+        wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :], tr.wall_xy)
+        if wl.size:
+            one_way = tr.wall_dir[wi] != Direction.BOTH
+            if one_way.any():
+                # Foundry's side of the start, computed as Tracer.trace does.
+                side = kernel.foundry_side(tr.wall_xy[wi], starts[wl])
+                keep = ~one_way | (side != tr.wall_dir[wi])
+                wl, wi = wl[keep], wi[keep]
+        empty = np.empty(0, dtype=np.intp)
+        cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes) if creatures \
+            else (empty, empty)
+        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
+
     @property
     def samples(self) -> FloatArray:
         """Per creature, its 'any part' sample points (n, 5, 2), the centre last."""
@@ -410,6 +431,14 @@ class _Context:
             self._sample_arr = np.stack([self._samples(box) for box in self.spaces]) \
                 if self.spaces else np.empty((0, 5, 2))
         return self._sample_arr
+
+    @property
+    def sample_boxes(self) -> FloatArray:
+        """Per creature, the bounding box (x0, y0, x1, y1) of its sample points."""
+        if self._sample_box_arr is None:
+            pts = self.samples
+            self._sample_box_arr = np.concatenate([pts.min(axis=1), pts.max(axis=1)], axis=1)
+        return self._sample_box_arr
 
     def _sample_lines(self, a: IntArray, t: IntArray) -> tuple[FloatArray, FloatArray]:
         """The 25 lines between the samples of each a's space and t's space, 25 per pair,
@@ -419,33 +448,51 @@ class _Context:
         return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
                 np.tile(q_pts, (1, n_s, 1)).reshape(-1, 2))
 
-    def _walled_in(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
-                   a: IntArray, t: IntArray) -> BoolArray:
-        """Per pair in `shut` (pairs whose centre line is blocked): whether all 25 sample lines
-        are certainly blocked too, by plain walls (solid, both ways, not limited, no height
-        band: such a wall blocks every line it crosses, whoever looks) near the centre line.
+    def _covered(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
+                 a: IntArray, t: IntArray) -> BoolArray:
+        """Per pair in `shut` (pairs whose centre line is blocked) and per sample line (row
+        k, column p * 5 + q): whether the line is certainly blocked, by a plain wall (solid,
+        both ways, not limited, no height band: such a wall blocks every line it crosses,
+        whoever looks) near the centre line.
 
-        A pair is usually walled in by the first or the last wall its centre line crosses, or
-        by their neighbours (walls are drawn in segments): only those are tested against the
-        25 lines, with the kernel's exact row-paired test and the prune the tracer applies,
-        so a line found blocked here is blocked in `reference_rows`. Pairs not found walled
-        in are traced in full (`_any_sample_open`)."""
+        A pair is usually walled in by the first or the last wall its centre line crosses,
+        or by walls joined to them end to end (walls are drawn in segments): only those are
+        tested against the 25 lines, with the kernel's exact row-paired test and the prune
+        the tracer applies, so a line found blocked here is blocked in `reference_rows`.
+        Lines not found blocked are traced (`_open_lines`)."""
         tr = self.tracer
-        out = np.zeros(len(shut), dtype=bool)
+        covered = np.zeros((len(shut), self.samples.shape[1] ** 2), dtype=bool)
         plain = _plain_walls(tr)
         wl, wi = hits.wall_line, hits.wall_idx
         on_shut = np.zeros(hits.n, dtype=bool)
         on_shut[shut] = True
         sel = plain[wi] & on_shut[wl]
         if not sel.any():
-            return out
+            return covered
         cl, cw = wl[sel], wi[sel]
         along = wall_crossing(starts[cl], ends[cl], tr.wall_xy[cw])
         order = np.lexsort((along, cl))
         cl, cw = cl[order], cw[order]
-        edge = np.ones(len(cl), dtype=bool)
-        edge[1:-1] = (cl[1:-1] != cl[:-2]) | (cl[1:-1] != cl[2:])
-        cl, cw = cl[edge], cw[edge]
+        first = np.ones(len(cl), dtype=bool)
+        first[1:] = cl[1:] != cl[:-1]
+        last = np.ones(len(cl), dtype=bool)
+        last[:-1] = cl[:-1] != cl[1:]
+        pos = np.full(hits.n, -1, dtype=np.intp)
+        pos[shut] = np.arange(len(shut))
+        # The wall nearest the attacker first; the one nearest the target for pairs left.
+        self._cover(covered, pos, cl[first], cw[first], a, t)
+        left = ~np.logical_and.reduce(covered, axis=1)[pos[cl]]
+        sel = last & ~first & left
+        if sel.any():
+            self._cover(covered, pos, cl[sel], cw[sel], a, t)
+        return covered
+
+    def _cover(self, covered: BoolArray, pos: IntArray, cl: IntArray, cw: IntArray,
+               a: IntArray, t: IntArray) -> None:
+        """Mark in `covered` (row pos[line] per pair, a column per sample line) the sample
+        lines of pair cl[k] that plain wall cw[k], or a plain wall sharing one of its ends,
+        crosses."""
+        tr = self.tracer
         indptr, nbrs = _wall_neighbours(tr)
         deg = indptr[cw + 1] - indptr[cw]
         within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
@@ -454,10 +501,15 @@ class _Context:
         m = max(1, len(tr.walls))
         key = np.unique(cl.astype(np.int64) * m + cw)
         cl, cw = (key // m).astype(np.intp), (key % m).astype(np.intp)
-        pos = np.full(hits.n, -1, dtype=np.intp)
-        pos[shut] = np.arange(len(shut))
-        per = self.samples.shape[1] ** 2
-        covered = np.zeros((len(shut), per), dtype=bool)
+        # Walls out of the pair's box of lines meet none of them (the tracer's prune).
+        box = self.sample_boxes[a[cl]], self.sample_boxes[t[cl]]
+        w = tr.wall_xy[cw]
+        near = ((np.minimum(box[0][:, 0], box[1][:, 0]) <= np.maximum(w[:, 0], w[:, 2]))
+                & (np.maximum(box[0][:, 2], box[1][:, 2]) >= np.minimum(w[:, 0], w[:, 2]))
+                & (np.minimum(box[0][:, 1], box[1][:, 1]) <= np.maximum(w[:, 1], w[:, 3]))
+                & (np.maximum(box[0][:, 3], box[1][:, 3]) >= np.minimum(w[:, 1], w[:, 3])))
+        cl, cw = cl[near], cw[near]
+        per = covered.shape[1]
         step = max(1, _CHUNK_ROWS // per)
         xy = tr.wall_xy
         for c0 in range(0, len(cl), step):
@@ -474,41 +526,21 @@ class _Context:
             rows = np.repeat(pos[pc], per)[hit]
             cols = np.tile(np.arange(per), len(pc))[hit]
             covered[rows, cols] = True
-        walled: BoolArray = np.logical_and.reduce(covered, axis=1)
-        return walled
 
-    def _any_sample_open(self, a: IntArray, t: IntArray) -> BoolArray:
-        """Per pair: whether any of the 25 lines between the samples of a's space and t's
-        space is unblocked (walls, limited walls, blocking terrain), traced as the same
-        lines `reference_rows` draws, one-way walls seen from a's side."""
-        tr = self.tracer
-        p_pts, q_pts = self.samples[a], self.samples[t]
-        per = p_pts.shape[1] * q_pts.shape[1]
-        starts, ends = self._sample_lines(a, t)
-        wl, wi, _ = kernel.blocks_cross_walls(p_pts, q_pts, tr.wall_xy)
-        if wl.size:
-            # The tracer's prune is per line, the block kernel's per block: keep what the
-            # tracer would have tested.
-            w = tr.wall_xy[wi]
-            lo = np.minimum(starts[wl], ends[wl])
-            hi = np.maximum(starts[wl], ends[wl])
-            near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
-                    & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
-                    & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
-                    & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
-            one_way = tr.wall_dir[wi] != Direction.BOTH
-            if one_way.any():
-                # Foundry's side of the start, computed as Tracer.trace does.
-                side = kernel.foundry_side(w, starts[wl])
-                near &= ~one_way | (side != tr.wall_dir[wi])
-            wl, wi = wl[near], wi[near]
-        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
-        empty = np.empty(0, dtype=np.intp)
-        hits = LineHits(len(starts), wl, wi, empty, empty, rl, ri)
-        att, tgt = np.repeat(a, per), np.repeat(t, per)
-        blocked, _ = self._blocked_roles(hits, att, tgt, starts, ends)
-        any_open: BoolArray = np.logical_not(blocked.reshape(-1, per).all(axis=1))
+    def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
+                    cols: IntArray) -> BoolArray:
+        """Per pair (a[k], t[k]): whether one of its sample lines (pair rows[j], line
+        cols[j]: a's sample cols[j] // 5 to t's sample cols[j] % 5) is unblocked (walls,
+        limited walls, blocking terrain), each traced as `reference_rows` traces it."""
+        per = self.samples.shape[1]
+        starts = self.samples[a[rows], cols // per]
+        ends = self.samples[t[rows], cols % per]
+        hits = self._trace_lines(starts, ends, creatures=False)
+        blocked, _ = self._blocked_roles(hits, a[rows], t[rows], starts, ends)
+        any_open = np.zeros(len(a), dtype=bool)
+        any_open[rows[~blocked]] = True
         return any_open
+
     def _fast_traced(self, hits: LineHits, roles: IntArray, keep: BoolArray,
                      blocked: BoolArray, starts: FloatArray,
                      ends: FloatArray) -> list[tuple[TracedLine, ...]]:
@@ -749,6 +781,8 @@ class _Context:
         return count
 
 
+#: How many shared ends away from a wall crossing a centre line `_Context._walled_in` looks.
+_HOPS = 3
 #: Rows of the exact row-paired wall test alive at once in `_Context._walled_in`.
 _CHUNK_ROWS = 1 << 18
 
@@ -782,6 +816,17 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
         key = np.unique(src[keep].astype(np.int64) * m + dst[keep])
         src, nbrs = (key // m).astype(np.intp), (key % m).astype(np.intp)
         indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
+        one_src, one_dst, one_ptr = src, nbrs, indptr
+        for _ in range(_HOPS - 1):
+            # Walls reached through one more shared end (a wall drawn in short pieces).
+            deg = one_ptr[nbrs + 1] - one_ptr[nbrs]
+            within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+            far = one_dst[np.repeat(one_ptr[nbrs], deg) + within]
+            key = np.unique(np.concatenate([src.astype(np.int64) * m + nbrs,
+                                            np.repeat(src, deg).astype(np.int64) * m + far]))
+            src, nbrs = (key // m).astype(np.intp), (key % m).astype(np.intp)
+            indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
+        del one_src
     if len(_WALL_FACTS) >= _WALL_FACTS_SIZE:
         del _WALL_FACTS[next(iter(_WALL_FACTS))]
     _WALL_FACTS[id(tr.walls)] = (tr.walls, plain, indptr, nbrs)

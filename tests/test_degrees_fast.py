@@ -1,7 +1,7 @@
 """The degrees procedure's fast path (every pair at once) equals its reference (pair by pair).
 
 `CoverDegrees.evaluate` and `Pf2.evaluate` trace every pair's centre line in one batch, prove
-most blocked pairs walled in with a few plain walls, trace the rest as 5 x 5 blocks, find who
+most sample lines of blocked pairs blocked with a few plain walls, trace the rest, find who
 threatens whom with arrays and build one outcome per distinct combination of facts;
 `reference` is the straightforward computation they replaced. Both must give the same
 annotations, field by field (traced lines included), on:
@@ -120,30 +120,30 @@ def test_the_scenes_reach_the_interesting_cases() -> None:
 
 
 def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a map of rooms most blocked pairs are proved walled in by a few walls, the others
-    traced in full: both ways are exercised (and equal the reference above)."""
+    """On a map of rooms most sample lines of blocked pairs are proved blocked by a few plain
+    walls, the others traced: both ways are exercised (and equal the reference above)."""
     geom = generate(30, 150, 1).geom
     ruleset = rules("degrees")
     ctx = ruleset._context(geom, DegreesOptions())
-    calls: Counter[str] = Counter()
-    walled_in, any_open = ctx._walled_in, ctx._any_sample_open
+    seen: Counter[str] = Counter()
+    covered, open_lines = ctx._covered, ctx._open_lines
 
-    def spy_walled(*args: Any) -> Any:
-        out = walled_in(*args)
-        calls["walled in"] += int(out.sum())
+    def spy_covered(*args: Any) -> Any:
+        out = covered(*args)
+        seen["walled in"] += int(out.all(axis=1).sum())
+        seen["lines proved blocked"] += int(out.sum())
         return out
 
     def spy_open(*args: Any) -> Any:
-        out = any_open(*args)
-        calls["traced in full"] += len(out)
-        return out
+        seen["lines traced"] += len(args[2])
+        return open_lines(*args)
 
-    monkeypatch.setattr(ctx, "_walled_in", spy_walled)
-    monkeypatch.setattr(ctx, "_any_sample_open", spy_open)
+    monkeypatch.setattr(ctx, "_covered", spy_covered)
+    monkeypatch.setattr(ctx, "_open_lines", spy_open)
     n = len(geom.creatures)
     idx = [(a, t) for a in range(n) for t in range(n) if a != t]
     ruleset._fast(ctx, idx, tuple(AttackMode), False)
-    assert calls["walled in"] > 0 and calls["traced in full"] > 0, calls
+    assert seen["walled in"] > 0 and seen["lines traced"] > 0, seen
 
 
 @st.composite
