@@ -5,6 +5,12 @@ target's; what it crosses sets a degree on the ladder none < lesser < standard <
 a target with no unblocked line from any part of the attacker's space at all has no line of
 effect. Area effects count obstructions square by square along the line from their origin.
 Flanking bonuses grow with the number of flanking pairs. Numbers sit in the tables below.
+
+How it is computed: `evaluate` takes every pair at once (all centre lines in one traced
+batch; for pairs whose centre line is blocked, the 'any part' lines proved blocked by a few
+plain walls, the rest traced; reach and threats as arrays; one outcome built per distinct
+combination of facts); `reference` keeps the pair-by-pair computation it replaced, which
+tests and the benchmark hold it to, annotation by annotation.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ class CoverDegrees(Ruleset):
                   modes: Iterable[AttackMode] = tuple(AttackMode),
                   lines: bool = False) -> list[Annotation]:
         """`evaluate` computed the straightforward way, pair by pair: every pair's 26 lines
-        traced with no spatial prune, its degree, reach and flanking partners found one by
+        traced through `Tracer.trace`, its degree, reach and flanking partners found one by
         one. Tests and benchmarks hold `evaluate` to it."""
         ctx = self._context(scene, options)
         idx = pair_indices(len(ctx.cs), ctx.index, pairs)
@@ -189,14 +195,16 @@ class CoverDegrees(Ruleset):
         floors = [c.cover_floor for c in ctx.cs]
         outcomes: dict[tuple[Any, ...], _Outcome] = {}
         out = []
+        per_mode = [(j, mode, reach[mode]) for j, mode in enumerate(modes)]
+        level_list = levels.tolist()
         for k, (ak, tk) in enumerate(idx):
-            level, flank, more = int(levels[k]), flanking.get((ak, tk)), extra[k]
+            level, flank, more = level_list[k], flanking.get((ak, tk)), extra[k]
             traced = lines[k] if lines is not None else None
-            for mode in modes:
-                key = (mode, level, floors[tk], reach[mode][k], adjacent[k], flank, more)
+            for j, mode, in_reach in per_mode:
+                key = (j, level, floors[tk], in_reach[k], adjacent[k], flank, more)
                 o = outcomes.get(key)
                 if o is None:
-                    o = outcomes[key] = self._outcome(*key)
+                    o = outcomes[key] = self._outcome(mode, *key[1:])
                 out.append(Annotation(ids[ak], ids[tk], mode, o.loe, o.degree, o.modifiers,
                                       o.flags, o.flankers, traced))
         return out
@@ -451,9 +459,10 @@ class _Context:
     def _covered(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
                  a: IntArray, t: IntArray) -> BoolArray:
         """Per pair in `shut` (pairs whose centre line is blocked) and per sample line (row
-        k, column p * 5 + q): whether the line is certainly blocked, by a plain wall (solid,
-        both ways, not limited, no height band: such a wall blocks every line it crosses,
-        whoever looks) near the centre line.
+        k, column p * 5 + q): whether the line is certainly blocked, by a wall plain to the
+        pair (solid, both ways, not limited, and with no height band or one reaching from
+        below both creatures to above both: it blocks every line of the pair it crosses)
+        near the centre line.
 
         A pair is usually walled in by the first or the last wall its centre line crosses,
         or by walls joined to them end to end (walls are drawn in segments): only those are
@@ -467,6 +476,7 @@ class _Context:
         on_shut = np.zeros(hits.n, dtype=bool)
         on_shut[shut] = True
         sel = plain[wi] & on_shut[wl]
+        sel[sel] = self._spans_pair(wl[sel], wi[sel], a, t)
         if not sel.any():
             return covered
         cl, cw = wl[sel], wi[sel]
@@ -487,11 +497,26 @@ class _Context:
             self._cover(covered, pos, cl[sel], cw[sel], a, t)
         return covered
 
+    def _spans_pair(self, cl: IntArray, cw: IntArray, a: IntArray, t: IntArray) -> BoolArray:
+        """Per (pair cl[k], wall cw[k]): whether the wall's height band (if any) reaches from
+        below both creatures' vertical extents to above both, with a margin: the sheet of
+        sight between them then lies wholly inside the band wherever a line crosses it
+        (geometry.vertical), so the wall (solid) stops every line of theirs it crosses."""
+        tr = self.tracer
+        bottom, top = tr.wall_bottom[cw], tr.wall_top[cw]
+        ca, ct = a[cl], t[cl]
+        low = np.minimum(tr.elev[ca], tr.elev[ct])
+        high = np.maximum(tr.elev[ca] + tr.tall[ca], tr.elev[ct] + tr.tall[ct])
+        with np.errstate(invalid="ignore"):
+            spans: BoolArray = ((np.isnan(bottom) | (bottom <= low - _BAND_MARGIN_FT))
+                                & (np.isnan(top) | (top >= high + _BAND_MARGIN_FT)))
+        return spans
+
     def _cover(self, covered: BoolArray, pos: IntArray, cl: IntArray, cw: IntArray,
                a: IntArray, t: IntArray) -> None:
         """Mark in `covered` (row pos[line] per pair, a column per sample line) the sample
-        lines of pair cl[k] that plain wall cw[k], or a plain wall sharing one of its ends,
-        crosses."""
+        lines of pair cl[k] that wall cw[k], or a wall joined to it end to end, crosses,
+        where the wall is plain to the pair."""
         tr = self.tracer
         indptr, nbrs = _wall_neighbours(tr)
         deg = indptr[cw + 1] - indptr[cw]
@@ -501,6 +526,8 @@ class _Context:
         m = max(1, len(tr.walls))
         key = np.unique(cl.astype(np.int64) * m + cw)
         cl, cw = (key // m).astype(np.intp), (key % m).astype(np.intp)
+        spans = self._spans_pair(cl, cw, a, t)
+        cl, cw = cl[spans], cw[spans]
         # Walls out of the pair's box of lines meet none of them (the tracer's prune).
         box = self.sample_boxes[a[cl]], self.sample_boxes[t[cl]]
         w = tr.wall_xy[cw]
@@ -533,12 +560,16 @@ class _Context:
         cols[j]: a's sample cols[j] // 5 to t's sample cols[j] % 5) is unblocked (walls,
         limited walls, blocking terrain), each traced as `reference_rows` traces it."""
         per = self.samples.shape[1]
-        starts = self.samples[a[rows], cols // per]
-        ends = self.samples[t[rows], cols % per]
-        hits = self._trace_lines(starts, ends, creatures=False)
-        blocked, _ = self._blocked_roles(hits, a[rows], t[rows], starts, ends)
         any_open = np.zeros(len(a), dtype=bool)
-        any_open[rows[~blocked]] = True
+        # In chunks: a scene of walls no plain wall proves anything about leaves up to 25
+        # lines per pair, each with many hits.
+        for c0 in range(0, len(rows), _CHUNK_LINES):
+            r, c = rows[c0:c0 + _CHUNK_LINES], cols[c0:c0 + _CHUNK_LINES]
+            starts = self.samples[a[r], c // per]
+            ends = self.samples[t[r], c % per]
+            hits = self._trace_lines(starts, ends, creatures=False)
+            blocked, _ = self._blocked_roles(hits, a[r], t[r], starts, ends)
+            any_open[r[~blocked]] = True
         return any_open
 
     def _fast_traced(self, hits: LineHits, roles: IntArray, keep: BoolArray,
@@ -781,10 +812,15 @@ class _Context:
         return count
 
 
-#: How many shared ends away from a wall crossing a centre line `_Context._walled_in` looks.
+#: How many shared ends away from a wall crossing a centre line `_Context._covered` looks.
 _HOPS = 3
-#: Rows of the exact row-paired wall test alive at once in `_Context._walled_in`.
+#: How far (feet) a wall's height band must reach beyond two creatures' vertical extents for
+#: `_Context._spans_pair` (far above the rounding of the sheet of sight's heights).
+_BAND_MARGIN_FT = 1e-6
+#: Rows of the exact row-paired wall test alive at once in `_Context._cover`.
 _CHUNK_ROWS = 1 << 18
+#: Sample lines traced at once by `_Context._open_lines`.
+_CHUNK_LINES = 1 << 16
 
 # Per wall set (by identity, as geometry.trace caches its arrays): plain walls and which
 # walls share an end with which.
@@ -797,7 +833,7 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
     if hit is not None and hit[0] is tr.walls:
         return hit[1], hit[2], hit[3]
     plain = ((tr.wall_dir == Direction.BOTH) & ~tr.wall_limited
-             & (tr.wall_cover_code == SOLID_CODE) & ~tr.wall_banded)
+             & (tr.wall_cover_code == SOLID_CODE))
     m = len(tr.walls)
     indptr, nbrs = np.zeros(m + 1, dtype=np.intp), np.empty(0, dtype=np.intp)
     if m:
@@ -834,8 +870,8 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
 
 
 def _plain_walls(tr: Tracer) -> BoolArray:
-    """Per wall: solid, both ways, not limited, no height band (it blocks every line it
-    crosses, in every direction, for every pair of creatures)."""
+    """Per wall: solid, both ways, not limited (it blocks every line it crosses, in every
+    direction, for every pair of creatures its height band, if any, spans)."""
     return _wall_facts(tr)[0]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -89,9 +90,17 @@ def test_fast_equals_reference_on_subsets(name: str, seed: int) -> None:
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 @pytest.mark.parametrize(("tokens", "walls", "seed"), [(30, 150, 1), (24, 400, 2)])
-def test_fast_equals_reference_on_rooms(name: str, tokens: int, walls: int,
-                                        seed: int) -> None:
+@pytest.mark.parametrize("topped", [False, True], ids=["walls", "topped-walls"])
+def test_fast_equals_reference_on_rooms(name: str, tokens: int, walls: int, seed: int,
+                                        topped: bool) -> None:
+    """Rooms; topped: every wall 12 ft high (Wall Height on the whole map) and the tokens
+    at several elevations, so some pairs see over walls and some walls span others."""
     geom = generate(tokens, walls, seed).geom
+    if topped:
+        rng = random.Random(seed)
+        geom = replace(geom, walls=tuple(replace(w, top=12.0) for w in geom.walls),
+                       creatures=tuple(replace(c, elevation=rng.choice((0.0, 0.0, 5.0, 15.0)))
+                                       for c in geom.creatures))
     options = OPTIONS[name]["default"]
     assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
 
