@@ -209,6 +209,8 @@ class Pf2(CoverDegrees):
     def _outcome(self, mode: AttackMode, level: int, floor: str | None, in_reach: bool,
                  adjacent: bool, flank: tuple[int, tuple[str, ...]] | None,
                  extra: Any) -> _Outcome:
+        """CoverDegrees' outcome with PF2's degree (`_degree`), off-guard flanking with line
+        of effect, and mounted combat; `extra` as `_fast_extra` gives it."""
         from_ground, take_cover, target_rides, role = extra
         degree = self._degree(level, from_ground, floor, take_cover)
         loe = degree is not Degree.TOTAL
