@@ -182,3 +182,19 @@ def test_fast_equals_reference_on_random_scenes(name: str, doc: Doc, lines: bool
     ruleset = rules(name)
     assert_same(ruleset.evaluate(scene.geometry, scene.options, lines=lines),
                 ruleset.reference(scene.geometry, scene.options, lines=lines))
+
+
+def test_benchmark_compares_the_whole_matrix() -> None:
+    """bench.degrees times the three rulesets and checks fast against reference on the
+    whole matrix; the report shows the comparison."""
+    from bench import __main__ as bench_main
+    from bench import degrees as bench_degrees
+
+    result = bench_degrees.measure(12, 40, 1, dressed=True, max_runs=1)
+    for name in ("dnd35", "degrees", "pf2"):
+        assert result[name]["median_s"] > 0, result[name]
+    for name in ("degrees", "pf2"):
+        ref = result[f"{name}_reference"]
+        assert ref["compared"] == 3 * 12 * 11 and ref["mismatches"] == 0, ref
+    text = "\n".join(bench_main._degrees_report({"matrix": [result], "move": {}}))
+    assert "degrees equal 396, pf2 equal 396" in text
