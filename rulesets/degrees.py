@@ -298,19 +298,18 @@ class _Context:
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
         self.side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
         self.reach = np.array([c.reach for c in self.cs], dtype=np.float64)
-        self.disposition = np.array([c.disposition for c in self.cs], dtype=np.int64)
         #: Rider and mount, each other's partner: never cover between or for each other.
         self.partner: dict[int, int] = {}
         for k, c in enumerate(self.cs):
             if c.mount is not None and c.mount in self.index:
                 self.partner[k] = self.index[c.mount]
                 self.partner[self.index[c.mount]] = k
-        self._sample_arr: FloatArray | None = None
-        self._sample_box_arr: FloatArray | None = None
         #: The same as an array (-1: none).
         self.partner_arr = np.full(len(self.cs), -1, dtype=np.intp)
         for k, p in self.partner.items():
             self.partner_arr[k] = p
+        self._sample_arr: FloatArray | None = None
+        self._sample_box_arr: FloatArray | None = None
 
     def ignored(self, a: int, t: int) -> set[int]:
         """Creatures that never stand between a and t: themselves and their mount or rider."""
