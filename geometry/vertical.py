@@ -13,9 +13,12 @@ and no creature stands at another elevation, nothing here changes the flat resul
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import SceneGeom
 
 
 def wall_crossing(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> FloatArray:
@@ -97,3 +100,54 @@ def flank_height(elev: float, side: float, target_elev: float, target_side: floa
     if elev <= middle <= elev + side:
         return middle
     return elev + side / 2
+
+
+def band_stretches(bottom: FloatArray, top: FloatArray, a_elev: float, a_tall: float,
+                   t_elev: float, t_tall: float) -> tuple[FloatArray, FloatArray, FloatArray,
+                                                          FloatArray]:
+    """For height bands (NaN: unbounded) and one pair of creatures' vertical extents: the
+    stretches [s0, s1] of the way from the attacker (fractions in [0, 1]; empty when
+    s0 >= s1) where a line crossing the band there meets it, and where the band spans the
+    whole sheet (`band_meets`, solved for s: both spans are linear in s)."""
+    b = np.where(np.isnan(bottom), -np.inf, bottom)
+    t = np.where(np.isnan(top), np.inf, top)
+    lo0, dlo = a_elev, t_elev - a_elev
+    hi0, dhi = a_elev + a_tall, t_elev + t_tall - a_elev - a_tall
+    meet = _where_positive([(hi0 - b, dhi), (t - lo0, -dlo)], strict=True)
+    whole = _where_positive([(lo0 - b, dlo), (t - hi0, -dhi)], strict=False)
+    return meet[0], meet[1], whole[0], whole[1]
+
+
+def _where_positive(terms: list[tuple[FloatArray | float, float]], strict: bool
+                    ) -> tuple[FloatArray, FloatArray]:
+    """The stretch of s in [0, 1] where every alpha + beta * s is positive (`strict`) or
+    not negative. Its ends are included or not alike (the stretches measure areas, where
+    ends weigh nothing); a term constant in s (beta 0) holds everywhere or nowhere, and
+    there strictness decides (a band whose bottom is the feet of two creatures on one
+    level spans their sheet: bottom <= lo)."""
+    s0: FloatArray = np.zeros(np.shape(np.asarray(terms[0][0])))
+    s1: FloatArray = np.ones_like(s0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for alpha, beta in terms:
+            a = np.asarray(alpha, dtype=np.float64)
+            if beta > 0:
+                s0 = np.maximum(s0, -a / beta)
+            elif beta < 0:
+                s1 = np.minimum(s1, -a / beta)
+            else:
+                s1 = np.where((a > 0) if strict else (a >= 0), s1, -1.0)
+    return np.clip(s0, 0.0, 1.0), np.clip(s1, -1.0, 1.0)
+
+
+def lowered(scene: SceneGeom, feet: float) -> SceneGeom:
+    """The scene with every height lowered by `feet` (creatures' elevations, walls' height
+    bands, water surfaces; regions have no height): the same battle seen from `feet` up,
+    since nothing in the third dimension depends on where zero is."""
+    def down(v: float | None) -> float | None:
+        return None if v is None else v - feet
+
+    return replace(
+        scene,
+        creatures=tuple(replace(c, elevation=c.elevation - feet) for c in scene.creatures),
+        walls=tuple(replace(w, bottom=down(w.bottom), top=down(w.top)) for w in scene.walls),
+        water=tuple(replace(r, surface=down(r.surface)) for r in scene.water))

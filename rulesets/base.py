@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -20,7 +20,8 @@ import numpy.typing as npt
 
 from geometry.model import GridKind, SceneGeom
 from geometry.square import distance_feet_3d, within_reach_many
-from geometry.templates import Template
+from geometry.templates import Template, in_area_3d, shape
+from geometry.vertical import lowered
 
 
 class AttackMode(enum.Enum):
@@ -218,9 +219,22 @@ class Ruleset(abc.ABC):
         return out
 
     def area_hits(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
-        """`area`, then the layers the ruleset opts into (a submerged creature's resistance
-        to acid and fire): what the server calls."""
+        """`area` in three dimensions, then the layers the ruleset opts into (a submerged
+        creature's resistance to acid and fire): what the server calls.
+
+        The origin stands at the template's elevation. Every ruleset's `area` traces its
+        lines from a point at elevation 0, so it is given the scene lowered by that much
+        (the third dimension is the same wherever zero is); of the creatures it reaches on
+        the map, those whose cube the template's solid misses (`in_area_3d`: a burst is a
+        sphere, a cone a cone, a ray a cylinder, a rect a box) are not in the area."""
+        if template.elevation:
+            scene = lowered(scene, template.elevation)
+            template = replace(template, elevation=0.0)
         hits = self.area(scene, options, template)
+        region = shape(template, scene.grid)
+        solid = {c.id for c in self.area_creatures(scene).creatures
+                 if in_area_3d(template, region, c, scene.grid)}
+        hits = [h for h in hits if h.target in solid]
         if self.aquatic:
             from rulesets.aquatic import with_aquatic_area
             hits = with_aquatic_area(scene, hits)
@@ -228,8 +242,14 @@ class Ruleset(abc.ABC):
 
     @abc.abstractmethod
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
-        """Every creature the area effect reaches (inside it and with line of effect from
-        its origin), with its cover and save modifiers against the effect."""
+        """Every creature the area effect reaches (inside it on the map and with line of
+        effect from its origin, a point at elevation 0), with its cover and save modifiers
+        against the effect."""
+
+    def area_creatures(self, scene: SceneGeom) -> SceneGeom:
+        """The scene whose creatures' spaces an area effect is measured against (a ruleset
+        that moves a rider onto its mount's space says so here)."""
+        return scene
 
     def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
               pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:

@@ -44,8 +44,8 @@ from geometry.square import (
     vertical_steps_many,
     within_reach_many,
 )
-from geometry.trace import LineHits, Tracer
-from geometry.vertical import flank_height
+from geometry.trace import LOW_CODE, SOLID_CODE, LineHits, Tracer
+from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 
@@ -253,6 +253,41 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     return rings
 
 
+def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+                      s1: FloatArray, reach: float) -> npt.NDArray[np.object_]:
+    """Polygons of the parts of the shadows segments a-b cast from p that lie where the
+    segment is crossed between s0 and s1 of the way from p (0 < s1 <= 1): the points q
+    whose line p-q crosses the segment at a fraction s of its length in [s0, s1], between
+    the segment scaled from p by 1 / s1 and by 1 / s0 (to `reach` when s0 is 0 or the far
+    edge lies beyond it)."""
+    ua, ub = a - p, b - p
+    near = 1.0 / s1[:, None]
+    na, nb = p + ua * near, p + ub * near
+    # How far from p the segment passes: its scaled copy at 1 / s0 is beyond `reach` when
+    # that distance times 1 / s0 is.
+    d = b - a
+    length2 = np.maximum(np.einsum("ij,ij->i", d, d), 1e-24)
+    u = np.clip(np.einsum("ij,ij->i", -ua, d) / length2, 0.0, 1.0)
+    closest = ua + d * u[:, None]
+    gap = np.hypot(closest[:, 0], closest[:, 1])
+    # The far scale is capped: a far edge that far out is beyond `reach` unless p is on
+    # the wall's line, where the shadow has no area anyway.
+    with np.errstate(divide="ignore", over="ignore"):
+        far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
+    open_end = (s0 <= 0) | (far * gap >= reach)
+    out = np.empty(len(a), dtype=object)
+    if open_end.any():
+        out[open_end] = shapely.polygons(shadow_polygons(p, na[open_end], nb[open_end],
+                                                         reach))
+    closed = ~open_end
+    if closed.any():
+        f = far[closed][:, None]
+        fa, fb = p + ua[closed] * f, p + ub[closed] * f
+        rings = np.stack([na[closed], nb[closed], fb, fa, na[closed]], axis=1)
+        out[closed] = shapely.polygons(rings)
+    return out
+
+
 def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     """Where each wanted point sits in `points`."""
     hits = np.all(np.isclose(points[None, :, :], wanted[:, None, :]), axis=2)
@@ -437,12 +472,18 @@ class CornerEngine:
                          box: Box) -> float:
         """How much of the target's square (box) no obstacle hides from the attacker's chosen
         corner: the box minus the shadows that walls, low obstacles in range and cover or
-        blocking terrain cast from that point. Creatures and limited walls cast none."""
+        blocking terrain cast from that point. Creatures and limited walls cast none. A wall
+        with a height band casts its shadow only over the stretch of the target's square
+        where the sight between the two creatures meets the band (as the lines do), so a
+        flyer seen over a low wall is not hidden by it."""
         tr = self.tracer
         target = shapely.box(*box)
         # From the point the lines start at, a hair inside the attacker's space.
         p = inset(np.array([origin], dtype=np.float64), self.spaces[a])[0]
+        corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
+        reach = 2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0
         segments: list[FloatArray] = []
+        banded: list[npt.NDArray[np.object_]] = []
         if len(tr.walls):
             idx = np.arange(len(tr.walls))
             solid, low, _ = self._wall_roles(idx, np.full(len(idx), t))
@@ -455,22 +496,23 @@ class CornerEngine:
                 n = len(li)
                 low_ok[li] = self._low_active(np.arange(n), li, np.full(n, a), np.full(n, t),
                                               np.ones(n, dtype=bool))
-            keep = facing & ((solid & ~tr.wall_limited) | low_ok)
+            flat = ~tr.wall_banded
+            keep = facing & flat & ((solid & ~tr.wall_limited) | low_ok)
             segments.append(tr.wall_xy[keep])
+            if (facing & ~flat).any():
+                banded.append(self._banded_shadows(a, t, p, idx[facing & ~flat], reach))
         for k, kind in enumerate(tr.region_kind):
             if kind in (RegionKind.BLOCKING, RegionKind.COVER):
                 ring = np.asarray(tr.region_polys[k].exterior.coords, dtype=np.float64)
                 segments.append(np.hstack([ring[:-1], ring[1:]]))
-        if not segments:
+        segs = np.concatenate(segments) if segments else np.empty((0, 4))
+        parts = list(banded)
+        if len(segs):
+            parts.append(shapely.polygons(shadow_polygons(p, segs[:, 0:2], segs[:, 2:4],
+                                                          reach)))
+        if not parts:
             return 1.0
-        segs = np.concatenate(segments)
-        if len(segs) == 0:
-            return 1.0
-        a_pts, b_pts = segs[:, 0:2], segs[:, 2:4]
-        corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
-        quads = shadow_polygons(p, a_pts, b_pts,
-                                2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0)
-        shadows = shapely.polygons(quads)
+        shadows = np.concatenate(parts)
         # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
         # never dropped (a dropped shadow would show a hidden target).
         bad = ~shapely.is_valid(shadows)
@@ -484,6 +526,45 @@ class CornerEngine:
         hidden = shapely.union_all(np.concatenate([shadows, np.array(regions, dtype=object)]))
         hidden_area = float(shapely.area(shapely.intersection(hidden, target)))
         return 1.0 - hidden_area / float(target.area)
+
+    def _banded_shadows(self, a: int, t: int, p: FloatArray, walls: IntArray,
+                        reach: float) -> npt.NDArray[np.object_]:
+        """The shadows walls with a height band cast from p for this pair, each only over
+        the stretch of the way (from p) where the sight meets the band and the band counts,
+        as the line rule classifies it (rulesets.obstacles.wall_roles_3d): a solid wall where
+        it meets the sheet; a wall low for the target (band hiding at most half of it) where
+        it meets the sheet if the low obstacle is in range, else only where it spans the
+        whole sheet; limited walls never."""
+        tr = self.tracer
+        ea, ha = float(self._elev[a]), float(self._tall[a])
+        et, ht = float(self._elev[t]), float(self._tall[t])
+        bottom, top = tr.wall_bottom[walls], tr.wall_top[walls]
+        m0, m1, w0, w1 = band_stretches(bottom, top, ea, ha, et, ht)
+        b = np.where(np.isnan(bottom), -np.inf, bottom)
+        tp = np.where(np.isnan(top), np.inf, top)
+        hidden = np.minimum(tp, et + ht) - np.maximum(b, et)
+        by_height = hidden <= ht / 2
+        code = tr.wall_cover_code[walls]
+        limited = tr.wall_limited[walls]
+        low = ((code == LOW_CODE) | by_height) & (hidden > 0)
+        active = np.zeros(len(walls), dtype=bool)
+        if low.any():
+            n = int(low.sum())
+            active[low] = self._low_active(np.arange(n), walls[low], np.full(n, a),
+                                           np.full(n, t), np.ones(n, dtype=bool))
+        solid_code = code == SOLID_CODE
+        # Where each wall casts a shadow: one stretch of the way, or none.
+        whole_sheet = solid_code & ~limited
+        s0 = np.where(whole_sheet, w0, 1.0)
+        s1 = np.where(whole_sheet, w1, -1.0)
+        meets_counts = (solid_code & ~by_height & ~limited) | (low & active)
+        s0 = np.where(meets_counts, m0, s0)
+        s1 = np.where(meets_counts, m1, s1)
+        some = s1 > s0
+        if not some.any():
+            return np.empty(0, dtype=object)
+        xy = tr.wall_xy[walls[some]]
+        return truncated_shadows(p, xy[:, 0:2], xy[:, 2:4], s0[some], s1[some], reach)
 
     def _low_active(self, wl: IntArray, wi: IntArray, att: IntArray, tgt: IntArray,
                     h_low: BoolArray) -> BoolArray:

@@ -12,12 +12,14 @@ mounted combat: a rider attacks and is attacked from every square of its mount.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import msgspec
+import numpy as np
 
+from geometry.kernel import IntArray
 from geometry.model import CreatureGeom, SceneGeom, Size, point_creature
 from geometry.templates import Template, inside, shape
 from rulesets.base import (
@@ -40,6 +42,7 @@ from rulesets.degrees import (
     TOTAL,
     CoverDegrees,
     _Context,
+    _Outcome,
     _Row,
 )
 
@@ -132,60 +135,89 @@ class Pf2(CoverDegrees):
         big = ctx.rank[c] >= ctx.rank[a] + 2 and ctx.rank[c] >= ctx.rank[t] + 2
         return STANDARD if big and ctx.options.big_creature_standard else LESSER
 
+    def creature_levels(self, ctx: _Context, c: IntArray, a: IntArray,
+                        t: IntArray) -> IntArray:
+        big = (ctx.rank[c] >= ctx.rank[a] + 2) & (ctx.rank[c] >= ctx.rank[t] + 2)
+        out: IntArray = np.where(big & ctx.options.big_creature_standard, STANDARD, LESSER)
+        return out
+
     def _wall_levels(self, options: Pf2Options) -> Mapping[str, int]:
         low = STANDARD if options.low_walls == "standard" else LESSER
         return {**self.WALL_LEVEL, "low": low}
 
+    #: Flags of an attacker by its part in mounted combat: none, a ridden mount, a rider.
+    MOUNT_FLAGS: ClassVar[tuple[frozenset[Flag], ...]] = (
+        frozenset(), frozenset({Flag.SHARES_MAP}),
+        frozenset({Flag.SHARES_MAP, Flag.DISMOUNT_ONLY_MOVE}))
+
     # -- attacks ------------------------------------------------------------------------
 
-    def evaluate(self, scene: SceneGeom, options: Any,
-                 pairs: Sequence[tuple[str, str]] | None = None,
-                 modes: Iterable[AttackMode] = tuple(AttackMode),
-                 lines: bool = False) -> list[Annotation]:
-        return self._evaluate(scene, options, pairs, modes, lines, attack=True)
-
-    def _evaluate(self, scene: SceneGeom, options: Any,
-                  pairs: Sequence[tuple[str, str]] | None, modes: Iterable[AttackMode],
-                  lines: bool, attack: bool) -> list[Annotation]:
+    def _context(self, scene: SceneGeom, options: Any, attack: bool = True) -> _Pf2Context:
+        """Attacks (True) or an area effect's origin (False) in the scene as mounted riders
+        fight in it."""
         geom, mounts = mounted_scene(scene)
-        ctx = _Pf2Context(geom, options, self, scene, mounts, attack)
-        idx = pair_indices(len(geom.creatures), ctx.index, pairs)
-        rows = ctx.rows(idx, lines)
-        modes = tuple(modes)
-        flanking = ctx.flanking(idx, rows) if any(m is not AttackMode.RANGED for m in modes) \
-            else {}
-        out = []
-        for (a, t), row in zip(idx, rows, strict=True):
-            for mode in modes:
-                out.append(self._pf2_annotate(ctx, a, t, mode, row, flanking.get((a, t))))
-        return out
+        return _Pf2Context(geom, options, self, scene, mounts, attack)
 
-    def degree(self, ctx: _Pf2Context, a: int, t: int, row: _Row) -> Degree:
+    def _degree(self, level: int, from_ground: bool, floor: str | None,
+                take_cover: bool) -> Degree:
         """The target's cover: the centre line's degree; lesser at least for a rider
         attacked from the ground (seed 002); the GM's floor; then Take Cover."""
-        if row.level == TOTAL:
+        if level == TOTAL:
             return Degree.TOTAL
-        degree = LADDER[row.level]
-        target = ctx.cs[t]
-        if ctx.attack and ctx.from_ground(a, t) and degree is Degree.NONE:
+        degree = LADDER[level]
+        if from_ground and degree is Degree.NONE:
             degree = Degree.LESSER
-        degree = self.floored(degree, target.cover_floor)
-        if target.take_cover:
+        degree = self.floored(degree, floor)
+        if take_cover:
             degree = self.TAKE_COVER[degree]
         return degree
 
-    def _pf2_annotate(self, ctx: _Pf2Context, a: int, t: int, mode: AttackMode, row: _Row,
-                      flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
-        degree = self.degree(ctx, a, t, row)
-        loe = degree is not Degree.TOTAL
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
+        """Per pair: attacked from the ground, the target has Taken Cover, the target rides,
+        the attacker's part in mounted combat (`MOUNT_FLAGS`)."""
+        assert isinstance(ctx, _Pf2Context)
+        cs = ctx.cs
+        rider = np.array([c.id in ctx.mounts for c in cs], dtype=bool)
+        steed = np.array([ctx.index[ctx.mounts[c.id].id] if c.id in ctx.mounts else -1
+                          for c in cs], dtype=np.intp)
+        steed_elev = np.array([ctx.mounts[c.id].elevation if c.id in ctx.mounts else np.nan
+                               for c in cs], dtype=np.float64)
+        before_elev = np.array([ctx.before[c.id].elevation for c in cs], dtype=np.float64)
+        role = np.where(rider, 2, np.where([c.id in ctx.ridden for c in cs], 1, 0))
+        take_cover = np.array([c.take_cover for c in cs], dtype=bool)
+        with np.errstate(invalid="ignore"):
+            ground = ctx.attack & rider[t] & (before_elev[a] <= steed_elev[t]) & (a != steed[t])
+        return list(zip(ground.tolist(), take_cover[t].tolist(), rider[t].tolist(),
+                        role[a].tolist(), strict=True))
+
+    def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode,
+                            row: _Row, flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
+        assert isinstance(ctx, _Pf2Context)
         reach = ctx.cs[a].reach
         in_reach = mode is AttackMode.RANGED or ctx.in_reach(a, t, reach)
         if mode is AttackMode.REACH:
             in_reach = ctx.in_reach(a, t, 2 * reach) and not ctx.in_reach(a, t, reach)
+        me = ctx.cs[a].id
+        role = 2 if me in ctx.mounts else 1 if me in ctx.ridden else 0
+        extra = (ctx.attack and ctx.from_ground(a, t), ctx.cs[t].take_cover,
+                 ctx.cs[t].id in ctx.mounts, role)
+        o = self._outcome(mode, row.level, ctx.cs[t].cover_floor, in_reach,
+                          ctx.adjacent(a, t), flank, extra)
+        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, o.loe, o.degree, o.modifiers,
+                          o.flags, o.flankers, row.lines)
+
+    def _outcome(self, mode: AttackMode, level: int, floor: str | None, in_reach: bool,
+                 adjacent: bool, flank: tuple[int, tuple[str, ...]] | None,
+                 extra: Any) -> _Outcome:
+        """CoverDegrees' outcome with PF2's degree (`_degree`), off-guard flanking with line
+        of effect, and mounted combat; `extra` as `_fast_extra` gives it."""
+        from_ground, take_cover, target_rides, role = extra
+        degree = self._degree(level, from_ground, floor, take_cover)
+        loe = degree is not Degree.TOTAL
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
-        if ctx.adjacent(a, t):
+        if adjacent:
             flags.add(Flag.ADJACENT)
         if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
@@ -200,30 +232,21 @@ class Pf2(CoverDegrees):
             flags |= {Flag.FLANKING, Flag.OFF_GUARD}
             mods.append(M(Stat.AC, self.OFF_GUARD_AC, ModKind.CIRCUMSTANCE,
                           "off-guard: flanked with " + ", ".join(flankers)))
-        mods.extend(self._mounted_target(ctx, t))
-        flags |= self._mounted_attacker(ctx, a)
-        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, loe, degree, tuple(mods),
-                          frozenset(flags), flankers, row.lines)
-
-    def _mounted_target(self, ctx: _Pf2Context, t: int) -> list[Modifier]:
-        if ctx.cs[t].id not in ctx.mounts:
-            return []
-        return [M(Stat.REFLEX, self.MOUNTED_REFLEX, ModKind.CIRCUMSTANCE,
-                  "mounted: -2 circumstance to all Reflex saves")]
-
-    def _mounted_attacker(self, ctx: _Pf2Context, a: int) -> set[Flag]:
-        me = ctx.cs[a].id
-        if me in ctx.mounts:
-            return {Flag.SHARES_MAP, Flag.DISMOUNT_ONLY_MOVE}
-        if me in ctx.ridden:
-            return {Flag.SHARES_MAP}
-        return set()
+        if target_rides:
+            mods.append(M(Stat.REFLEX, self.MOUNTED_REFLEX, ModKind.CIRCUMSTANCE,
+                          "mounted: -2 circumstance to all Reflex saves"))
+        flags |= self.MOUNT_FLAGS[role]
+        return _Outcome(loe, degree, tuple(mods), frozenset(flags), flankers)
 
     def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
         """As every ruleset's, a rider measured from its mount's space."""
         return super().distance(mounted_scene(scene)[0], attacker, target)
 
     # -- areas --------------------------------------------------------------------------
+
+    def area_creatures(self, scene: SceneGeom) -> SceneGeom:
+        """A rider is in an area wherever its mount's space is."""
+        return mounted_scene(scene)[0]
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area (a rider wherever its mount is) with line of effect from
@@ -237,9 +260,10 @@ class Pf2(CoverDegrees):
         point = point_creature(origin_id, template.x, template.y, scene.grid)
         targets = [c.id for c in geom.creatures if inside(region, c, scene.grid)]
         full = replace(scene, creatures=(*scene.creatures, point))
+        ctx = self._context(full, options, attack=False)
+        idx = pair_indices(len(ctx.cs), ctx.index, [(origin_id, t) for t in targets])
         hits = []
-        for ann in self._evaluate(full, options, [(origin_id, t) for t in targets],
-                                  [AttackMode.RANGED], False, attack=False):
+        for ann in self._fast(ctx, idx, (AttackMode.RANGED,), False):
             if not ann.loe:
                 continue
             hits.append(AreaHit(ann.target, ann.cover,

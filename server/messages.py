@@ -399,7 +399,8 @@ class CoverQuery(_Strict, frozen=True, tag="cover.query", tag_field="type"):
 
 class TemplateDoc(_Strict, frozen=True):
     """Foundry's MeasuredTemplateDocument: t circle|cone|rect|ray, x, y origin in pixels,
-    distance (and ray width) in scene units, direction and cone angle in degrees."""
+    distance (and ray width) in scene units, direction and cone angle in degrees, elevation
+    of the origin in scene units."""
 
     t: Literal["circle", "cone", "rect", "ray"]
     x: Coord
@@ -408,6 +409,9 @@ class TemplateDoc(_Strict, frozen=True):
     direction: Annotated[float, Meta(ge=-3600, le=3600)] = 0
     angle: Annotated[float, Meta(gt=0, le=360)] = 53.13
     width: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)] | None = None
+    #: The origin's height (and the shape's axis), in scene units like token elevations
+    #: (Foundry's MeasuredTemplateDocument.elevation).
+    elevation: Height = 0
     id: Id | None = None
     user: _IGNORED = None
     author: _IGNORED = None
@@ -416,7 +420,6 @@ class TemplateDoc(_Strict, frozen=True):
     texture: _IGNORED = None
     hidden: _IGNORED = None
     sort: _IGNORED = None
-    elevation: _IGNORED = None
     flags: _IGNORED = None
     _stats: _IGNORED = None
 

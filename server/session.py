@@ -660,7 +660,7 @@ class Core:
         scene = self._scene(request.scene)
         t = request.template
         template = Template(TemplateKind(t.t), t.x, t.y, t.distance, t.direction, t.angle,
-                            t.width)
+                            t.width, scene.geometry.grid.units_to_feet(t.elevation))
         geom = self._visible_geometry(scene) if viewer else scene.geometry
         hits = scene.ruleset.area_hits(geom, scene.options, template)
         return AreaResult(request.scene, scene.revision, [

@@ -40,6 +40,7 @@ A case on a hex grid with ruleset "realms" may also resolve shots by the friendl
 Each `expect` entry is one attack of the reply; the keys it lists are compared exactly
 (`dice` and `moved` as the raw faces, `candidates` as the token, or null, of slots 1..8).
 
+`visible` (pf1's measured share) is compared to 0.001 when present.
 `modifiers` is compared exactly as a multiset of (stat, value, kind, damage types) when
 present (a modifier without `damage` applies to every attack); `flags`
 checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
@@ -137,6 +138,10 @@ def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     for key in ("loe", "cover", "flankers", "obstructions"):
         if key in expect and expect[key] != actual.get(key, [] if key == "flankers" else None):
             problems.append(f"{key}: expected {expect[key]!r}, got {actual.get(key)!r}")
+    if "visible" in expect and (actual.get("visible") is None
+                                or abs(actual["visible"] - expect["visible"]) > 1e-3):
+        problems.append(f"visible: expected {expect['visible']!r} (to 0.001), "
+                        f"got {actual.get('visible')!r}")
     if "modifiers" in expect:
         want = sorted((m["stat"], m["value"], m["kind"], tuple(sorted(m.get("damage", []))))
                       for m in expect["modifiers"])

@@ -102,6 +102,12 @@ def cover(rid: str | int = "q", **fields: Any) -> dict[str, Any]:
             "id": rid, **fields}
 
 
+def area(rid: str | int = "ar", **template: Any) -> dict[str, Any]:
+    """An area.query on the arena: a 10-ft burst, with `template`'s fields added."""
+    return {"type": "area.query", "scene": "arena", "id": rid,
+            "template": {"t": "circle", "x": 50, "y": 50, "distance": 10, **template}}
+
+
 def nested_msgpack(depth: int) -> bytes:
     return b"\x91" * depth + b"\xc0"  # [[[...[nil]...]]]
 
@@ -318,6 +324,17 @@ CASES = [
         "$.attacker", ("'ghost'",), "q"),
     Bad("query-unknown-target", mp(cover(target="ghost")), "unknown_token", "$.target",
         ("'ghost'",), "q"),
+    # -- an area template's elevation
+    Bad("template-elevation-as-string", mp(area(elevation="high")), INVALID,
+        "$.template.elevation", ("'high'",), "ar"),
+    Bad("template-elevation-absurd", mp(area(elevation=1e12)), INVALID,
+        "$.template.elevation", ("1000000000000.0", "10000000"), "ar"),
+    Bad("template-elevation-nan", '{"type": "area.query", "scene": "arena", "id": "ar", '
+                                  '"template": {"t": "circle", "x": 50, "y": 50, '
+                                  '"distance": 10, "elevation": NaN}}', INVALID,
+        "$.template.elevation", ("NaN",), "ar"),
+    Bad("template-elevation-null", mp(area(elevation=None)), INVALID,
+        "$.template.elevation", ("None",), "ar"),
 ]
 
 

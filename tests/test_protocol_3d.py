@@ -88,3 +88,38 @@ def test_rider_fights_from_its_mount(peer_factory: PeerFactory) -> None:
                       "target": "orc", "attack": "melee"}, "cover.result")
     assert alone["annotation"]["flags"]["in_reach"] is False
     assert alone["distance"] == 15.0  # two diagonals: 5 + 10
+
+
+def test_area_query_from_above_the_wall(peer_factory: PeerFactory) -> None:
+    """A burst behind the 5-ft wall: from the ground it does not reach the harpy beyond it;
+    from 10 ft up (the template's elevation) its line passes over the wall."""
+    peer = peer_factory()
+    _load(peer)
+
+    def affected(elevation: float) -> dict[str, Any]:
+        reply = ok(peer, {"type": "area.query", "scene": "sky", "id": "ar",
+                          "template": {"t": "circle", "x": 300, "y": 50, "distance": 15,
+                                       "elevation": elevation}}, "area.result")
+        return {h["token"]: h for h in reply["affected"]}
+
+    assert "harpy" not in affected(0)
+    high = affected(10)
+    assert high["harpy"]["cover"] == "none"
+    # 30 ft up the 15-ft sphere no longer reaches the harpy's cube (top at 5 ft).
+    assert "harpy" not in affected(30)
+
+
+def test_area_elevation_is_in_scene_units(peer_factory: PeerFactory) -> None:
+    """On a metric grid (1.5 m a square) a template at 3 m is 10 ft up, like a token at 3 m:
+    the burst and the flyer level with it catch each other, the one 6 m up is out."""
+    peer = peer_factory()
+    scene = {"_id": "metric", "grid": {"type": 1, "size": 100, "distance": 1.5, "units": "m"},
+             "tokens": [{"_id": "level", "x": 200, "y": 0, "elevation": 3},
+                        {"_id": "up", "x": 0, "y": 300, "elevation": 9}]}
+    ok(peer, {"type": "scene.load", "scene": scene, "ruleset": "dnd35"})
+    reply = ok(peer, {"type": "area.query", "scene": "metric",
+                      "template": {"t": "circle", "x": 50, "y": 50, "distance": 4.5,
+                                   "elevation": 3}}, "area.result")
+    # level: 2 squares across (10 ft, 3 m), its cube at the burst's height: in.
+    # up: 3 squares across and 6 m (20 ft) above: 25 ft away, out of a 15-ft sphere.
+    assert {h["token"] for h in reply["affected"]} == {"level"}
