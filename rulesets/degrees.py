@@ -43,7 +43,7 @@ from geometry.square import (
 )
 from geometry.templates import Template, inside, shape
 from geometry.trace import SOLID_CODE, LineHits, Tracer
-from geometry.vertical import flank_height, wall_crossing
+from geometry.vertical import box_passage, flank_height, sheet, wall_crossing
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -799,14 +799,37 @@ class _Context:
         boxes = shapely.box(passed[:, 0], passed[:, 1], passed[:, 2], passed[:, 3])
         keep = ~shapely.intersects(boxes, start_cell) & ~shapely.relate_pattern(
             boxes, own, "T********")
-        count = 0
-        creatures = [shapely.box(*self.spaces[c]) for c in range(len(self.cs)) if c != t]
-        things = creatures + list(self.tracer.region_polys)
-        if not things:
+        others = np.array([c for c in range(len(self.cs)) if c != t], dtype=np.intp)
+        creatures = [shapely.box(*self.spaces[c]) for c in others]
+        regions = list(self.tracer.region_polys)
+        if not creatures and not regions:
             return 0
-        things_arr = np.array(things, dtype=object)
-        for cell in boxes[keep]:
-            if np.any(shapely.relate_pattern(things_arr, cell, "T********")):
+        cells = passed[keep]
+        if not len(cells):
+            return 0
+        # A creature counts in a square only when its cube meets the sight there: the sheet
+        # from the origin point (height 0: area paths run on the scene lowered to the
+        # template's elevation) to the target's cube, over the stretch of the line inside
+        # that square. Regions fill every height.
+        tr = self.tracer
+        s0, s1 = box_passage(np.repeat(np.array([p]), len(cells), 0),
+                             np.repeat(np.array([q]), len(cells), 0), cells)
+        zero = np.zeros(len(cells))
+        lo0, hi0 = sheet(s0, zero, zero, tr.elev[t], tr.side[t])
+        lo1, hi1 = sheet(s1, zero, zero, tr.elev[t], tr.side[t])
+        lo, hi = np.minimum(lo0, lo1), np.maximum(hi0, hi1)
+        c_arr = np.array(creatures, dtype=object)
+        r_arr = np.array(regions, dtype=object)
+        count = 0
+        for k, cell in enumerate(boxes[keep]):
+            if len(r_arr) and np.any(shapely.relate_pattern(r_arr, cell, "T********")):
+                count += 1
+                continue
+            if not len(c_arr):
+                continue
+            inside = shapely.relate_pattern(c_arr, cell, "T********")
+            who = others[inside]
+            if np.any((tr.elev[who] < hi[k]) & (tr.elev[who] + tr.side[who] > lo[k])):
                 count += 1
         return count
 
