@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
@@ -53,7 +54,7 @@ from geometry.square import (
 )
 from geometry.templates import Template, inside, shape
 from geometry.trace import SOLID_CODE, LineHits, Tracer
-from geometry.vertical import flank_height, wall_crossing
+from geometry.vertical import box_passage, flank_height, sheet, wall_crossing
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -843,6 +844,25 @@ class _Context:
         count += self._squares_with_obstructions(origin, self.centres[t], t)
         return count
 
+    def _passage(self, p: tuple[float, float], q: tuple[float, float],
+                 cells: npt.NDArray[np.object_]) -> tuple[FloatArray, FloatArray]:
+        """The fractions of the way from p to q where the line enters and leaves each cell
+        (squares: box_passage; hexes: the line clipped to the hex)."""
+        n = len(cells)
+        if self.hex is None:
+            bounds = shapely.bounds(cells)
+            return box_passage(np.repeat(np.array([p]), n, 0), np.repeat(np.array([q]), n, 0),
+                               bounds)
+        line = shapely.LineString([p, q])
+        length = max(float(line.length), 1e-12)
+        s0, s1 = np.zeros(n), np.ones(n)
+        for k, part in enumerate(shapely.intersection(line, cells)):
+            coords = shapely.get_coordinates(part)
+            if len(coords):
+                along = [line.project(shapely.Point(c)) / length for c in coords]
+                s0[k], s1[k] = min(along), max(along)
+        return s0, s1
+
     def _squares_with_obstructions(self, p: tuple[float, float], q: tuple[float, float],
                                    t: int) -> int:
         """Grid cells (squares, or hexes on a hex grid) the line from p to q passes through,
@@ -870,14 +890,36 @@ class _Context:
         start_cell = shapely.Point(p)
         keep = ~shapely.intersects(boxes, start_cell) & ~shapely.relate_pattern(
             boxes, own, "T********")
-        count = 0
-        creatures = [self._body(c) for c in range(len(self.cs)) if c != t]
-        things = creatures + list(self.tracer.region_polys)
-        if not things:
+        others = np.array([c for c in range(len(self.cs)) if c != t], dtype=np.intp)
+        creatures = [self._body(c) for c in others]
+        regions = list(self.tracer.region_polys)
+        if not creatures and not regions:
             return 0
-        things_arr = np.array(things, dtype=object)
-        for cell in boxes[keep]:
-            if np.any(shapely.relate_pattern(things_arr, cell, "T********")):
+        kept = boxes[keep]
+        if not len(kept):
+            return 0
+        # A creature counts in a square only when its cube meets the sight there: the sheet
+        # from the origin point (height 0: area paths run on the scene lowered to the
+        # template's elevation) to the target's cube, over the stretch of the line inside
+        # that square. Regions fill every height.
+        tr = self.tracer
+        s0, s1 = self._passage(p, q, kept)
+        zero = np.zeros(len(kept))
+        lo0, hi0 = sheet(s0, zero, zero, tr.elev[t], tr.side[t])
+        lo1, hi1 = sheet(s1, zero, zero, tr.elev[t], tr.side[t])
+        lo, hi = np.minimum(lo0, lo1), np.maximum(hi0, hi1)
+        c_arr = np.array(creatures, dtype=object)
+        r_arr = np.array(regions, dtype=object)
+        count = 0
+        for k, cell in enumerate(kept):
+            if len(r_arr) and np.any(shapely.relate_pattern(r_arr, cell, "T********")):
+                count += 1
+                continue
+            if not len(c_arr):
+                continue
+            inside = shapely.relate_pattern(c_arr, cell, "T********")
+            who = others[inside]
+            if np.any((tr.elev[who] < hi[k]) & (tr.elev[who] + tr.side[who] > lo[k])):
                 count += 1
         return count
 
