@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,13 +46,24 @@ def test_foundry_module_scripted_session() -> None:
     files = sorted(str(p) for p in TESTS.glob("*.test.mjs"))
     assert files, f"no node tests under {TESTS}"
     env = {**os.environ, "COVERCAST_BIN": _covercast()}
-    result = subprocess.run(
-        [NODE, *_websocket_flags(NODE), "--test", "--test-reporter=tap", *files],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    report = result.stdout[-8000:] + result.stderr[-4000:]
-    assert result.returncode == 0, report
+    # A test waiting on a push that never comes fails after 60 s instead of hanging the
+    # whole run; the suite runs in its own process group so a timeout also ends the
+    # servers it started.
+    proc = subprocess.Popen(
+        [NODE, *_websocket_flags(NODE), "--test", "--test-timeout=60000",
+         "--test-reporter=tap", *files],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail("the node suite took more than 300 s:\n" + stdout[-8000:] + stderr[-4000:])
+    report = stdout[-8000:] + stderr[-4000:]
+    assert proc.returncode == 0, report
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$",
-                                                result.stdout, re.MULTILINE)}
+                                                stdout, re.MULTILINE)}
     # A suite skipped for want of WebSocket or server would pass silently: refuse that.
     assert counts.get("skipped") == 0 and counts.get("fail") == 0, report
     assert counts.get("pass", 0) >= 20, report
