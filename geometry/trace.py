@@ -137,11 +137,12 @@ class Tracer:
         tested on the `space_*` points, as in `trace`."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
-        flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
-        flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
-        groups = np.arange(b, dtype=np.intp) * (p_n * q_n)
-        cl, ci = kernel.segments_enter_boxes(flat_s, flat_e, self.boxes, groups)
-        rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
+        cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes)
+        rl = ri = np.empty(0, dtype=np.intp)
+        if self.region_polys:
+            flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
+            flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
+            rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
 
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
