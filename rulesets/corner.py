@@ -213,7 +213,7 @@ def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
     return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
                    np.array([_indices(pts, corners(sq)) for sq in sqs]),
                    np.array(sqs, dtype=np.float64))
-# Row shapes (CornerEngine._row_shape), in planning order.
+# Row shapes (CornerEngine._row_shapes), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
 
@@ -497,8 +497,15 @@ class CornerEngine:
         all at once; the others row by row. `reference` gives the same facts."""
         if not rows:
             return []
-        keys = [self._row_shape(row) for row in rows]
-        order = sorted(range(len(rows)), key=lambda i: keys[i])
+        # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
+        # only the others need their shape worked out one by one.
+        a = np.fromiter((r[0] for r in rows), dtype=np.intp, count=len(rows))
+        t = np.fromiter((r[1] for r in rows), dtype=np.intp, count=len(rows))
+        simple = (self._k[a] == 4) & (self._k[t] == 4)
+        others = np.nonzero(~simple)[0].tolist()
+        keys = self._row_shapes(rows, others, a, t)
+        order = np.nonzero(simple)[0].tolist() + sorted(others, key=keys.__getitem__)
+        keys.update(dict.fromkeys(order[:len(order) - len(others)], (_SIMPLE,)))
         ordered = [rows[i] for i in order]
         segments: list[tuple[tuple[int, ...], int, int]] = []
         for pos, i in enumerate(order):
@@ -524,23 +531,36 @@ class CornerEngine:
             return []
         return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
 
-    def _row_shape(self, row: tuple[int, int, AttackMode]) -> tuple[int, ...]:
-        """Rows of one shape share their probe layout and are planned together: both
-        creatures of one square; space corners to space corners; every corner to each
-        target square; or, one by one, adjacent melee with a big creature."""
-        a, t, mode = row
-        ka, kt = int(self._k[a]), int(self._k[t])
-        if ka == 4 and kt == 4:
-            return (_SIMPLE,)
-        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
-            return (_ONE_BY_ONE,)
-        if mode is AttackMode.RANGED and not self.options.big_creatures_ranged:
-            return (_SPACES, ka, kt)
-        return (_SQUARES, ka, kt, len(self.squares[t]))
+    def _row_shapes(self, rows: Sequence[tuple[int, int, AttackMode]], which: list[int],
+                    a: IntArray, t: IntArray) -> dict[int, tuple[int, ...]]:
+        """The shape of each row in `which` (indices into rows, a and t). Rows of one shape
+        share their probe layout and are planned together: both creatures of one square;
+        space corners to space corners; every corner to each target square; or, one by one,
+        adjacent melee with a big creature."""
+        if not which:
+            return {}
+        idx = np.array(which, dtype=np.intp)
+        sx, sy = grid_steps_many(self._space_arr[a[idx]], self._space_arr[t[idx]],
+                                 self.grid.size)
+        adj = ((sx <= 1) & (sy <= 1)).tolist()
+        ka, kt = self._k[a[idx]].tolist(), self._k[t[idx]].tolist()
+        big_ranged = self.options.big_creatures_ranged
+        out: dict[int, tuple[int, ...]] = {}
+        for j, i in enumerate(which):
+            _, ti, mode = rows[i]
+            if ka[j] == 4 and kt[j] == 4:
+                out[i] = (_SIMPLE,)
+            elif mode is AttackMode.MELEE and adj[j]:
+                out[i] = (_ONE_BY_ONE,)
+            elif mode is AttackMode.RANGED and not big_ranged:
+                out[i] = (_SPACES, ka[j], kt[j])
+            else:
+                out[i] = (_SQUARES, ka[j], kt[j], len(self.squares[ti]))
+        return out
 
     def _block_plan(self, rows: Sequence[tuple[int, int, AttackMode]],
                     segments: Sequence[tuple[tuple[int, ...], int, int]]) -> PlanArrays:
-        """The plan for `rows`, laid out in segments of one shape each (`_row_shape`)."""
+        """The plan for `rows`, laid out in segments of one shape each (`_row_shapes`)."""
         n = len(self.cs)
         a = np.array([r[0] for r in rows], dtype=np.intp)
         t = np.array([r[1] for r in rows], dtype=np.intp)
@@ -738,8 +758,12 @@ class CornerEngine:
                                      (plan.space_starts, plan.space_ends))
         # Each traced line is read from one end or the other: compute what it meets once per
         # direction used, then apply each mode's rule per virtual line.
-        used, at = np.unique(plan.virt_real * 2 + plan.virt_reversed, return_inverse=True)
-        at = at.reshape(-1)
+        # np.unique(key, return_inverse=True), by marking: keys are dense small integers.
+        key = plan.virt_real * 2 + plan.virt_reversed
+        mark = np.zeros(2 * max(len(plan.real_starts), 1), dtype=bool)
+        mark[key] = True
+        used = np.flatnonzero(mark)
+        at = (np.cumsum(mark) - 1)[key]
         d_real, d_rev = used // 2, (used % 2).astype(bool)
         hits = _expand(real, d_real, d_rev, self.tracer.wall_dir)
         att = np.empty(len(used), dtype=np.intp)
@@ -768,31 +792,36 @@ class CornerEngine:
         adj = (sx <= 1) & (sy <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
 
+        reach_lists = {m: v.tolist() for m, v in reach_by_mode.items()}
+        adj_list = adj.tolist()
+        level_list = row_level.tolist()
         out: list[PairFacts] = []
         for r, (_, _, mode) in enumerate(rows):
-            in_reach = bool(reach_by_mode[mode][r])
-            lvl = int(row_level[r])
+            in_reach = reach_lists[mode][r]
+            lvl = level_list[r]
+            if lvl != COVER and not want_lines:
+                out.append(PairFacts(lvl, adj_list[r], in_reach, None))
+                continue
             best: tuple[Probe, ...] = ()
             traced = None
-            if lvl == COVER or want_lines:
-                tied = [p for p in range(int(rstart[r]), int(rend[r]))
-                        if probe_level[p] == lvl]
-                if lvl == COVER:
-                    best = tuple(self._probe(plan, p, int(probe_open[p]), int(probe_n[p]))
-                                 for p in tied)
-                if want_lines:
-                    first = tied[0]
-                    traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,
-                                          int(pstart[first]),
-                                          int(pstart[first] + probe_n[first]))
-            out.append(PairFacts(lvl, bool(adj[r]), in_reach, traced, best))
+            tied = [p for p in range(int(rstart[r]), int(rend[r]))
+                    if probe_level[p] == lvl]
+            if lvl == COVER:
+                best = tuple(self._probe(plan, p, int(probe_open[p]), int(probe_n[p]))
+                             for p in tied)
+            if want_lines:
+                first = tied[0]
+                traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,
+                                      int(pstart[first]),
+                                      int(pstart[first] + probe_n[first]))
+            out.append(PairFacts(lvl, adj_list[r], in_reach, traced, best))
         return out
 
     @staticmethod
     def _probe(plan: PlanArrays, p: int, open_lines: int, lines: int) -> Probe:
-        ox, oy = plan.probe_origin[p]
-        origin = None if np.isnan(ox) else (float(ox), float(oy))
-        x0, y0, x1, y1 = (float(v) for v in plan.probe_box[p])
+        ox, oy = plan.probe_origin[p].tolist()
+        origin = None if ox != ox else (ox, oy)  # NaN: several origins
+        x0, y0, x1, y1 = plan.probe_box[p].tolist()
         return Probe(origin, (x0, y0, x1, y1), open_lines, lines)
 
     def _traced(self, hits: LineHits, comps: dict[str, BoolArray], at: IntArray,

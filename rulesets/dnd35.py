@@ -73,6 +73,8 @@ class Dnd35(Ruleset):
     HIDE_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.COVER, Degree.IMPROVED})
     EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.IMPROVED})
     FLANKING_BONUS: ClassVar[int] = 2
+    _OUTCOMES: ClassVar[dict[type, dict[tuple[Degree, bool, bool, bool],
+                                        tuple[frozenset[Flag], tuple[Modifier, ...]]]]] = {}
 
     def evaluate(self, scene: SceneGeom, options: Any,
                  pairs: Sequence[tuple[str, str]] | None = None,
@@ -134,30 +136,55 @@ class Dnd35(Ruleset):
         degree, visible = self._degree(engine, a, t, facts, options)
         degree = self.floored(degree, engine.cs[t].cover_floor)
         loe = degree is not Degree.TOTAL
+        melee = mode is not AttackMode.RANGED
+        flankers: list[str] = []
+        if melee and loe and facts.in_reach and self._can_flank(engine, a):
+            flankers = [f for f in engine.flankers(a, t, threatens)
+                        if self._can_flank(engine, engine.index[f])]
+        key = (degree, facts.in_reach, facts.adjacent, melee)
+        table = self._outcomes()
+        outcome = table.get(key)
+        if outcome is None:
+            outcome = table[key] = self._outcome(degree, facts.in_reach, facts.adjacent,
+                                                 melee)
+        flags, mods = outcome
+        if flankers:
+            flags = flags | {Flag.FLANKING}
+            mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                             "flanking with " + ", ".join(flankers)))
+        return Annotation(
+            attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
+            cover=degree, modifiers=mods, flags=flags,
+            flankers=tuple(flankers), lines=facts.best_lines, visible=visible)
+
+    def _outcomes(self) -> dict[tuple[Degree, bool, bool, bool],
+                                tuple[frozenset[Flag], tuple[Modifier, ...]]]:
+        """This ruleset's flags and modifiers per (degree, in reach, adjacent, melee or
+        reach), built as rows need them: a scene has thousands of rows and a handful of
+        distinct outcomes."""
+        cache: dict[type, dict[tuple[Degree, bool, bool, bool],
+                               tuple[frozenset[Flag], tuple[Modifier, ...]]]]
+        cache = Dnd35._OUTCOMES
+        table = cache.get(type(self))
+        if table is None:
+            table = cache[type(self)] = {}
+        return table
+
+    def _outcome(self, degree: Degree, in_reach: bool, adjacent: bool,
+                 melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
+        """Flags and modifiers of an attack at this degree, flanking aside."""
+        loe = degree is not Degree.TOTAL
         flags = set()
-        if facts.in_reach:
+        if in_reach:
             flags.add(Flag.IN_REACH)
-        if facts.adjacent:
+        if adjacent:
             flags.add(Flag.ADJACENT)
-        if loe and facts.in_reach:
+        if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
         if degree in self.HIDE_DEGREES:
             flags.add(Flag.CAN_HIDE)
         if degree in self.EVASION_DEGREES:
             flags.add(Flag.IMPROVED_EVASION)
-        mods = list(self.TABLE[degree])
-        flankers: list[str] = []
-        if mode is not AttackMode.RANGED:
-            if loe and facts.in_reach and degree is Degree.NONE:
-                flags.add(Flag.CAN_AOO)
-            if loe and facts.in_reach and self._can_flank(engine, a):
-                flankers = [f for f in engine.flankers(a, t, threatens)
-                            if self._can_flank(engine, engine.index[f])]
-            if flankers:
-                flags.add(Flag.FLANKING)
-                mods.append(M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
-                              "flanking with " + ", ".join(flankers)))
-        return Annotation(
-            attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
-            cover=degree, modifiers=tuple(mods), flags=frozenset(flags),
-            flankers=tuple(flankers), lines=facts.best_lines, visible=visible)
+        if melee and loe and in_reach and degree is Degree.NONE:
+            flags.add(Flag.CAN_AOO)
+        return frozenset(flags), tuple(self.TABLE[degree])
