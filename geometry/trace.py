@@ -85,6 +85,28 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
     return arrays
 
 
+#: Batches of at most this many blocks reuse the previous batch's wall hits (a move's
+#: handful of pairs); a full matrix traces everything once and keeps nothing.
+REUSE_MAX_BLOCKS = 4096
+_BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
+
+
+@dataclass(slots=True)
+class _BlockGeneration:
+    """Wall hits of blocks (by their points) traced over one walls tuple (held, so its id
+    stays unique) for the scene geometry `geom` and for the one before it."""
+
+    walls: tuple[WallGeom, ...]
+    geom: SceneGeom
+    current: dict[bytes, _BlockHits]
+    previous: dict[bytes, _BlockHits]
+
+
+# Per (walls tuple id, block shape).
+_BLOCK_HITS: dict[tuple[int, int, int], _BlockGeneration] = {}
+_BLOCK_HITS_SLOTS = 16
+
+
 class Tracer:
     """Line tracing over one frozen scene."""
 
@@ -136,7 +158,10 @@ class Tracer:
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
         tested on the `space_*` points, as in `trace`."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
-        wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+        if b <= REUSE_MAX_BLOCKS:
+            wl, wi, side = self._walls_reused(starts, ends)
+        else:
+            wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
         cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes)
         rl = ri = np.empty(0, dtype=np.intp)
         if self.region_polys:
@@ -144,6 +169,48 @@ class Tracer:
             flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
             rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
+
+    def _walls_reused(self, starts: FloatArray,
+                      ends: FloatArray) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """`kernel.blocks_cross_walls`, reusing the hits of blocks traced for this scene
+        geometry or the one before it over the same walls (a token moving changes what
+        creatures are in the way of other pairs' lines, never which walls those lines
+        cross). Nothing older is kept: a token moving back to where it stood two changes
+        ago is traced again, as during a real drag."""
+        b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
+        slot = (id(self.scene.walls), p_n, q_n)
+        held = _BLOCK_HITS.get(slot)
+        if held is None or held.walls is not self.scene.walls:
+            held = _BlockGeneration(self.scene.walls, self.scene, {}, {})
+        elif held.geom is not self.scene:
+            held = _BlockGeneration(self.scene.walls, self.scene, {}, held.current)
+        keys = [starts[k].tobytes() + ends[k].tobytes() for k in range(b)]
+        current, previous = held.current, held.previous
+        found = [current.get(key) or previous.get(key) for key in keys]
+        todo = [k for k, f in enumerate(found) if f is None]
+        if todo:
+            wl, wi, side = kernel.blocks_cross_walls(starts[todo], ends[todo], self.wall_xy)
+            per = p_n * q_n
+            blk = wl // per
+            order = np.argsort(blk, kind="stable")
+            wl, wi, side, blk = wl[order], wi[order], side[order], blk[order]
+            cuts = np.searchsorted(blk, np.arange(len(todo) + 1))
+            for j, k in enumerate(todo):
+                lo, hi = cuts[j], cuts[j + 1]
+                found[k] = (wl[lo:hi] - j * per, wi[lo:hi], side[lo:hi])
+        complete = [f for f in found if f is not None]  # every block, now
+        current.update(zip(keys, complete, strict=True))
+        if len(_BLOCK_HITS) >= _BLOCK_HITS_SLOTS and slot not in _BLOCK_HITS:
+            del _BLOCK_HITS[next(iter(_BLOCK_HITS))]
+        _BLOCK_HITS[slot] = held
+        per = p_n * q_n
+        parts = [(hits[0] + k * per, hits[1], hits[2])
+                 for k, hits in enumerate(complete) if len(hits[0])]
+        if not parts:
+            return (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
+                    np.empty(0, dtype=np.int8))
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]))
 
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
         """Per line: whether any of its hits (given by line indices) passes `mask`."""
