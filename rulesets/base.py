@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from geometry.incremental import SightPoints
 from geometry.model import SceneGeom
 from geometry.square import within_reach_many
 from geometry.templates import Template
@@ -159,6 +160,18 @@ class Ruleset(abc.ABC):
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Every creature the area effect reaches (inside it and with line of effect from
         its origin), with its cover and save modifiers against the effect."""
+
+    def sight_points(self) -> SightPoints | None:
+        """Where this ruleset's lines between two creatures can start and end (each line
+        between a and t joins one of a's points to one of t's), so a change elsewhere is
+        tested against those lines exactly; None: anywhere in the hull of their spaces."""
+        return None
+
+    def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
+        """The attack modes whose annotation a creature standing in the way of the lines
+        (or no longer standing there) can change, under these options; the others are
+        not recomputed for such a change."""
+        return tuple(AttackMode)
 
     def default_options(self) -> Any:
         return self.Options()

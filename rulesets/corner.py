@@ -213,6 +213,14 @@ def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
     return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
                    np.array([_indices(pts, corners(sq)) for sq in sqs]),
                    np.array(sqs, dtype=np.float64))
+
+
+def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
+    """Every point a corner-rule line to or from this creature can end at: the corners of
+    every square it occupies (creatures in the way are tested on these exact lines)."""
+    return _layout(c, grid).points
+
+
 # Row shapes (CornerEngine._row_shapes), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 

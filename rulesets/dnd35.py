@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from geometry.incremental import SightPoints
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, inside, shape
 from rulesets.base import (
@@ -37,8 +38,11 @@ from rulesets.corner import (
     CornerOptions,
     PairFacts,
 )
+from rulesets.corner import sight_points as corner_sight_points
 
 M = Modifier
+_OUTCOMES: dict[tuple[type, Degree, bool, bool, bool],
+                tuple[frozenset[Flag], tuple[Modifier, ...]]] = {}
 _BEYOND = "vs effects originating beyond the cover"
 
 
@@ -73,8 +77,6 @@ class Dnd35(Ruleset):
     HIDE_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.COVER, Degree.IMPROVED})
     EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.IMPROVED})
     FLANKING_BONUS: ClassVar[int] = 2
-    _OUTCOMES: ClassVar[dict[type, dict[tuple[Degree, bool, bool, bool],
-                                        tuple[frozenset[Flag], tuple[Modifier, ...]]]]] = {}
 
     def evaluate(self, scene: SceneGeom, options: Any,
                  pairs: Sequence[tuple[str, str]] | None = None,
@@ -96,6 +98,16 @@ class Dnd35(Ruleset):
                      if m is AttackMode.MELEE}
         return [self._annotate(engine, a, t, m, f, threatens, options)
                 for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
+
+    def sight_points(self) -> SightPoints:
+        return corner_sight_points
+
+    def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
+        # Creatures give soft cover on ranged lines, and on reach lines by option; never
+        # total cover, so never who threatens (flanking), and never on adjacent melee.
+        if options.soft_cover_vs_reach:
+            return tuple(AttackMode)
+        return (AttackMode.RANGED,)
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area with line of effect from its origin; cover is traced from
@@ -141,12 +153,11 @@ class Dnd35(Ruleset):
         if melee and loe and facts.in_reach and self._can_flank(engine, a):
             flankers = [f for f in engine.flankers(a, t, threatens)
                         if self._can_flank(engine, engine.index[f])]
-        key = (degree, facts.in_reach, facts.adjacent, melee)
-        table = self._outcomes()
-        outcome = table.get(key)
+        key = (type(self), degree, facts.in_reach, facts.adjacent, melee)
+        outcome = _OUTCOMES.get(key)
         if outcome is None:
-            outcome = table[key] = self._outcome(degree, facts.in_reach, facts.adjacent,
-                                                 melee)
+            outcome = _OUTCOMES[key] = self._outcome(degree, facts.in_reach, facts.adjacent,
+                                                     melee)
         flags, mods = outcome
         if flankers:
             flags = flags | {Flag.FLANKING}
@@ -157,22 +168,10 @@ class Dnd35(Ruleset):
             cover=degree, modifiers=mods, flags=flags,
             flankers=tuple(flankers), lines=facts.best_lines, visible=visible)
 
-    def _outcomes(self) -> dict[tuple[Degree, bool, bool, bool],
-                                tuple[frozenset[Flag], tuple[Modifier, ...]]]:
-        """This ruleset's flags and modifiers per (degree, in reach, adjacent, melee or
-        reach), built as rows need them: a scene has thousands of rows and a handful of
-        distinct outcomes."""
-        cache: dict[type, dict[tuple[Degree, bool, bool, bool],
-                               tuple[frozenset[Flag], tuple[Modifier, ...]]]]
-        cache = Dnd35._OUTCOMES
-        table = cache.get(type(self))
-        if table is None:
-            table = cache[type(self)] = {}
-        return table
-
     def _outcome(self, degree: Degree, in_reach: bool, adjacent: bool,
                  melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
-        """Flags and modifiers of an attack at this degree, flanking aside."""
+        """Flags and modifiers of an attack at this degree, flanking aside (kept per
+        ruleset and outcome in _OUTCOMES: thousands of rows share a handful of them)."""
         loe = degree is not Degree.TOTAL
         flags = set()
         if in_reach:

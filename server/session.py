@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from geometry.incremental import affected_pairs
+from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Flag
+from rulesets.base import Annotation, AttackMode, Flag, Modifier
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -66,6 +66,8 @@ SERVER_VERSION = "0.1.0"
 POLICY_VIOLATION = 1008
 #: Cached revisions whose changed keys are remembered for cheap deltas.
 CHANGE_LOG = 32
+#: Delta frames kept for subscribers catching up (cleared when full).
+_FRAME_CACHE = 256
 
 Key = tuple[str, str, str]
 
@@ -150,12 +152,22 @@ def _reason(text: str) -> str:
 
 def annotation_out(a: Annotation) -> AnnotationOut:
     """A ruleset result as it travels on the wire."""
+    # Thousands of annotations share a handful of modifier lists and flag sets: each is
+    # converted once (the wire values are never modified after they are built).
+    mods = _MODS_OUT.get(a.modifiers)
+    if mods is None:
+        if len(_MODS_OUT) >= _OUT_CACHE:
+            _MODS_OUT.clear()
+        mods = _MODS_OUT[a.modifiers] = [
+            ModifierOut(m.stat.value, m.value, m.kind.value, m.reason) for m in a.modifiers]
+    flags = _FLAGS_OUT.get(a.flags)
+    if flags is None:
+        flags = _FLAGS_OUT[a.flags] = _flag_map(a.flags)
     return AnnotationOut(
         attacker=a.attacker, target=a.target, mode=a.mode.value, loe=a.loe,
         cover=a.cover.value,
-        modifiers=[ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
-                   for m in a.modifiers],
-        flags=_flag_map(a.flags),
+        modifiers=mods,
+        flags=flags,
         flankers=list(a.flankers),
         lines=None if a.lines is None else [
             LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
@@ -166,6 +178,12 @@ def annotation_out(a: Annotation) -> AnnotationOut:
 
 _FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
 _ALL_FALSE = {f.value: False for f in _FLAGS}
+_MODE_VALUES = tuple(m.value for m in AttackMode)
+#: Wire forms of modifier tuples and flag sets already converted (flag sets are few;
+#: modifier tuples name flankers, so that cache is bounded).
+_OUT_CACHE = 4096
+_MODS_OUT: dict[tuple[Modifier, ...], list[ModifierOut]] = {}
+_FLAGS_OUT: dict[frozenset[Flag], dict[str, bool]] = {}
 #: The flags that mean something for a creature caught in an area effect.
 _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
 
@@ -180,6 +198,11 @@ class Core:
         self._next = 1
         # Per scene and lines flag: annotations at the scene's current revision.
         self._cache: dict[tuple[str, bool], _Cached] = {}
+        # Delta frames by (scene, lines, modes, binary, from revision): the scene value
+        # they lead to, the table they leave the subscriber with, the frame.
+        self._frames: dict[tuple[str, bool, tuple[AttackMode, ...], bool, int],
+                           tuple[scenes.Scene, dict[Key, AnnotationOut],
+                                 bytes | str | None]] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -353,6 +376,25 @@ class Core:
         sub = state.subscriptions.get(sid) if state is not None else None
         if sub is None or sid not in self.scenes:
             return None
+        scene = self.scenes[sid]
+        # Subscribers at the same revision with the same view get the same frame: build it
+        # once per revision (50 subscribers of a scene cost one diff and one encoding).
+        fkey = (sid, sub.lines, sub.modes, sub.binary, sub.revision)
+        cached_frame = self._frames.get(fkey)
+        if cached_frame is not None and cached_frame[0] is scene:
+            _, table, frame = cached_frame
+            sub.sent = table
+            sub.revision = scene.revision
+            return frame
+        frame = self._diff(sid, sub)
+        if len(self._frames) >= _FRAME_CACHE:
+            self._frames.clear()
+        self._frames[fkey] = (scene, sub.sent, frame)
+        return frame
+
+    def _diff(self, sid: str, sub: Subscription) -> bytes | str | None:
+        """The delta frame from the subscriber's table to the current one, which becomes
+        its table."""
         table = self._filtered(sid, sub)
         keys = self._touched_since(sid, sub)
         if keys is None:
@@ -363,6 +405,7 @@ class Core:
             removed = [k for k in keys if k not in table and k in sub.sent]
         revision = self.scenes[sid].revision
         if not changed and not removed and sub.revision == revision:
+            sub.sent = table
             return None
         sub.sent = table
         sub.revision = revision
@@ -411,7 +454,7 @@ class Core:
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
-            affected = affected_pairs(cached.geom, geom)
+            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points())
         touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.evaluate(geom, scene.options, lines=lines)
@@ -421,13 +464,22 @@ class Core:
             assert cached is not None
             table = dict(cached.table)
             gone = {c.id for c in cached.geom.creatures} - {c.id for c in geom.creatures}
-            stale = {(a, t, m.value) for a, t in affected for m in AttackMode}
+            # Pairs only a creature in the way may have changed: only the modes where
+            # creatures in the way count.
+            way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
+            way_values = tuple(m.value for m in way_modes)
+            stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
+            stale.update((a, t, m) for a, t in affected.in_the_way for m in way_values)
             if gone:
                 stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
             for key in stale:
                 table.pop(key, None)
-            results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected),
-                                             lines=lines) if affected else []
+            results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected.whole),
+                                             lines=lines) if affected.whole else []
+            if affected.in_the_way and way_modes:
+                results += scene.ruleset.evaluate(geom, scene.options,
+                                                  pairs=sorted(affected.in_the_way),
+                                                  modes=way_modes, lines=lines)
             changed: set[Key] = set()
             for a in results:
                 key, new = a.key(), annotation_out(a)

@@ -148,3 +148,75 @@ def test_a_bug_while_computing_a_delta_is_reported_not_fatal(
                               "tokens": [{"id": "t1", "x": 100, "y": 0}]})
     (delta,) = frames[viewer]
     assert delta["type"] == "annotations" and delta["revision"] == core.scenes["s"].revision
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
+    # Subscribers at different revisions and with different modes each get a delta that
+    # brings exactly their own table to the current one (frames are shared only between
+    # subscribers that hold the same table).
+    rng = random.Random(seed)
+    core = Core()
+    gm = core.connect()
+    viewers = [core.connect() for _ in range(4)]
+    for conn in (gm, *viewers):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(rng, "dnd35"))
+    held: dict[int, dict[Key, Any]] = {}
+    modes = {viewers[0]: ["melee", "reach", "ranged"], viewers[1]: ["melee", "reach", "ranged"],
+             viewers[2]: ["ranged"], viewers[3]: ["melee", "reach", "ranged"]}
+    for step in range(12):
+        for v in viewers:
+            # The last viewer subscribes late, at a different revision from the others.
+            if v not in held and (v != viewers[3] or step == 5):
+                (full,) = _send(core, v, {"type": "subscribe", "scene": "s",
+                                          "modes": modes[v]})[v]
+                held[v] = {(a["attacker"], a["target"], a["mode"]): a
+                           for a in full["annotations"]}
+        # The second viewer reads only every other change (a slow reader): it catches up
+        # from an older revision than the first one.
+        outputs = core.receive(gm, msgpack.packb(_change(rng, core, step)))
+        if step % 2 == 0:
+            outputs = [o for o in outputs if getattr(o, "conn", None) != viewers[1]]
+        frames: dict[int, list[Any]] = {}
+        for o in core.drain(outputs):
+            if isinstance(o, Send) and isinstance(o.frame, bytes):
+                frames.setdefault(o.conn, []).append(msgpack.unpackb(o.frame))
+        current = {k: msgspec.to_builtins(v) for k, v in core._current("s", False).items()}
+        for v, table in held.items():
+            if v == viewers[1] and step % 2 == 0:
+                continue
+            for delta in frames.get(v, []):
+                apply(table, delta)
+            assert table == {k: a for k, a in current.items() if k[2] in modes[v]}, (step, v)
+        if step % 2 == 1 and viewers[0] in frames and viewers[3] in frames:
+            assert frames[viewers[0]] == frames[viewers[3]]
+
+
+def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
+    # A creature stepping between two others is in the way of their lines. One stepping
+    # onto the corner of their hull (inside the hull bound, on none of the corner lines)
+    # is not, with the corner rule's points; without them, the hull bound keeps the pair.
+    from dataclasses import replace
+
+    from geometry.incremental import affected
+    from geometry.model import CreatureGeom, Grid, GridKind, SceneGeom, Size
+    from rulesets.corner import sight_points
+
+    grid = Grid(GridKind.SQUARE, 100, 5, "ft")
+
+    def c(cid: str, col: int, row: int) -> CreatureGeom:
+        return CreatureGeom(cid, col * 100, row * 100, 1, 1, Size.MEDIUM, 5.0, 6.0, 0.0, 1,
+                            False)
+
+    a, b, far = c("a", 0, 0), c("b", 3, 3), c("far", 0, 9)
+    old = SceneGeom(grid, (), (a, b, far, c("m", 8, 8)))
+    between = replace(old, creatures=(a, b, far, c("m", 1, 1)))
+    corner = replace(old, creatures=(a, b, far, c("m", 2, 0)))
+    pair = {("a", "b"), ("b", "a")}
+    got = affected(old, between, sight_points)
+    assert got is not None and pair <= got.in_the_way and not pair & got.whole
+    got = affected(old, corner, sight_points)
+    assert got is not None and not pair & (got.whole | got.in_the_way)
+    hull = affected(old, corner)
+    assert hull is not None and pair <= hull.in_the_way
