@@ -228,39 +228,68 @@ def blocks_cross_walls(
     for all P * Q lines at once; the wall's ends are then tested densely, in chunks sized to
     stay in cache.
     """
+    line, wall, side, _ = blocks_cross_walls_any(starts, ends, walls, None)
+    return line, wall, side
+
+
+def blocks_cross_walls_any(
+        starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
+        ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
+    """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
+    reads the hits: it only asks whether a line crosses any of them) are not listed hit by
+    hit: the fourth array holds each line that crosses at least one of them, once. A dense
+    scene's lines cross dozens of walls each; this keeps the hits to what differs."""
     b, m = len(starts), len(walls)
-    empty = (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
-             np.empty(0, dtype=np.int8))
+    empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
-        return empty
+        return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), empty_i.copy()
     p_n, q_n = starts.shape[1], ends.shape[1]
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
+    any_alike = np.zeros((b, p_n, q_n), dtype=bool) if alike is not None else None
     step = max(1, 65536 // (p_n * q_n))
+
+    def hits(cb: IntArray, cw: IntArray) -> tuple[BoolArray, FloatArray]:
+        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
+        s, e = starts[cb], ends[cb]
+        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
+        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
+        o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
+        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
+        dx, dy = qx - px, qy - py  # (C, P, Q)
+        o1 = dx * (ay - py) - dy * (ax - px)
+        o2 = dx * (by - py) - dy * (bx - px)
+        # Dense over the block's lines: cheaper than gathering the few that survive.
+        hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
+        return hit, o3
+
     for bi, wi in _block_candidates(starts, ends, walls, True):
+        if any_alike is not None and alike is not None:
+            same = alike[wi]
+            # Candidates come block by block (ascending): OR each run of a block's rows.
+            ab, aw = bi[same], wi[same]
+            for c0 in range(0, len(ab), step):
+                cb, cw = ab[c0:c0 + step], aw[c0:c0 + step]
+                hit, _ = hits(cb, cw)
+                first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
+                blocks = cb[first]
+                any_alike[blocks] |= np.logical_or.reduceat(hit, first, axis=0)
+            bi, wi = bi[~same], wi[~same]
         for c0 in range(0, len(bi), step):
             cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
-            bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
-            s, e = starts[cb], ends[cb]
-            px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
-            qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
-            o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
-            o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
-            dx, dy = qx - px, qy - py  # (C, P, Q)
-            o1 = dx * (ay - py) - dy * (ax - px)
-            o2 = dx * (by - py) - dy * (bx - px)
-            # Dense over the block's lines: cheaper than gathering the few that survive.
-            hit = (o3 * o4 < 0) & (o1 * o2 <= 0)
+            hit, o3 = hits(cb, cw)
             ci, k, el = np.nonzero(hit)
             if ci.size == 0:
                 continue
             # Foundry's orient2dFast is the negative of this orientation: positive is left.
             side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
             parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
+    crossed = (np.flatnonzero(any_alike.reshape(-1)) if any_alike is not None
+               else empty_i.copy())
     if not parts:
-        return empty
+        return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), crossed
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+            np.concatenate([p[2] for p in parts]), crossed)
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:

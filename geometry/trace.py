@@ -55,6 +55,9 @@ class _WallArrays:
     cover: tuple[WallCover, ...]
     cover_code: npt.NDArray[np.int8]
     top: FloatArray
+    #: Plain walls: two-way, unlimited, solid, full height. A line crossing any of them is
+    #: blocked whatever else it meets, from either end, for every target.
+    plain: BoolArray
     index: dict[str, int]
 
 
@@ -78,6 +81,9 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
         cover=tuple(w.cover for w in walls),
         cover_code=np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8),
         top=np.array([np.nan if w.top is None else w.top for w in walls], dtype=np.float64),
+        plain=np.array([w.direction == Direction.BOTH and not w.limited
+                        and w.cover is WallCover.SOLID and w.top is None for w in walls],
+                       dtype=bool),
         index={w.id: k for k, w in enumerate(walls)})
     if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
         del _WALL_CACHE[next(iter(_WALL_CACHE))]
@@ -87,7 +93,7 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
 
 #: Batches of at most this many blocks reuse the previous batch's wall hits (a move's
 #: handful of pairs); a full matrix traces everything once and keeps nothing.
-REUSE_MAX_BLOCKS = 4096
+REUSE_MAX_BLOCKS = 1024
 _BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
 
 
@@ -102,8 +108,8 @@ class _BlockGeneration:
     previous: dict[bytes, _BlockHits]
 
 
-# Per (walls tuple id, block shape).
-_BLOCK_HITS: dict[tuple[int, int, int], _BlockGeneration] = {}
+# Per (walls tuple id, block shape, every wall listed).
+_BLOCK_HITS: dict[tuple[int, int, int, bool], _BlockGeneration] = {}
 _BLOCK_HITS_SLOTS = 16
 
 
@@ -121,6 +127,7 @@ class Tracer:
         self.wall_cover = w.cover
         self.wall_cover_code = w.cover_code
         self.wall_top: FloatArray = w.top
+        self.wall_plain: BoolArray = w.plain
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
@@ -152,16 +159,19 @@ class Tracer:
         return LineHits(n, wl, wi, cl, ci, rl, ri)
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
-                     space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
+                     space_starts: FloatArray, space_ends: FloatArray,
+                     every_wall: bool = True) -> LineHits:
         """Trace blocks of P x Q lines (all lines from P start points to Q end points, line
         index block * P * Q + p * Q + q), for both directions at once: one-way walls are
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
-        tested on the `space_*` points, as in `trace`."""
+        tested on the `space_*` points, as in `trace`. Without `every_wall`, a line that
+        crosses plain walls (`_WallArrays.plain`) lists one of them, not each: enough for
+        rules that ask what a line meets, not for drawing it."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         if b <= REUSE_MAX_BLOCKS:
-            wl, wi, side = self._walls_reused(starts, ends)
+            wl, wi, side = self._walls_reused(starts, ends, every_wall)
         else:
-            wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+            wl, wi, side = self._walls(starts, ends, every_wall)
         cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes)
         rl = ri = np.empty(0, dtype=np.intp)
         if self.region_polys:
@@ -170,15 +180,27 @@ class Tracer:
             rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
 
-    def _walls_reused(self, starts: FloatArray,
-                      ends: FloatArray) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+    def _walls(self, starts: FloatArray, ends: FloatArray,
+               every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """Wall hits of blocks, plain walls collapsed to one per line unless every_wall."""
+        if every_wall or not self.wall_plain.any():
+            return kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+        wl, wi, side, crossed = kernel.blocks_cross_walls_any(starts, ends, self.wall_xy,
+                                                              self.wall_plain)
+        first_plain = int(np.argmax(self.wall_plain))
+        return (np.concatenate([wl, crossed]),
+                np.concatenate([wi, np.full(len(crossed), first_plain, dtype=np.intp)]),
+                np.concatenate([side, np.ones(len(crossed), dtype=np.int8)]))
+
+    def _walls_reused(self, starts: FloatArray, ends: FloatArray,
+                      every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
         """`kernel.blocks_cross_walls`, reusing the hits of blocks traced for this scene
         geometry or the one before it over the same walls (a token moving changes what
         creatures are in the way of other pairs' lines, never which walls those lines
         cross). Nothing older is kept: a token moving back to where it stood two changes
         ago is traced again, as during a real drag."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
-        slot = (id(self.scene.walls), p_n, q_n)
+        slot = (id(self.scene.walls), p_n, q_n, every_wall)
         held = _BLOCK_HITS.get(slot)
         if held is None or held.walls is not self.scene.walls:
             held = _BlockGeneration(self.scene.walls, self.scene, {}, {})
@@ -189,7 +211,7 @@ class Tracer:
         found = [current.get(key) or previous.get(key) for key in keys]
         todo = [k for k, f in enumerate(found) if f is None]
         if todo:
-            wl, wi, side = kernel.blocks_cross_walls(starts[todo], ends[todo], self.wall_xy)
+            wl, wi, side = self._walls(starts[todo], ends[todo], every_wall)
             per = p_n * q_n
             blk = wl // per
             order = np.argsort(blk, kind="stable")

@@ -485,13 +485,17 @@ class CornerEngine:
         measured once, however many lines cross that wall."""
         tr = self.tracer
         keys = creatures * len(tr.walls) + walls
-        unique, back = np.unique(keys, return_inverse=True)
+        # np.unique(keys, return_inverse=True) by marking (keys are dense small integers).
+        mark = np.zeros(len(self.cs) * len(tr.walls), dtype=bool)
+        mark[keys] = True
+        unique = np.flatnonzero(mark)
+        back = (np.cumsum(mark) - 1)[keys]
         uc, uw = unique // len(tr.walls), unique % len(tr.walls)
         boxes = shapely.box(*tr.boxes[uc].T)
         lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
         feet = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
             self.grid.px_per_foot)
-        out: FloatArray = feet[back.reshape(-1)]
+        out: FloatArray = feet[back]
         return out
 
     # -- evaluation --------------------------------------------------------------------
@@ -758,7 +762,8 @@ class CornerEngine:
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
                        want_lines: bool) -> list[PairFacts]:
         if plan.blocks is not None:
-            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw))
+            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
+                                                                  want_lines))
                                  for first, s_in, e_in, s_raw, e_raw in plan.blocks],
                                 len(plan.real_starts))
         else:
@@ -803,6 +808,8 @@ class CornerEngine:
         reach_lists = {m: v.tolist() for m, v in reach_by_mode.items()}
         adj_list = adj.tolist()
         level_list = row_level.tolist()
+        rstart_l, rend_l = rstart.tolist(), rend.tolist()
+        plevel_l, popen_l, pn_l = probe_level.tolist(), probe_open.tolist(), probe_n.tolist()
         out: list[PairFacts] = []
         for r, (_, _, mode) in enumerate(rows):
             in_reach = reach_lists[mode][r]
@@ -812,11 +819,9 @@ class CornerEngine:
                 continue
             best: tuple[Probe, ...] = ()
             traced = None
-            tied = [p for p in range(int(rstart[r]), int(rend[r]))
-                    if probe_level[p] == lvl]
+            tied = [p for p in range(rstart_l[r], rend_l[r]) if plevel_l[p] == lvl]
             if lvl == COVER:
-                best = tuple(self._probe(plan, p, int(probe_open[p]), int(probe_n[p]))
-                             for p in tied)
+                best = tuple(self._probe(plan, p, popen_l[p], pn_l[p]) for p in tied)
             if want_lines:
                 first = tied[0]
                 traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,

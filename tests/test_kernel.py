@@ -461,3 +461,20 @@ def test_normal_axis_prune_keeps_every_hit(seed: int) -> None:
         np.ones(len(starts), dtype=np.intp), walls, None, True))
     pruned = sum(len(g) for g, _ in kernel._block_candidates(starts, ends, walls, True))
     assert pruned < bbox_only
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_alike_walls_collapse_to_one_mark_per_line(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts, ends = _square_blocks(rng, 120)
+    walls = rng.integers(0, 31, size=(200, 4)).astype(np.float64)
+    walls = walls[np.any(walls[:, :2] != walls[:, 2:], axis=1)]
+    alike = rng.random(len(walls)) < 0.6
+    li, wi, side = kernel.blocks_cross_walls(starts, ends, walls)
+    al, aw, aside, crossed = kernel.blocks_cross_walls_any(starts, ends, walls, alike)
+    keep = ~alike[wi]
+    assert _pairs(al, aw) == _pairs(li[keep], wi[keep])
+    assert sorted(zip(al.tolist(), aside.tolist(), strict=True)) == sorted(
+        zip(li[keep].tolist(), side[keep].tolist(), strict=True))
+    assert crossed.tolist() == sorted(set(li[~keep].tolist()))
+    assert crossed.size and al.size
