@@ -501,12 +501,14 @@ class CornerEngine:
     # -- evaluation --------------------------------------------------------------------
 
     def evaluate(self, rows: Sequence[tuple[int, int, AttackMode]],
-                 want_lines: bool) -> list[PairFacts]:
+                 want_lines: bool, want_probes: bool = True) -> list[PairFacts]:
         """Facts for each (attacker, target, mode) row, planned with whole-array operations:
         each unordered pair's lines (every corner of one creature's squares to every corner
         of the other's) are traced once, for all modes and both directions, and each row
         reads its probes from them. Rows of one-square creatures (nearly all) are planned
-        all at once; the others row by row. `reference` gives the same facts."""
+        all at once; the others row by row. `reference` gives the same facts. Without
+        `want_probes`, rows at cover leave out which probes reached it (`PairFacts.best`,
+        for rules that look closer at cover)."""
         if not rows:
             return []
         # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
@@ -525,14 +527,15 @@ class CornerEngine:
                 segments[-1] = (keys[i], segments[-1][1], pos + 1)
             else:
                 segments.append((keys[i], pos, pos + 1))
-        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines)
+        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines,
+                                    want_probes)
         out: list[PairFacts | None] = [None] * len(rows)
         for pos, i in enumerate(order):
             out[i] = facts[pos]
         return [f for f in out if f is not None]
 
     def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
-                  want_lines: bool) -> list[PairFacts]:
+                  want_lines: bool, want_probes: bool = True) -> list[PairFacts]:
         """The straightforward computation: every row planned probe by probe, every line
         traced against every wall and space with no spatial prune. Tests and benchmarks hold
         `evaluate` to it."""
@@ -541,7 +544,8 @@ class CornerEngine:
             self._plan_row(plan, a, t, mode)
         if not rows:
             return []
-        return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
+        return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines,
+                                   want_probes)
 
     def _row_shapes(self, rows: Sequence[tuple[int, int, AttackMode]], which: list[int],
                     a: IntArray, t: IntArray) -> dict[int, tuple[int, ...]]:
@@ -760,7 +764,7 @@ class CornerEngine:
             row_probe_start=np.array([0], dtype=np.intp))
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
-                       want_lines: bool) -> list[PairFacts]:
+                       want_lines: bool, want_probes: bool) -> list[PairFacts]:
         if plan.blocks is not None:
             real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
                                                                   want_lines))
@@ -814,13 +818,13 @@ class CornerEngine:
         for r, (_, _, mode) in enumerate(rows):
             in_reach = reach_lists[mode][r]
             lvl = level_list[r]
-            if lvl != COVER and not want_lines:
+            if (lvl != COVER or not want_probes) and not want_lines:
                 out.append(PairFacts(lvl, adj_list[r], in_reach, None))
                 continue
             best: tuple[Probe, ...] = ()
             traced = None
             tied = [p for p in range(rstart_l[r], rend_l[r]) if plevel_l[p] == lvl]
-            if lvl == COVER:
+            if lvl == COVER and want_probes:
                 best = tuple(self._probe(plan, p, popen_l[p], pn_l[p]) for p in tied)
             if want_lines:
                 first = tied[0]

@@ -92,12 +92,13 @@ class Dnd35(Ruleset):
         extra = [] if not any(m is not AttackMode.RANGED for m in modes) else [
             (b, t, AttackMode.MELEE) for b, t in engine.threat_rows(idx_pairs)
             if (b, t) not in asked]
-        facts = engine.evaluate(rows + extra, lines)
+        # The 3.5 degree is the level; a variant overriding _degree may look at the probes.
+        facts = engine.evaluate(rows + extra, lines,
+                                want_probes=type(self)._degree is not Dnd35._degree)
         threatens = {(a, t): f.in_reach and f.level != TOTAL
                      for (a, t, m), f in zip(rows + extra, facts, strict=True)
                      if m is AttackMode.MELEE}
-        return [self._annotate(engine, a, t, m, f, threatens, options)
-                for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
+        return self._annotate_rows(engine, rows, facts[:len(rows)], threatens, options)
 
     def sight_points(self) -> SightPoints:
         return corner_sight_points
@@ -142,31 +143,46 @@ class Dnd35(Ruleset):
         """Whether this creature may be one of a flanking pair at all."""
         return True
 
-    def _annotate(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
-                  facts: PairFacts, threatens: dict[tuple[int, int], bool],
-                  options: Any) -> Annotation:
-        degree, visible = self._degree(engine, a, t, facts, options)
-        degree = self.floored(degree, engine.cs[t].cover_floor)
-        loe = degree is not Degree.TOTAL
-        melee = mode is not AttackMode.RANGED
-        flankers: list[str] = []
-        if melee and loe and facts.in_reach and self._can_flank(engine, a):
-            flankers = [f for f in engine.flankers(a, t, threatens)
-                        if self._can_flank(engine, engine.index[f])]
-        key = (type(self), degree, facts.in_reach, facts.adjacent, melee)
-        outcome = _OUTCOMES.get(key)
-        if outcome is None:
-            outcome = _OUTCOMES[key] = self._outcome(degree, facts.in_reach, facts.adjacent,
-                                                     melee)
-        flags, mods = outcome
-        if flankers:
-            flags = flags | {Flag.FLANKING}
-            mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
-                             "flanking with " + ", ".join(flankers)))
-        return Annotation(
-            attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
-            cover=degree, modifiers=mods, flags=flags,
-            flankers=tuple(flankers), lines=facts.best_lines, visible=visible)
+    def _annotate_rows(self, engine: CornerEngine, rows: Sequence[tuple[int, int, AttackMode]],
+                       facts: Sequence[PairFacts], threatens: dict[tuple[int, int], bool],
+                       options: Any) -> list[Annotation]:
+        """Each row's annotation: its degree (floored by the GM's override), the flags and
+        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks.
+        One loop over thousands of rows: what does not change per row is looked up once."""
+        ids = [c.id for c in engine.cs]
+        floors = [c.cover_floor for c in engine.cs]
+        # The 3.5 degree needs no more than the level; a variant may look closer.
+        by_level = type(self)._degree is Dnd35._degree
+        degrees = self.DEGREES
+        cls = type(self)
+        ranged, total = AttackMode.RANGED, Degree.TOTAL
+        out = []
+        for (a, t, mode), f in zip(rows, facts, strict=True):
+            if by_level:
+                degree, visible = degrees[f.level], None
+            else:
+                degree, visible = self._degree(engine, a, t, f, options)
+            if floors[t] is not None:
+                degree = self.floored(degree, floors[t])
+            loe = degree is not total
+            melee = mode is not ranged
+            key = (cls, degree, f.in_reach, f.adjacent, melee)
+            outcome = _OUTCOMES.get(key)
+            if outcome is None:
+                outcome = _OUTCOMES[key] = self._outcome(degree, f.in_reach, f.adjacent,
+                                                         melee)
+            flags, mods = outcome
+            flankers: tuple[str, ...] = ()
+            if melee and loe and f.in_reach and self._can_flank(engine, a):
+                flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
+                                 if self._can_flank(engine, engine.index[fl]))
+                if flankers:
+                    flags = flags | {Flag.FLANKING}
+                    mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                                     "flanking with " + ", ".join(flankers)))
+            out.append(Annotation(ids[a], ids[t], mode, loe, degree, mods, flags, flankers,
+                                  f.best_lines, visible))
+        return out
 
     def _outcome(self, degree: Degree, in_reach: bool, adjacent: bool,
                  melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
