@@ -185,6 +185,7 @@ class _Plan:
 
 
 _NO_POINTS: FloatArray = np.empty((0, 2))
+_COMMON_FACTS: dict[tuple[int, bool, bool], PairFacts] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -809,17 +810,28 @@ class CornerEngine:
         adj = (sx <= 1) & (sy <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
 
-        reach_lists = {m: v.tolist() for m, v in reach_by_mode.items()}
+        melee_mode, reach_mode = AttackMode.MELEE, AttackMode.REACH
+        mode_code = np.fromiter((0 if m is melee_mode else 1 if m is reach_mode else 2
+                                 for _, _, m in rows), dtype=np.int8, count=len(rows))
+        in_reach_l = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
+                                           reach_by_mode[AttackMode.REACH],
+                                           reach_by_mode[AttackMode.RANGED]]).tolist()
         adj_list = adj.tolist()
         level_list = row_level.tolist()
         rstart_l, rend_l = rstart.tolist(), rend.tolist()
         plevel_l, popen_l, pn_l = probe_level.tolist(), probe_open.tolist(), probe_n.tolist()
         out: list[PairFacts] = []
-        for r, (_, _, mode) in enumerate(rows):
-            in_reach = reach_lists[mode][r]
+        for r in range(len(rows)):
+            in_reach = in_reach_l[r]
             lvl = level_list[r]
             if (lvl != COVER or not want_probes) and not want_lines:
-                out.append(PairFacts(lvl, adj_list[r], in_reach, None))
+                # Facts with nothing but the level are values: share one per kind.
+                fact_key = (lvl, adj_list[r], in_reach)
+                common = _COMMON_FACTS.get(fact_key)
+                if common is None:
+                    common = PairFacts(lvl, adj_list[r], in_reach, None)
+                    _COMMON_FACTS[fact_key] = common
+                out.append(common)
                 continue
             best: tuple[Probe, ...] = ()
             traced = None

@@ -156,6 +156,8 @@ class Dnd35(Ruleset):
         degrees = self.DEGREES
         cls = type(self)
         ranged, total = AttackMode.RANGED, Degree.TOTAL
+        local: dict[tuple[int, bool, bool, bool],
+                    tuple[frozenset[Flag], tuple[Modifier, ...]]] = {}
         out = []
         for (a, t, mode), f in zip(rows, facts, strict=True):
             if by_level:
@@ -166,11 +168,16 @@ class Dnd35(Ruleset):
                 degree = self.floored(degree, floors[t])
             loe = degree is not total
             melee = mode is not ranged
-            key = (cls, degree, f.in_reach, f.adjacent, melee)
-            outcome = _OUTCOMES.get(key)
+            # Enum members hash slowly: the per-call table is keyed by identity.
+            local_key = (id(degree), f.in_reach, f.adjacent, melee)
+            outcome = local.get(local_key)
             if outcome is None:
-                outcome = _OUTCOMES[key] = self._outcome(degree, f.in_reach, f.adjacent,
-                                                         melee)
+                key = (cls, degree, f.in_reach, f.adjacent, melee)
+                outcome = _OUTCOMES.get(key)
+                if outcome is None:
+                    outcome = _OUTCOMES[key] = self._outcome(degree, f.in_reach, f.adjacent,
+                                                             melee)
+                local[local_key] = outcome
             flags, mods = outcome
             flankers: tuple[str, ...] = ()
             if melee and loe and f.in_reach and self._can_flank(engine, a):
