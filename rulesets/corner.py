@@ -328,6 +328,29 @@ class CornerEngine:
         self._square_boxes = [lay.square_boxes for lay in layouts]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self._stacks: dict[tuple[int, tuple[int, ...]],
+                           tuple[npt.NDArray[Any], IntArray]] = {}
+
+    def _gather(self, items: list[npt.NDArray[Any]], idx: IntArray) -> npt.NDArray[Any]:
+        """np.stack([items[c] for c in idx]) for creatures whose arrays (one of the per
+        creature lists above) share one shape, gathered from one stack per list and shape
+        instead of row by row."""
+        if len(idx) == 0:
+            return np.stack([items[c] for c in idx.tolist()])
+        shape = items[int(idx[0])].shape
+        key = (id(items), shape)
+        hit = self._stacks.get(key)
+        if hit is None:
+            members = [c for c, x in enumerate(items) if x.shape == shape]
+            pos = np.full(len(items), -1, dtype=np.intp)
+            pos[members] = np.arange(len(members))
+            hit = self._stacks[key] = (np.stack([items[c] for c in members]), pos)
+        big, pos = hit
+        at = pos[idx]
+        if (at < 0).any():  # not one shape after all: row by row
+            return np.stack([items[c] for c in idx.tolist()])
+        out: npt.NDArray[Any] = big[at]
+        return out
 
     # -- line construction --------------------------------------------------------------
 
@@ -599,10 +622,10 @@ class CornerEngine:
         for sk in np.unique(shape_key):
             idx = order[shape_key[order] == sk]
             p_n, q_n = int(self._k[bl[idx[0]]]), int(self._k[bh[idx[0]]])
-            s_in = np.stack([self._points_in[c] for c in bl[idx]])
-            e_in = np.stack([self._points_in[c] for c in bh[idx]])
-            s_raw = np.stack([self._points[c] for c in bl[idx]])
-            e_raw = np.stack([self._points[c] for c in bh[idx]])
+            s_in = self._gather(self._points_in, bl[idx])
+            e_in = self._gather(self._points_in, bh[idx])
+            s_raw = self._gather(self._points, bl[idx])
+            e_raw = self._gather(self._points, bh[idx])
             first = int(base[idx[0]])
             span = slice(first, first + len(idx) * p_n * q_n)
             real_starts[span] = np.repeat(s_in, q_n, axis=1).reshape(-1, 2)
@@ -665,7 +688,7 @@ class CornerEngine:
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
         probe_row = np.repeat(np.arange(len(rows)), nprobes)
         corner = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
-        origin = np.array([self._points[c] for c in a], dtype=np.float64).reshape(
+        origin = self._gather(self._points, a).reshape(
             -1, 4, 2)[probe_row, corner]
         origin[melee_adj[probe_row]] = np.nan
         return PlanArrays(
@@ -686,8 +709,8 @@ class CornerEngine:
         ka, kt = shape[1], shape[2]
         g = len(rows)
         if shape[0] == _SPACES:
-            origins = np.stack([self._space_idx[c] for c in a])  # (G, 4) origin per probe
-            targets = np.stack([self._space_idx[c] for c in t])[:, None, :]  # (G, 1, 4)
+            origins = self._gather(self._space_idx, a)  # (G, 4) origin per probe
+            targets = self._gather(self._space_idx, t)[:, None, :]  # (G, 1, 4)
             targets = np.broadcast_to(targets, (g, 4, 4))
             boxes = np.broadcast_to(self._space_arr[t][:, None, :], (g, 4, 4))
             kind = np.full(g, RANGED_LINE)
@@ -695,9 +718,9 @@ class CornerEngine:
             n_sq = shape[3]
             # Probes square-major, then origin: (square j, origin o) -> j * ka + o.
             origins = np.tile(np.arange(ka), (g, n_sq))  # (G, n_sq * ka)
-            sq = np.stack([self._square_idx[c] for c in t])  # (G, n_sq, 4)
+            sq = self._gather(self._square_idx, t)  # (G, n_sq, 4)
             targets = np.repeat(sq, ka, axis=1)  # (G, n_sq * ka, 4)
-            sq_boxes = np.stack([self._square_boxes[c] for c in t])  # (G, n_sq, 4)
+            sq_boxes = self._gather(self._square_boxes, t)  # (G, n_sq, 4)
             boxes = np.repeat(sq_boxes, ka, axis=1)
             kind = np.array([RANGED_LINE if r[2] is AttackMode.RANGED else REACH_LINE
                              for r in rows])
@@ -707,7 +730,7 @@ class CornerEngine:
         within = np.where(forward, o * kt + targets, targets * ka + o)
         virt_real = (base[:, None, None] + within).reshape(-1)
         lines_per_row = n_probes * 4
-        origin_pts = np.stack([self._points[c] for c in a])  # (G, ka, 2)
+        origin_pts = self._gather(self._points, a)  # (G, ka, 2)
         probe_origin = np.take_along_axis(origin_pts, origins[:, :, None], axis=1)
         return PlanArrays(
             real_starts=_NO_POINTS, real_ends=_NO_POINTS, space_starts=_NO_POINTS,
