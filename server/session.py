@@ -168,7 +168,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
         cover=a.cover.value,
         modifiers=mods,
         flags=flags,
-        flankers=list(a.flankers),
+        flankers=list(a.flankers) if a.flankers else _NO_FLANKERS,
         lines=None if a.lines is None else [
             LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
                     list(ln.regions)) for ln in a.lines],
@@ -184,6 +184,7 @@ _MODE_VALUES = tuple(m.value for m in AttackMode)
 _OUT_CACHE = 4096
 _MODS_OUT: dict[tuple[Modifier, ...], list[ModifierOut]] = {}
 _FLAGS_OUT: dict[frozenset[Flag], dict[str, bool]] = {}
+_NO_FLANKERS: list[str] = []
 #: The flags that mean something for a creature caught in an area effect.
 _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
 
