@@ -448,7 +448,9 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"subscriber's delta (`core.drain`), moving token {move['mover']} one square "
                 f"right and back (chosen as the movable token that sees the most).", "",
                 f"- median of {move['moves']} moves: **{_ms(move['median_s'])}** (min "
-                f"{_ms(min(move['times']))}, max {_ms(max(move['times']))})",
+                f"{_ms(min(move['times']))}, max {_ms(max(move['times']))}); CPU time of "
+                f"the Core's thread, median: {_ms(move.get('cpu_median_s'))} (the wall time "
+                f"above includes waiting for a core on a shared machine)",
                 f"- annotations changed per move: median {move['changed_median']:g}, max "
                 f"{move['changed_max']}; delta frame {move['delta_bytes_median']:.0f} bytes",
                 f"- the subscription itself (full matrix through the Core, snapshot "
