@@ -173,6 +173,11 @@ class Ruleset(abc.ABC):
         not recomputed for such a change."""
         return tuple(AttackMode)
 
+    def in_the_way_may_change(self, cover: Degree) -> bool:
+        """Whether an annotation at this degree (lines not drawn) can change when a creature
+        steps into or out of the way of its lines; the safe answer is yes."""
+        return True
+
     def default_options(self) -> Any:
         return self.Options()
 

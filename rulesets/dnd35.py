@@ -110,6 +110,11 @@ class Dnd35(Ruleset):
             return tuple(AttackMode)
         return (AttackMode.RANGED,)
 
+    def in_the_way_may_change(self, cover: Degree) -> bool:
+        # A creature only adds soft cover to a line: a corner (or the best one) already at
+        # cover, improved or total stays there, and a GM's floor only raises the degree.
+        return cover in (Degree.NONE, Degree.SOFT)
+
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area with line of effect from its origin; cover is traced from
         the origin point to their corners, and only its Reflex side applies (soft cover gives

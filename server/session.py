@@ -21,7 +21,7 @@ from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Flag, Modifier
+from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -469,17 +469,24 @@ class Core:
             # creatures in the way count.
             way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
             way_values = tuple(m.value for m in way_modes)
+            in_the_way = set(affected.in_the_way)
+            if not lines:
+                # ...and only those whose degree a creature in the way can still change.
+                may = scene.ruleset.in_the_way_may_change
+                in_the_way = {(a, t) for a, t in in_the_way
+                              if any((old := cached.table.get((a, t, m))) is None
+                                     or may(Degree(old.cover)) for m in way_values)}
             stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
-            stale.update((a, t, m) for a, t in affected.in_the_way for m in way_values)
+            stale.update((a, t, m) for a, t in in_the_way for m in way_values)
             if gone:
                 stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
             for key in stale:
                 table.pop(key, None)
             results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected.whole),
                                              lines=lines) if affected.whole else []
-            if affected.in_the_way and way_modes:
+            if in_the_way and way_modes:
                 results += scene.ruleset.evaluate(geom, scene.options,
-                                                  pairs=sorted(affected.in_the_way),
+                                                  pairs=sorted(in_the_way),
                                                   modes=way_modes, lines=lines)
             changed: set[Key] = set()
             for a in results:
