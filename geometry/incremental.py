@@ -124,9 +124,9 @@ def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
     index = {c.id: k for k, c in enumerate(scene.creatures)}
     spaces = np.array([space(c, grid) for c in scene.creatures], dtype=np.float64)
     reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)
-    ordered = sorted(pairs)
-    a = np.array([index[p[0]] for p in ordered], dtype=np.intp)
-    t = np.array([index[p[1]] for p in ordered], dtype=np.intp)
+    ordered = list(pairs)
+    at = np.array([(index[p], index[q]) for p, q in ordered], dtype=np.intp).reshape(-1, 2)
+    a, t = at[:, 0], at[:, 1]
     sx, sy = grid_steps_many(spaces[a], spaces[t], grid.size)
     near = within_reach_many(sx, sy, 2 * reach[a])
     return {p[1] for p, ok in zip(ordered, near.tolist(), strict=True) if ok}

@@ -17,7 +17,6 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -204,10 +203,24 @@ class _Layout:
     square_boxes: FloatArray
 
 
-@functools.lru_cache(maxsize=16384)
+_LAYOUTS: dict[tuple[float, float, float, float, float], _Layout] = {}
+_LAYOUTS_MAX = 16384
+
+
 def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
-    # Creatures are frozen values: a token that did not move keeps its layout across
-    # revisions (the arrays are never written to).
+    # A layout depends only on where the creature stands, its size and the grid's: a token
+    # that did not move keeps its layout across revisions (the arrays are never written
+    # to). Keyed by those numbers, not the creature (hashing a whole creature is slower).
+    key = (c.x, c.y, c.width, c.height, grid.size)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = _new_layout(c, grid)
+    return found
+
+
+def _new_layout(c: CreatureGeom, grid: Grid) -> _Layout:
     box = space(c, grid)
     sqs = squares(c, grid)
     pts = _distinct_corners(sqs)

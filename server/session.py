@@ -163,9 +163,11 @@ def annotation_out(a: Annotation) -> AnnotationOut:
     flags = _FLAGS_OUT.get(a.flags)
     if flags is None:
         flags = _FLAGS_OUT[a.flags] = _flag_map(a.flags)
+    # _value_ (the documented member attribute) rather than the slower .value property:
+    # this runs once per pair and mode.
     return AnnotationOut(
-        attacker=a.attacker, target=a.target, mode=a.mode.value, loe=a.loe,
-        cover=a.cover.value,
+        attacker=a.attacker, target=a.target, mode=a.mode._value_, loe=a.loe,
+        cover=a.cover._value_,
         modifiers=mods,
         flags=flags,
         flankers=list(a.flankers) if a.flankers else _NO_FLANKERS,
@@ -472,10 +474,10 @@ class Core:
             in_the_way = set(affected.in_the_way)
             if not lines:
                 # ...and only those whose degree a creature in the way can still change.
-                may = scene.ruleset.in_the_way_may_change
+                may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
                 in_the_way = {(a, t) for a, t in in_the_way
                               if any((old := cached.table.get((a, t, m))) is None
-                                     or may(Degree(old.cover)) for m in way_values)}
+                                     or may[old.cover] for m in way_values)}
             stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
             stale.update((a, t, m) for a, t in in_the_way for m in way_values)
             if gone:
@@ -490,7 +492,8 @@ class Core:
                                                   modes=way_modes, lines=lines)
             changed: set[Key] = set()
             for a in results:
-                key, new = a.key(), annotation_out(a)
+                new = annotation_out(a)
+                key = (new.attacker, new.target, new.mode)
                 old = cached.table.get(key)
                 if old is not None and old == new:
                     table[key] = old  # the same object: unchanged for every diff
