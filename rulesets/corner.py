@@ -235,6 +235,8 @@ def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
     return _layout(c, grid).points
 
 
+# Attack modes as row codes (CornerEngine._row_arrays).
+_MELEE_CODE, _REACH_CODE, _RANGED_CODE = 0, 1, 2
 # Row shapes (CornerEngine._row_shapes), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
@@ -343,6 +345,25 @@ class CornerEngine:
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self._stacks: dict[tuple[int, tuple[int, ...]],
                            tuple[npt.NDArray[Any], IntArray]] = {}
+        self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
+                               tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
+
+    def _row_arrays(self, rows: Sequence[tuple[int, int, AttackMode]],
+                    ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """Attacker, target and mode (_MELEE_CODE, _REACH_CODE, _RANGED_CODE) of each row as
+        arrays, read once per list of rows (planning and evaluation read the same list)."""
+        memo = self._rows_memo
+        if memo is not None and memo[0] is rows:
+            return memo[1]
+        n = len(rows)
+        melee, reach = AttackMode.MELEE, AttackMode.REACH
+        arrays = (np.fromiter((r[0] for r in rows), dtype=np.intp, count=n),
+                  np.fromiter((r[1] for r in rows), dtype=np.intp, count=n),
+                  np.fromiter((_MELEE_CODE if r[2] is melee else _REACH_CODE
+                               if r[2] is reach else _RANGED_CODE for r in rows),
+                              dtype=np.int8, count=n))
+        self._rows_memo = (rows, arrays)
+        return arrays
 
     def _gather(self, items: list[npt.NDArray[Any]], idx: IntArray) -> npt.NDArray[Any]:
         """np.stack([items[c] for c in idx]) for creatures whose arrays (one of the per
@@ -550,20 +571,27 @@ class CornerEngine:
             return []
         # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
         # only the others need their shape worked out one by one.
-        a = np.fromiter((r[0] for r in rows), dtype=np.intp, count=len(rows))
-        t = np.fromiter((r[1] for r in rows), dtype=np.intp, count=len(rows))
+        a, t, code = self._row_arrays(rows)
         simple = (self._k[a] == 4) & (self._k[t] == 4)
-        others = np.nonzero(~simple)[0].tolist()
+        simple_idx = np.flatnonzero(simple)
+        others = np.flatnonzero(~simple).tolist()
         keys = self._row_shapes(rows, others, a, t)
-        order = np.nonzero(simple)[0].tolist() + sorted(others, key=keys.__getitem__)
-        keys.update(dict.fromkeys(order[:len(order) - len(others)], (_SIMPLE,)))
-        ordered = [rows[i] for i in order]
-        segments: list[tuple[tuple[int, ...], int, int]] = []
-        for pos, i in enumerate(order):
+        others.sort(key=keys.__getitem__)
+        n_simple = len(simple_idx)
+        segments: list[tuple[tuple[int, ...], int, int]] = (
+            [((_SIMPLE,), 0, n_simple)] if n_simple else [])
+        for pos, i in enumerate(others, start=n_simple):
             if segments and segments[-1][0] == keys[i] and keys[i][0] != _ONE_BY_ONE:
                 segments[-1] = (keys[i], segments[-1][1], pos + 1)
             else:
                 segments.append((keys[i], pos, pos + 1))
+        if not others:
+            return self._evaluate_plan(self._block_plan(rows, segments), rows, want_lines,
+                                       want_probes)
+        order = simple_idx.tolist() + others
+        ordered = [rows[i] for i in order]
+        at = np.array(order, dtype=np.intp)
+        self._rows_memo = (ordered, (a[at], t[at], code[at]))
         facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines,
                                     want_probes)
         out: list[PairFacts | None] = [None] * len(rows)
@@ -615,8 +643,7 @@ class CornerEngine:
                     segments: Sequence[tuple[tuple[int, ...], int, int]]) -> PlanArrays:
         """The plan for `rows`, laid out in segments of one shape each (`_row_shapes`)."""
         n = len(self.cs)
-        a = np.array([r[0] for r in rows], dtype=np.intp)
-        t = np.array([r[1] for r in rows], dtype=np.intp)
+        a, t, code = self._row_arrays(rows)
         low, high = np.minimum(a, t), np.maximum(a, t)
         keys, block = np.unique(low * n + high, return_inverse=True)
         block = block.reshape(-1)
@@ -651,11 +678,11 @@ class CornerEngine:
         for shape, lo, hi in segments:
             sub, b = rows[lo:hi], base[block[lo:hi]]
             if shape[0] == _SIMPLE:
-                parts.append(self._simple_rows(sub, a[lo:hi], t[lo:hi], b))
+                parts.append(self._simple_rows(code[lo:hi], a[lo:hi], t[lo:hi], b))
             elif shape[0] == _ONE_BY_ONE:
                 parts.append(self._general_row(sub[0], int(b[0])))
             else:
-                parts.append(self._shaped_rows(shape, sub, a[lo:hi], t[lo:hi], b))
+                parts.append(self._shaped_rows(shape, code[lo:hi], a[lo:hi], t[lo:hi], b))
         virt, rev, kind, att, tgt, pstart, porigin, pbox, rstart = [], [], [], [], [], [], \
             [], [], []
         lines = probes = 0
@@ -681,13 +708,13 @@ class CornerEngine:
             probe_box=np.concatenate(pbox).reshape(-1, 4),
             row_probe_start=np.concatenate(rstart))
 
-    def _simple_rows(self, rows: Sequence[tuple[int, int, AttackMode]], a: IntArray,
+    def _simple_rows(self, code: npt.NDArray[np.int8], a: IntArray,
                      t: IntArray, base: IntArray) -> PlanArrays:
         """Rows between one-square creatures: every mode reads the 16 lines between the
         spaces' corners, as 4 probes (one per attacker corner) or, for adjacent melee, as
         one probe of 16."""
-        ranged = np.array([r[2] is AttackMode.RANGED for r in rows], dtype=bool)
-        melee = np.array([r[2] is AttackMode.MELEE for r in rows], dtype=bool)
+        ranged = code == _RANGED_CODE
+        melee = code == _MELEE_CODE
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         melee_adj = melee & (sx <= 1) & (sy <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
@@ -699,7 +726,7 @@ class CornerEngine:
         virt_real = (base[:, None] + within).reshape(-1)
         nprobes = np.where(melee_adj, 1, 4)
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
-        probe_row = np.repeat(np.arange(len(rows)), nprobes)
+        probe_row = np.repeat(np.arange(len(code)), nprobes)
         corner = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
         origin = self._gather(self._points, a).reshape(
             -1, 4, 2)[probe_row, corner]
@@ -713,14 +740,14 @@ class CornerEngine:
             probe_origin=origin.reshape(-1, 2), probe_box=self._space_arr[t[probe_row]],
             row_probe_start=row_probe_start)
 
-    def _shaped_rows(self, shape: tuple[int, ...], rows: Sequence[tuple[int, int, AttackMode]],
+    def _shaped_rows(self, shape: tuple[int, ...], code: npt.NDArray[np.int8],
                      a: IntArray, t: IntArray, base: IntArray) -> PlanArrays:
         """Rows of one shape with a big creature, all at once, probes as `_plan_row` makes
         them: from each space corner to the target's space corners (ranged), or from every
         corner of the attacker's squares to each of the target's squares (reach, melee that
         is not adjacent, and ranged with the big-creature option)."""
         ka, kt = shape[1], shape[2]
-        g = len(rows)
+        g = len(code)
         if shape[0] == _SPACES:
             origins = self._gather(self._space_idx, a)  # (G, 4) origin per probe
             targets = self._gather(self._space_idx, t)[:, None, :]  # (G, 1, 4)
@@ -735,8 +762,7 @@ class CornerEngine:
             targets = np.repeat(sq, ka, axis=1)  # (G, n_sq * ka, 4)
             sq_boxes = self._gather(self._square_boxes, t)  # (G, n_sq, 4)
             boxes = np.repeat(sq_boxes, ka, axis=1)
-            kind = np.array([RANGED_LINE if r[2] is AttackMode.RANGED else REACH_LINE
-                             for r in rows])
+            kind = np.where(code == _RANGED_CODE, RANGED_LINE, REACH_LINE)
         n_probes = origins.shape[1]
         o = np.repeat(origins[:, :, None], 4, axis=2)  # (G, P, 4)
         forward = (a < t)[:, None, None]
@@ -840,15 +866,11 @@ class CornerEngine:
         probe_n = np.diff(np.append(pstart, len(level)))
         rend = np.append(rstart[1:], len(pstart))
 
-        a = np.array([r[0] for r in rows], dtype=np.intp)
-        t = np.array([r[1] for r in rows], dtype=np.intp)
+        a, t, mode_code = self._row_arrays(rows)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         adj = (sx <= 1) & (sy <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
 
-        melee_mode, reach_mode = AttackMode.MELEE, AttackMode.REACH
-        mode_code = np.fromiter((0 if m is melee_mode else 1 if m is reach_mode else 2
-                                 for _, _, m in rows), dtype=np.int8, count=len(rows))
         in_reach_l = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
                                            reach_by_mode[AttackMode.REACH],
                                            reach_by_mode[AttackMode.RANGED]]).tolist()
