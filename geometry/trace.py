@@ -91,9 +91,9 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
     return arrays
 
 
-#: Batches of at most this many blocks reuse the previous batch's wall hits (a move's
+#: Batches of at most this many blocks (per block shape) reuse the previous batch's wall hits (a move's
 #: handful of pairs); a full matrix traces everything once and keeps nothing.
-REUSE_MAX_BLOCKS = 1024
+REUSE_MAX_BLOCKS = 512
 _BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
 
 
