@@ -91,8 +91,8 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
     return arrays
 
 
-#: Batches of at most this many blocks (per block shape) reuse the previous batch's wall hits (a move's
-#: handful of pairs); a full matrix traces everything once and keeps nothing.
+#: Batches of at most this many blocks (of one shape) reuse earlier wall hits (a move's
+#: few hundred pairs); a full matrix traces everything once and keeps nothing.
 REUSE_MAX_BLOCKS = 512
 _BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
 
