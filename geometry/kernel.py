@@ -334,6 +334,28 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
     return _pruned(starts, ends, boxes, group_start, enter_paired, False)
 
 
+def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
+    """`enter_paired` on broadcast shapes (starts (C, P, 1, 2), ends (C, 1, Q, 2), boxes
+    (C, 1, 1, 4)): the same operations element for element, without copying each line's
+    points and box out first."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tlo: FloatArray = np.zeros(1)
+        thi: FloatArray = np.ones(1)
+        for axis in (0, 1):
+            p = starts[..., axis]
+            d = ends[..., axis] - p
+            b0, b1 = boxes[..., axis], boxes[..., axis + 2]
+            ta, tb = (b0 - p) / d, (b1 - p) / d
+            still = d == 0
+            inside = (p > b0) & (p < b1)
+            tlo = np.maximum(tlo, np.where(still, np.where(inside, -np.inf, np.inf),
+                                           np.minimum(ta, tb)))
+            thi = np.minimum(thi, np.where(still, np.where(inside, np.inf, -np.inf),
+                                           np.maximum(ta, tb)))
+    entered: BoolArray = thi - tlo > _INSIDE_EPS
+    return entered
+
+
 def blocks_enter_boxes(starts: FloatArray, ends: FloatArray,
                        boxes: FloatArray) -> tuple[IntArray, IntArray]:
     """`segments_enter_boxes` for blocks of P x Q lines (as `blocks_cross_walls` numbers
@@ -349,10 +371,8 @@ def blocks_enter_boxes(starts: FloatArray, ends: FloatArray,
     for bi, ti in _block_candidates(starts, ends, boxes, False):
         for c0 in range(0, len(bi), step):
             cb, ct = bi[c0:c0 + step], ti[c0:c0 + step]
-            s = np.broadcast_to(starts[cb][:, :, None, :], (len(cb), p_n, q_n, 2))
-            e = np.broadcast_to(ends[cb][:, None, :, :], (len(cb), p_n, q_n, 2))
-            box = np.broadcast_to(boxes[ct][:, None, None, :], (len(cb), p_n, q_n, 4))
-            hit = enter_paired(s.reshape(-1, 2), e.reshape(-1, 2), box.reshape(-1, 4))
+            hit = _enter_block(starts[cb][:, :, None, :], ends[cb][:, None, :, :],
+                               boxes[ct][:, None, None, :]).reshape(-1)
             ci = np.nonzero(hit)[0]
             if ci.size == 0:
                 continue
