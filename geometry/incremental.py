@@ -5,7 +5,10 @@ creatures whose annotation may differ, erring only on the side of too many. Ever
 draws its lines inside the convex hull of the two creatures' spaces, so a pair can change
 only when one of its creatures changed, when something that changed (a creature's old or
 new space, a wall's old or new segment) meets that hull, or through flanking, which depends
-on who threatens the target.
+on who threatens the target. A ruleset that says where its lines start and end (its sight
+points) gets the exact test for creatures instead of the hull: does one of those lines
+enter the old or new space. Pairs reached only that way are told apart (`Affected`), since
+a creature in the way changes only what creatures in the way count for.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Rule of this module: a Tracer is built once per scene snapshot (arrays of walls, spaces and
 regions) and answers batches of lines with sparse hit lists; it decides what *physically*
 meets a line (doors open or shut, one-way walls seen from the line's start, limited walls),
-never what that means in a game. Rulesets classify the hits.
+never what that means in a game. Rulesets classify the hits. What depends only on the
+walls is kept across snapshots of the same walls (their arrays, and the wall hits of small
+batches for the next snapshot), never anything that depends on where creatures stand.
 """
 
 from __future__ import annotations
