@@ -66,8 +66,8 @@ SERVER_VERSION = "0.1.0"
 POLICY_VIOLATION = 1008
 #: Cached revisions whose changed keys are remembered for cheap deltas.
 CHANGE_LOG = 32
-#: Delta frames kept for subscribers catching up (cleared when full).
-_FRAME_CACHE = 256
+#: Delta frames kept per scene for subscribers catching up to its current state.
+_FRAME_CACHE = 64
 
 Key = tuple[str, str, str]
 
@@ -201,11 +201,12 @@ class Core:
         self._next = 1
         # Per scene and lines flag: annotations at the scene's current revision.
         self._cache: dict[tuple[str, bool], _Cached] = {}
-        # Delta frames by (scene, lines, modes, binary, from revision): the scene value
-        # they lead to, the table they leave the subscriber with, the frame.
-        self._frames: dict[tuple[str, bool, tuple[AttackMode, ...], bool, int],
-                           tuple[scenes.Scene, dict[Key, AnnotationOut],
-                                 bytes | str | None]] = {}
+        # Per scene, delta frames to its current state (the scene value they lead to) by
+        # (lines, modes, binary, from revision): the table they leave the subscriber with,
+        # and the frame.
+        self._frames: dict[str, tuple[scenes.Scene, dict[
+            tuple[bool, tuple[AttackMode, ...], bool, int],
+            tuple[dict[Key, AnnotationOut], bytes | str | None]]]] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -331,6 +332,7 @@ class Core:
         del self.scenes[sid]
         for lines in (False, True):
             self._cache.pop((sid, lines), None)
+        self._frames.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
             sub = conn.subscriptions.pop(sid, None)
@@ -382,17 +384,22 @@ class Core:
         scene = self.scenes[sid]
         # Subscribers at the same revision with the same view get the same frame: build it
         # once per revision (50 subscribers of a scene cost one diff and one encoding).
-        fkey = (sid, sub.lines, sub.modes, sub.binary, sub.revision)
-        cached_frame = self._frames.get(fkey)
-        if cached_frame is not None and cached_frame[0] is scene:
-            _, table, frame = cached_frame
+        # Only frames leading to the scene's current state are kept: older ones (and the
+        # tables they hold) go as soon as the scene changes.
+        held = self._frames.get(sid)
+        if held is None or held[0] is not scene:
+            held = self._frames[sid] = (scene, {})
+        frames = held[1]
+        fkey = (sub.lines, sub.modes, sub.binary, sub.revision)
+        cached_frame = frames.get(fkey)
+        if cached_frame is not None:
+            table, frame = cached_frame
             sub.sent = table
             sub.revision = scene.revision
             return frame
         frame = self._diff(sid, sub)
-        if len(self._frames) >= _FRAME_CACHE:
-            self._frames.clear()
-        self._frames[fkey] = (scene, sub.sent, frame)
+        if len(frames) < _FRAME_CACHE:
+            frames[fkey] = (sub.sent, frame)
         return frame
 
     def _diff(self, sid: str, sub: Subscription) -> bytes | str | None:

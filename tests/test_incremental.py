@@ -191,6 +191,9 @@ def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
             assert table == {k: a for k, a in current.items() if k[2] in modes[v]}, (step, v)
         if step % 2 == 1 and viewers[0] in frames and viewers[3] in frames:
             assert frames[viewers[0]] == frames[viewers[3]]
+        # Shared frames lead only to the current state: nothing older is kept alive.
+        assert all(held[0] is core.scenes[sid] and len(held[1]) <= 3
+                   for sid, held in core._frames.items())
 
 
 def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
