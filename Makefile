@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint bench clean browser
 
 $(BIN)/covercast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,8 +20,16 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: install lint
-	$(BIN)/pytest
+# The overlay's browser test needs Debian's chromium and playwright's Python driver (never
+# `playwright install`: it downloads browsers from a CDN). Installed only when missing.
+browser: install
+	@test -x /usr/bin/chromium || (DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+		|| (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium))
+	@$(BIN)/python -c "import playwright.sync_api" 2>/dev/null \
+		|| $(BIN)/pip install --quiet 'playwright>=1.40,<2'
+
+test: install browser lint
+	COVERCAST_REQUIRE_BROWSER=1 $(BIN)/pytest
 
 bench: install
 	$(BIN)/python -m bench

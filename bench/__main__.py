@@ -13,7 +13,11 @@ measured in the same run, on the same scenes):
 - end to end over WebSockets on 127.0.0.1 (50 subscribers, one mover): latency and
   sustained moves per second;
 - peak memory (tracemalloc) of loading the 100 x 1,000 scene and computing its matrix;
-- permessage-deflate on vs off: server CPU per broadcast to 50 clients.
+- permessage-deflate on vs off: server CPU per broadcast to 50 clients;
+- centre-line rulesets: degrees and pf2 full matrix next to dnd35's on the same scenes
+  (plain and dressed with the third dimension, terrain, water and mounts), against their
+  pair-by-pair `reference` (the "before" figure, and an equality check of the whole
+  matrix), and one move through the Core in each of the three rulesets (bench/degrees.py).
 
 Each full-matrix size and each Core figure runs in a worker process under a memory limit
 (--mem-limit-gb) and a timeout, so a blow-up is reported instead of taking the machine
@@ -49,6 +53,13 @@ Result = dict[str, Any]
 
 FULL_CONFIGS = [(t, w) for t in (50, 100, 200) for w in (100, 1000, 5000)]
 QUICK_CONFIGS = [(50, 100), (50, 1000)]
+#: Centre-line rulesets: (tokens, walls, dressed); the reference runs up to REFERENCE_MAX
+#: ordered pairs x walls (above, the pair-by-pair computation takes minutes).
+DEGREES_CONFIGS = [(50, 300, False), (100, 1000, False), (100, 1000, True),
+                   (200, 5000, False)]
+QUICK_DEGREES_CONFIGS = [(50, 300, False), (50, 300, True)]
+REFERENCE_MAX = 2e7
+MOVE_RULESETS = ("dnd35", "degrees", "pf2")
 
 TARGET_NAIVE = 100.0
 TARGET_BRUTE = 2.0
@@ -61,6 +72,7 @@ class Plan:
     quick: bool
     sections: set[str]
     configs: list[tuple[int, int]]
+    degrees_configs: list[tuple[int, int, bool]]
     seed: int
     live_tokens: int
     live_walls: int
@@ -152,6 +164,26 @@ def run_plan(plan: Plan) -> None:
                                     plan.in_thread, plan.mem_limit_gb)
         except Exception as exc:
             r["e2e"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if "degrees" in plan.sections:
+        r["degrees"] = {"matrix": [], "move": {}}
+        for tokens, walls, dressed in plan.degrees_configs:
+            what = f"{tokens} tokens x {walls} walls" + (", dressed" if dressed else "")
+            _say(f"[bench] degrees and pf2 next to dnd35, {what} ...")
+            args = ["--tokens", str(tokens), "--walls", str(walls), "--seed", str(plan.seed)]
+            if dressed:
+                args.append("--dressed")
+            if plan.quick:
+                args += ["--max-runs", "3"]
+            if tokens * (tokens - 1) * walls > REFERENCE_MAX:
+                args.append("--no-reference")
+            res = _worker(plan, "bench.degrees", args, what)
+            res.update(tokens=tokens, walls=walls, dressed=dressed)
+            r["degrees"]["matrix"].append(res)
+        for name in MOVE_RULESETS:
+            _say(f"[bench] one move through the Core, {name} ...")
+            r["degrees"]["move"][name] = _worker(
+                plan, "bench.live", ["move", *live_args, "--moves", str(plan.core_moves),
+                                     "--ruleset", name], f"move {name}")
     if "compression" in plan.sections:
         _load(plan, "compression")
         _say(f"[bench] permessage-deflate on/off, {plan.clients} clients ...")
@@ -321,6 +353,22 @@ def targets(plan: Plan) -> list[Target]:
     else:
         out.append(Target("one move delivered to 50 subscribers: p99 < 10 ms", "not measured",
                           (e2e or {}).get("error", "")))
+    deg = r.get("degrees", {}).get("matrix", [])
+    if deg:
+        slower = []
+        for m in deg:
+            base = m.get("dnd35", {}).get("median_s")
+            for name in ("degrees", "pf2"):
+                t = m.get(name, {}).get("median_s")
+                if t is None or base is None or t > base:
+                    slower.append(f"{name} {_degrees_scene(m)}")
+        detail = "; ".join(
+            f"{_degrees_scene(m)}: dnd35 {_s(m.get('dnd35', {}).get('median_s'))}, degrees "
+            f"{_s(m.get('degrees', {}).get('median_s'))}, pf2 "
+            f"{_s(m.get('pf2', {}).get('median_s'))}" for m in deg)
+        out.append(Target("degrees and pf2 full matrix at least as fast as dnd35's on the same "
+                          "scene", "not met" if slower else "met",
+                          (f"slower: {', '.join(slower)}; " if slower else "") + detail))
     big = [m for m in matrix if (m["tokens"], m["walls"]) == (200, 5000)]
     if big:
         t = _engine_s(big[0])
@@ -361,6 +409,25 @@ def problems(plan: Plan) -> tuple[list[str], list[str]]:
             wrong.append(f"move: after the moves, the subscriber's view differs from a fresh "
                          f"evaluation in {move['view_mismatches']} annotations, e.g. "
                          f"{move['view_examples'][:1]}")
+    deg = plan.results.get("degrees", {})
+    for m in deg.get("matrix", []):
+        name = _degrees_scene(m)
+        if "error" in m:
+            failed.append(f"degrees {name}: {m['error']}")
+        for part in ("dnd35", "degrees", "pf2", "degrees_reference", "pf2_reference"):
+            res = m.get(part, {})
+            if "error" in res:
+                failed.append(f"{part} {name}: {res['error']} (at {res.get('where')})")
+            if res.get("mismatches"):
+                wrong.append(f"{part.split('_')[0]} {name}: {res['mismatches']} of "
+                             f"{res['compared']} annotations differ from the reference; e.g. "
+                             f"{res['examples'][:1]}")
+    for name, move in deg.get("move", {}).items():
+        if "error" in move:
+            failed.append(f"move {name}: {move['error']}")
+        elif not move.get("view_matches_fresh", True):
+            wrong.append(f"move {name}: the subscriber's view differs from a fresh evaluation "
+                         f"in {move['view_mismatches']} annotations")
     for name in ("memory", "e2e", "compression"):
         res = plan.results.get(name)
         if res is not None and "error" in res:
@@ -530,6 +597,10 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
             lines += ["Peak RSS of each full-matrix worker (engine, baselines and checks "
                       "together): " + ", ".join(peaks), ""]
 
+    deg = r.get("degrees")
+    if deg:
+        lines += _degrees_report(deg)
+
     comp = r.get("compression")
     if comp:
         lines += ["## permessage-deflate", ""]
@@ -556,13 +627,77 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
     return "\n".join(lines)
 
 
+def _degrees_scene(m: Result) -> str:
+    return f"{m['tokens']}x{m['walls']}" + (" dressed" if m.get("dressed") else "")
+
+
+def _degrees_report(deg: Result) -> list[str]:
+    lines = [
+        "## Centre-line rulesets: degrees and pf2 next to dnd35", "",
+        "Full matrix through `evaluate` (every ordered pair, melee + reach + ranged) of each "
+        "ruleset with default options on the same scene; 'before' is `reference`, the "
+        "pair-by-pair computation `evaluate` replaced (what main ran before), timed once in "
+        "the same worker, and its annotations compared with `evaluate`'s on the whole matrix. "
+        "Dressed scenes (bench/dressing.py) add elevations, heights, wall bands, terrain "
+        "regions, water, riders on mounts, Take Cover and GM floors (dnd35 runs them without "
+        "the floors, which name degrees it does not have). Times: median of the runs in "
+        "parentheses.", "",
+        "| scene | pairs | dnd35 | degrees | pf2 | degrees before | pf2 before | speed-up "
+        "degrees / pf2 | fast = reference |",
+        "| --- | ---: | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cell(m: Result, part: str) -> str:
+        d = m.get(part)
+        if d is None:
+            return "not run"
+        if "median_s" in d:
+            return _s(d["median_s"]) + _runs(d)
+        return f"FAILED: {d.get('error', '?')}"
+
+    for m in deg.get("matrix", []):
+        if "error" in m and "degrees" not in m:
+            lines.append(f"| {_degrees_scene(m)} | | FAILED: {m['error']} | | | | | | |")
+            continue
+        ups, eq = [], []
+        for name in ("degrees", "pf2"):
+            before = m.get(f"{name}_reference", {})
+            ups.append(_x(_ratio(before.get("median_s"), m.get(name, {}).get("median_s"))))
+            if "compared" in before:
+                eq.append(f"{name} " + (f"MISMATCH {before['mismatches']}/{before['compared']}"
+                                        if before["mismatches"] else
+                                        f"equal {before['compared']}"))
+        lines.append(
+            f"| {_degrees_scene(m)} | {m.get('pairs', '')} | {cell(m, 'dnd35')} | "
+            f"{cell(m, 'degrees')} | {cell(m, 'pf2')} | {cell(m, 'degrees_reference')} | "
+            f"{cell(m, 'pf2_reference')} | {' / '.join(ups)} | {', '.join(eq) or 'n/a'} |")
+    moves = deg.get("move", {})
+    if moves:
+        lines += ["", "One move through the Core per ruleset (as in 'One move through the Core' "
+                  "above: same scene, same mover chosen per ruleset, one subscriber):", "",
+                  "| ruleset | median move | min / max | changed per move | subscription "
+                  "(full matrix) | snapshot | view = fresh |",
+                  "| --- | --- | --- | ---: | --- | ---: | --- |"]
+        for name, mv in moves.items():
+            if "error" in mv:
+                lines.append(f"| {name} | FAILED: {mv['error']} | | | | | |")
+                continue
+            lines.append(
+                f"| {name} | **{_ms(mv['median_s'])}** | {_ms(min(mv['times']))} / "
+                f"{_ms(max(mv['times']))} | {mv['changed_median']:g} | "
+                f"{_s(mv['subscribe_s'])} | {mv['snapshot_bytes'] / 1e6:.1f} MB | "
+                f"{'yes' if mv['view_matches_fresh'] else 'NO'} |")
+    lines.append("")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few runs (a minute), to check everything works")
-    p.add_argument("--sections", default="matrix,move,memory,e2e,compression",
-                   help="comma-separated subset of matrix,move,memory,e2e,compression")
+    p.add_argument("--sections", default="matrix,move,memory,e2e,compression,degrees",
+                   help="comma-separated subset of matrix,move,memory,e2e,compression,"
+                        "degrees")
     p.add_argument("--configs", help="full-matrix sizes, e.g. 50x100,200x5000 "
                    "(default: 50/100/200 tokens x 100/1000/5000 walls)")
     p.add_argument("--seed", type=int, default=1)
@@ -588,12 +723,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         configs = QUICK_CONFIGS if quick else FULL_CONFIGS
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    unknown = sections - {"matrix", "move", "memory", "e2e", "compression"}
+    unknown = sections - {"matrix", "move", "memory", "e2e", "compression", "degrees"}
     if unknown:
         p.error(f"unknown sections: {', '.join(sorted(unknown))}")
     out = Path(args.out) if args.out else (None if quick else RESULTS)
     plan = Plan(
-        quick=quick, sections=sections, configs=configs, seed=args.seed,
+        quick=quick, sections=sections, configs=configs,
+        degrees_configs=QUICK_DEGREES_CONFIGS if quick else DEGREES_CONFIGS, seed=args.seed,
         live_tokens=50 if quick else 100, live_walls=300 if quick else 1000,
         clients=args.clients or (20 if quick else 50),
         core_moves=6 if quick else 20,

@@ -154,8 +154,11 @@ def fresh_table(scene: BenchScene) -> dict[Key, Any]:
 
 # -- one move through the Core -------------------------------------------------------------------
 
-def core_move(tokens: int, walls: int, seed: int, moves: int = 20) -> Result:
+def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
+              ruleset: str = "dnd35") -> Result:
     scene = generate(tokens, walls, seed)
+    if ruleset != scene.message["ruleset"]:
+        scene = replace(scene, message={**scene.message, "ruleset": ruleset})
     h = CoreHarness(scene)
     sub = h.connect()
     t0 = time.perf_counter()
@@ -191,7 +194,7 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20) -> Result:
     expected = fresh_table(_moved(scene, mover[0], position))
     wrong = sorted(k for k in expected.keys() | view.keys() if expected.get(k) != view.get(k))
     return {
-        "tokens": tokens, "walls": walls, "moves": moves, "mover": mover[0],
+        "tokens": tokens, "walls": walls, "moves": moves, "mover": mover[0], "ruleset": ruleset,
         "median_s": statistics.median(times), "times": times,
         "cpu_median_s": statistics.median(cpu_times),
         "changed_median": statistics.median(changed), "changed_max": max(changed),
@@ -686,12 +689,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--moves", type=int, default=20)
     p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--ruleset", default="dnd35", help="for move: the scene's ruleset")
     p.add_argument("--out")
     args = p.parse_args(argv)
     if args.what == "serve":
         return serve_main()
     if args.what == "move":
-        result = core_move(args.tokens, args.walls, args.seed, args.moves)
+        result = core_move(args.tokens, args.walls, args.seed, args.moves, args.ruleset)
     elif args.what == "memory":
         result = core_memory(args.tokens, args.walls, args.seed)
     else:

@@ -50,7 +50,7 @@ class Affected:
 def affected_pairs(old: SceneGeom, new: SceneGeom,
                    sight_points: SightPoints | None = None) -> set[Pair] | None:
     """Ordered (attacker, target) id pairs of `new` whose annotations may differ from
-    `old`'s; None when everything may (grid or regions changed). See `affected`."""
+    `old`'s; None when everything may (grid, regions or water changed). See `affected`."""
     found = affected(old, new, sight_points)
     return None if found is None else found.all()
 
@@ -58,16 +58,19 @@ def affected_pairs(old: SceneGeom, new: SceneGeom,
 def affected(old: SceneGeom, new: SceneGeom,
              sight_points: SightPoints | None = None) -> Affected | None:
     """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
-    says; None when everything may (grid or regions changed). With `sight_points`, a
+    says; None when everything may (grid, regions or water changed). With `sight_points`, a
     creature that moved, appeared or vanished affects a pair of others only when one of the
     segments between their points enters its space (old or new), the exact test the rules
     apply to creatures in the way; otherwise when it meets the hull of their spaces."""
-    if old.grid != new.grid or old.regions != new.regions:
+    if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
+            or old.underwater != new.underwater):
         return None
     grid = new.grid
     before = {c.id: c for c in old.creatures}
     after = {c.id: c for c in new.creatures}
     changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
+    # A rider fights from its mount's squares: it changes whenever its mount does.
+    changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     walls: list[WallGeom] = []
     if old.walls is not new.walls:  # a token change keeps the walls' tuple
         old_walls = {w.id: w for w in old.walls}

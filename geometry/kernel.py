@@ -213,6 +213,13 @@ def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray
     return hit
 
 
+def cross_paired(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray:
+    """Row-paired lines and walls: does the wall block the line (the convention above)? The
+    exact test `segments_cross_walls` ends in, for callers that pick their own candidate
+    (line, wall) pairs."""
+    return _cross(starts, ends, walls)
+
+
 def blocks_cross_walls(
         starts: FloatArray, ends: FloatArray,
         walls: FloatArray) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:

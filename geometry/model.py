@@ -123,12 +123,15 @@ class RegionKind(enum.Enum):
     COVER: squares that provide cover without blocking (rubble, a wagon).
     IMPROVED: squares that provide improved cover.
     OBSCURING: vision-limiting terrain (fog, foliage): lines pass, sight is limited.
+    WATER: a body of water whose surface lies at `RegionGeom.surface` (feet); it is no
+    obstacle (SceneGeom keeps it apart, in `water`), it makes what lies below it submerged.
     """
 
     BLOCKING = "blocking"
     COVER = "cover"
     IMPROVED = "improved"
     OBSCURING = "obscuring"
+    WATER = "water"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,12 @@ class CreatureGeom:
     hidden: bool
     #: The GM's minimum cover degree for this creature (a ruleset degree name), if any.
     cover_floor: str | None = None
+    #: Whether the creature has a swim Speed (it is not off-guard when submerged).
+    swim: bool = False
+    #: The id of the creature this one rides (flags.covercast.mount), if mounted.
+    mount: str | None = None
+    #: The creature has Taken Cover (flags.covercast.takeCover).
+    take_cover: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +202,8 @@ class RegionGeom:
     id: str
     kind: RegionKind
     points: tuple[tuple[float, float], ...]
+    #: For water: the elevation of its surface in feet (None for every other kind).
+    surface: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,10 @@ class SceneGeom:
     walls: tuple[WallGeom, ...]
     creatures: tuple[CreatureGeom, ...]
     regions: tuple[RegionGeom, ...] = ()
+    #: Bodies of water (RegionKind.WATER); kept apart from `regions`, which are obstacles.
+    water: tuple[RegionGeom, ...] = ()
+    #: The whole scene is under water: every creature is submerged wherever it stands.
+    underwater: bool = False
 
     def creature(self, creature_id: str) -> CreatureGeom:
         for c in self.creatures:
@@ -211,13 +226,17 @@ class SceneGeom:
         raise KeyError(creature_id)
 
 
-def point_creature(creature_id: str, x: float, y: float,
+def point_creature(creature_id: str, x: float, y: float, grid: Grid,
                    like: CreatureGeom | None = None) -> CreatureGeom:
     """A point-sized stand-in at (x, y): an area effect's origin, or an attacker shooting
     from a chosen point (keeping `like`'s size, reach and side)."""
     tiny = 1e-6  # squares: far below any pixel, so the 'space' is the point itself
+    # Centred on the point: lines start exactly there, so an origin on a wall reaches both
+    # sides of it (the wall touches those lines only at their end), not just the side the
+    # space's centre happened to fall on.
+    x0, y0 = x - tiny * grid.size / 2, y - tiny * grid.size / 2
     if like is None:
-        return CreatureGeom(creature_id, x, y, tiny, tiny, Size.MEDIUM, 0.0, 0.0, 0.0,
+        return CreatureGeom(creature_id, x0, y0, tiny, tiny, Size.MEDIUM, 0.0, 0.0, 0.0,
                             -99, False)
-    return CreatureGeom(creature_id, x, y, tiny, tiny, like.size, like.reach, like.tall,
+    return CreatureGeom(creature_id, x0, y0, tiny, tiny, like.size, like.reach, like.tall,
                         like.elevation, like.disposition, like.hidden)

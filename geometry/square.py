@@ -82,27 +82,70 @@ def grid_steps(a: Box, b: Box, size: float) -> tuple[int, int]:
     return int(sx[0]), int(sy[0])
 
 
-def feet_many(sx: npt.NDArray[np.int64],
-              sy: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def vertical_side(c: CreatureGeom) -> float:
+    """The height in feet of the cube a creature occupies for distances (its space's side:
+    5 ft for Medium, 10 ft for Large; a Tiny creature's 2.5 ft), whatever its drawn height."""
+    return max(c.width, c.height) * FEET_PER_SQUARE
+
+
+def vertical_steps_many(a_elev: FloatArray, a_side: FloatArray, b_elev: FloatArray,
+                        b_side: FloatArray) -> npt.NDArray[np.int64]:
+    """Squares between row-paired vertical extents [elevation, elevation + side] in feet,
+    counted as grid_steps_many counts across the map (1: touching, 0: overlapping)."""
+    gap = np.maximum(b_elev - (a_elev + a_side), a_elev - (b_elev + b_side))
+    out = np.floor(gap / FEET_PER_SQUARE + 1e-9).astype(np.int64) + 1
+    steps: npt.NDArray[np.int64] = np.where(gap < 0, 0, out)
+    return steps
+
+
+def feet_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
+              sz: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
     """Feet to cover these grid steps, diagonals alternating 5/10 ft (D&D 3.5 and Pathfinder
-    counting)."""
-    diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
-    feet: npt.NDArray[np.int64] = FEET_PER_SQUARE * (straight + diag + diag // 2)
-    return feet
+    counting), in three dimensions when `sz` (vertical steps) is given.
+
+    With the steps sorted a >= b >= c, the shortest path takes a moves of which b are
+    diagonal (a diagonal may change two or three coordinates at once), and every second
+    diagonal costs 10 ft: 5 * (a + b // 2). With sz = 0 this is the flat count."""
+    if sz is None:
+        diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
+        feet: npt.NDArray[np.int64] = FEET_PER_SQUARE * (straight + diag + diag // 2)
+        return feet
+    ordered = np.sort(np.stack([sx, sy, sz]), axis=0)
+    most, middle = ordered[2], ordered[1]
+    feet3: npt.NDArray[np.int64] = FEET_PER_SQUARE * (most + middle // 2)
+    return feet3
 
 
 def within_reach_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
-                      reach_ft: FloatArray) -> npt.NDArray[np.bool_]:
-    """Whether creatures with these reaches threaten spaces these grid steps away.
+                      reach_ft: FloatArray,
+                      sz: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.bool_]:
+    """Whether creatures with these reaches threaten spaces these grid steps away (`sz`:
+    vertical steps, none when omitted).
 
     A creature with 0 reach threatens only the space it shares. 10-ft reach reaches the second
-    diagonal square as well, the 3.5 and Pathfinder exception to diagonal counting.
+    diagonal square as well, the 3.5 and Pathfinder exception to diagonal counting (in the
+    air too: two squares along every axis).
     """
-    shared = (sx == 0) & (sy == 0)
-    ten = (reach_ft == 10) & (sx <= 2) & (sy <= 2)
+    zs = np.zeros_like(sx) if sz is None else sz
+    shared = (sx == 0) & (sy == 0) & (zs == 0)
+    ten = (reach_ft == 10) & (sx <= 2) & (sy <= 2) & (zs <= 2)
     ok: npt.NDArray[np.bool_] = shared | (
-        (reach_ft > 0) & (ten | (feet_many(sx, sy) <= reach_ft)))
+        (reach_ft > 0) & (ten | (feet_many(sx, sy, sz) <= reach_ft)))
     return ok
+
+
+def steps_3d(a: CreatureGeom, b: CreatureGeom, grid: Grid) -> tuple[int, int, int]:
+    """Grid steps between two creatures' spaces along x, y and the vertical."""
+    sx, sy = grid_steps(space(a, grid), space(b, grid), grid.size)
+    sz = vertical_steps_many(np.array([a.elevation]), np.array([vertical_side(a)]),
+                             np.array([b.elevation]), np.array([vertical_side(b)]))
+    return sx, sy, int(sz[0])
+
+
+def distance_feet_3d(a: CreatureGeom, b: CreatureGeom, grid: Grid) -> int:
+    """Distance between the nearest cubes of two creatures, vertical included."""
+    sx, sy, sz = steps_3d(a, b, grid)
+    return int(feet_many(np.array([sx]), np.array([sy]), np.array([sz]))[0])
 
 
 def distance_feet(a: Box, b: Box, grid: Grid) -> float:

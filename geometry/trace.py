@@ -19,7 +19,7 @@ import shapely
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
-from geometry.square import space
+from geometry.square import space, vertical_side
 
 #: Wall cover kinds as small integers for vectorised tests.
 SOLID_CODE, LOW_CODE, IMPROVED_CODE = 0, 1, 2
@@ -57,8 +57,11 @@ class _WallArrays:
     cover: tuple[WallCover, ...]
     cover_code: npt.NDArray[np.int8]
     top: FloatArray
-    #: Plain walls: two-way, unlimited, solid, full height. A line crossing any of them is
-    #: blocked whatever else it meets, from either end, for every target.
+    bottom: FloatArray
+    #: Plain walls: two-way, unlimited, solid, full height (no Wall Height band at all: a
+    #: banded wall is one the third dimension may let a line pass over or under). A line
+    #: crossing any of them is blocked whatever else it meets, from either end, for every
+    #: target.
     plain: BoolArray
     index: dict[str, int]
 
@@ -83,9 +86,11 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
         cover=tuple(w.cover for w in walls),
         cover_code=np.array([_COVER_CODE[w.cover] for w in walls], dtype=np.int8),
         top=np.array([np.nan if w.top is None else w.top for w in walls], dtype=np.float64),
+        bottom=np.array([np.nan if w.bottom is None else w.bottom for w in walls],
+                        dtype=np.float64),
         plain=np.array([w.direction == Direction.BOTH and not w.limited
-                        and w.cover is WallCover.SOLID and w.top is None for w in walls],
-                       dtype=bool),
+                        and w.cover is WallCover.SOLID and w.top is None and w.bottom is None
+                        for w in walls], dtype=bool),
         index={w.id: k for k, w in enumerate(walls)})
     if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
         del _WALL_CACHE[next(iter(_WALL_CACHE))]
@@ -129,6 +134,10 @@ class Tracer:
         self.wall_cover = w.cover
         self.wall_cover_code = w.cover_code
         self.wall_top: FloatArray = w.top
+        self.wall_bottom: FloatArray = w.bottom
+        #: Walls with a height band (Wall Height's bottom or top): the only ones the third
+        #: dimension can let a line pass over or under.
+        self.wall_banded: BoolArray = ~(np.isnan(w.top) & np.isnan(w.bottom))
         self.wall_plain: BoolArray = w.plain
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
@@ -137,6 +146,13 @@ class Tracer:
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
+        self.elev: FloatArray = np.array([c.elevation for c in scene.creatures],
+                                         dtype=np.float64)
+        self.tall: FloatArray = np.array([c.tall for c in scene.creatures], dtype=np.float64)
+        self.side: FloatArray = np.array([vertical_side(c) for c in scene.creatures],
+                                         dtype=np.float64)
+        #: Creatures stand at several elevations: lines may pass over or under creatures.
+        self.raised = bool(len(self.elev) and np.ptp(self.elev) > 0)
 
     def trace(self, starts: FloatArray, ends: FloatArray,
               group_start: IntArray | None = None,

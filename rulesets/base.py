@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -20,8 +20,9 @@ import numpy.typing as npt
 
 from geometry.incremental import SightPoints
 from geometry.model import SceneGeom
-from geometry.square import within_reach_many
-from geometry.templates import Template
+from geometry.square import distance_feet_3d, within_reach_many
+from geometry.templates import Template, in_area_3d, shape
+from geometry.vertical import lowered
 
 
 class AttackMode(enum.Enum):
@@ -54,12 +55,27 @@ class Stat(enum.Enum):
     HIDE = "hide"
     STEALTH = "stealth"
     CONCENTRATION = "concentration"
+    #: The target's resistance to the modifier's damage types (a value to subtract from
+    #: that damage, not a bonus).
+    RESISTANCE = "resistance"
 
 
 class ModKind(enum.Enum):
     COVER = "cover"
     CIRCUMSTANCE = "circumstance"
     FLANKING = "flanking"
+    #: From the surroundings, of no bonus type (the water's resistance to acid and fire).
+    ENVIRONMENT = "environment"
+
+
+class DamageType(enum.Enum):
+    """Damage types a modifier or flag can be limited to (an attack dealing one of them)."""
+
+    SLASHING = "slashing"
+    BLUDGEONING = "bludgeoning"
+    PIERCING = "piercing"
+    ACID = "acid"
+    FIRE = "fire"
 
 
 class Flag(enum.Enum):
@@ -71,17 +87,36 @@ class Flag(enum.Enum):
     FLANKING = "flanking"
     IMPROVED_EVASION = "improved_evasion"
     REFLEX_DEGREE_BETTER = "reflex_degree_better"
+    #: The target is off-guard (-2 circumstance to AC) against this attacker.
+    OFF_GUARD = "off_guard"
+    # Aquatic combat (rulesets.aquatic; set only by rulesets that opt into it):
+    ATTACKER_SUBMERGED = "attacker_submerged"
+    TARGET_SUBMERGED = "target_submerged"
+    THROUGH_WATER = "through_water"
+    #: A ranged attack dealing slashing or bludgeoning damage misses automatically.
+    RANGED_AUTO_MISS_SLASHING_BLUDGEONING = "ranged_auto_miss_slashing_bludgeoning"
+    #: A ranged attack dealing piercing damage has its range increments halved.
+    RANGE_INCREMENT_HALVED_PIERCING = "range_increment_halved_piercing"
+    #: The attacker can cast no fire spell and use no action with the fire trait.
+    NO_FIRE = "no_fire"
+    #: The attacker is a rider or a ridden mount: the two share the multiple attack penalty.
+    SHARES_MAP = "shares_map"
+    #: The attacker is mounted: dismounting is its only move action.
+    DISMOUNT_ONLY_MOVE = "dismount_only_move"
 
 
 @dataclass(frozen=True, slots=True)
 class Modifier:
-    """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide, of
-    the attacker for attack), of a bonus `kind`, and why."""
+    """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide and
+    resistance, of the attacker for attack), of a bonus `kind`, and why; `damage`, when not
+    empty, limits it to attacks dealing one of those damage types (for resistance: the
+    damage types resisted)."""
 
     stat: Stat
     value: int
     kind: ModKind
     reason: str
+    damage: tuple[DamageType, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +174,8 @@ class Ruleset(abc.ABC):
     option_docs: ClassVar[Mapping[str, str]] = {}
     #: The ruleset's cover degrees from none upwards, total cover excluded.
     ladder: ClassVar[tuple[Degree, ...]]
+    #: Whether `annotate` adds the aquatic combat layer (rulesets.aquatic) to `evaluate`.
+    aquatic: ClassVar[bool] = False
 
     def floored(self, degree: Degree, floor: str | None) -> Degree:
         """The degree after the GM's override: at least `floor` (a degree name of this
@@ -156,10 +193,56 @@ class Ruleset(abc.ABC):
         """Annotations for the given ordered (attacker, target) pairs, or every ordered pair
         of the scene's creatures when `pairs` is None."""
 
+    def annotate(self, scene: SceneGeom, options: Any,
+                 pairs: Sequence[tuple[str, str]] | None = None,
+                 modes: Iterable[AttackMode] = tuple(AttackMode),
+                 lines: bool = False) -> list[Annotation]:
+        """`evaluate`, then the ruleset-independent layers it opts into (aquatic combat):
+        what the server and the golden files call."""
+        out = self.evaluate(scene, options, pairs, modes, lines)
+        if self.aquatic:
+            # Imported here: the layer is built on this module's types.
+            from rulesets.aquatic import with_aquatic
+            out = with_aquatic(scene, out)
+        return out
+
+    def area_hits(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """`area` in three dimensions, then the layers the ruleset opts into (a submerged
+        creature's resistance to acid and fire): what the server calls.
+
+        The origin stands at the template's elevation. Every ruleset's `area` traces its
+        lines from a point at elevation 0, so it is given the scene lowered by that much
+        (the third dimension is the same wherever zero is); of the creatures it reaches on
+        the map, those whose cube the template's solid misses (`in_area_3d`: a burst is a
+        sphere, a cone a cone, a ray a cylinder, a rect a box) are not in the area."""
+        if template.elevation:
+            scene = lowered(scene, template.elevation)
+            template = replace(template, elevation=0.0)
+        hits = self.area(scene, options, template)
+        region = shape(template, scene.grid)
+        solid = {c.id for c in self.area_creatures(scene).creatures
+                 if in_area_3d(template, region, c, scene.grid)}
+        hits = [h for h in hits if h.target in solid]
+        if self.aquatic:
+            from rulesets.aquatic import with_aquatic_area
+            hits = with_aquatic_area(scene, hits)
+        return hits
+
     @abc.abstractmethod
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
-        """Every creature the area effect reaches (inside it and with line of effect from
-        its origin), with its cover and save modifiers against the effect."""
+        """Every creature the area effect reaches (inside it on the map and with line of
+        effect from its origin, a point at elevation 0), with its cover and save modifiers
+        against the effect."""
+
+    def area_creatures(self, scene: SceneGeom) -> SceneGeom:
+        """The scene whose creatures' spaces an area effect is measured against (a ruleset
+        that moves a rider onto its mount's space says so here)."""
+        return scene
+
+    def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
+        """Feet from the attacker to the target, between the nearest cubes of their spaces,
+        diagonals alternating 5/10 ft on the vertical too: what range increments count."""
+        return distance_feet_3d(scene.creature(attacker), scene.creature(target), scene.grid)
 
     def sight_points(self) -> SightPoints | None:
         """Where this ruleset's lines between two creatures can start and end (each line
@@ -190,17 +273,20 @@ class Ruleset(abc.ABC):
                          "type": type(defaults[f.encode_name]).__name__,
                          "doc": self.option_docs.get(f.encode_name, "")})
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
-                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)]}
+                "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)],
+                "aquatic": self.aquatic}
 
 
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
-                     reach: npt.NDArray[np.float64]) -> dict[AttackMode, npt.NDArray[np.bool_]]:
-    """Per attack mode, whether each target (these grid steps away) is in reach: melee at
-    natural reach; a reach weapon doubles natural reach and cannot strike within it (for a
-    Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged always."""
-    natural = within_reach_many(sx, sy, reach)
+                     reach: npt.NDArray[np.float64], sz: npt.NDArray[np.int64] | None = None,
+                     ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+    """Per attack mode, whether each target (these grid steps away, `sz` vertically) is in
+    reach: melee at natural reach; a reach weapon doubles natural reach and cannot strike
+    within it (for a Medium wielder: not adjacent; for a Large one: not within 10 ft); ranged
+    always."""
+    natural = within_reach_many(sx, sy, reach, sz)
     return {AttackMode.MELEE: natural,
-            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach) & ~natural,
+            AttackMode.REACH: within_reach_many(sx, sy, 2 * reach, sz) & ~natural,
             AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
 
 

@@ -27,9 +27,9 @@ import numpy.typing as npt
 import shapely
 
 from geometry import kernel
-from geometry.flanking import crosses_opposite_borders
+from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.model import CreatureGeom, Grid, RegionKind, SceneGeom
+from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
     adjacent,
@@ -39,11 +39,14 @@ from geometry.square import (
     inset,
     space,
     squares,
+    vertical_side,
+    vertical_steps_many,
     within_reach_many,
 )
-from geometry.trace import LineHits, Tracer
+from geometry.trace import LOW_CODE, SOLID_CODE, LineHits, Tracer
+from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
-from rulesets.obstacles import limited_blocked, wall_roles
+from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 
 # Per-line levels, ordered by how much they help the target.
 NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
@@ -208,9 +211,11 @@ _LAYOUTS_MAX = 16384
 
 
 def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
-    # A layout depends only on where the creature stands, its size and the grid's: a token
-    # that did not move keeps its layout across revisions (the arrays are never written
-    # to). Keyed by those numbers, not the creature (hashing a whole creature is slower).
+    # A layout depends only on where the creature stands on the map, its size and the
+    # grid's: a token that did not move keeps its layout across revisions (the arrays are
+    # never written to). Keyed by those numbers, not the creature (hashing a whole creature
+    # is slower). The third dimension (elevation, tall, mount) is never part of a layout:
+    # the engine reads it from the creatures themselves (_elev, _side, _partner).
     key = (c.x, c.y, c.width, c.height, grid.size)
     found = _LAYOUTS.get(key)
     if found is None:
@@ -272,6 +277,41 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
     rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
     return rings
+
+
+def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+                      s1: FloatArray, reach: float) -> npt.NDArray[np.object_]:
+    """Polygons of the parts of the shadows segments a-b cast from p that lie where the
+    segment is crossed between s0 and s1 of the way from p (0 < s1 <= 1): the points q
+    whose line p-q crosses the segment at a fraction s of its length in [s0, s1], between
+    the segment scaled from p by 1 / s1 and by 1 / s0 (to `reach` when s0 is 0 or the far
+    edge lies beyond it)."""
+    ua, ub = a - p, b - p
+    near = 1.0 / s1[:, None]
+    na, nb = p + ua * near, p + ub * near
+    # How far from p the segment passes: its scaled copy at 1 / s0 is beyond `reach` when
+    # that distance times 1 / s0 is.
+    d = b - a
+    length2 = np.maximum(np.einsum("ij,ij->i", d, d), 1e-24)
+    u = np.clip(np.einsum("ij,ij->i", -ua, d) / length2, 0.0, 1.0)
+    closest = ua + d * u[:, None]
+    gap = np.hypot(closest[:, 0], closest[:, 1])
+    # The far scale is capped: a far edge that far out is beyond `reach` unless p is on
+    # the wall's line, where the shadow has no area anyway.
+    with np.errstate(divide="ignore", over="ignore"):
+        far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
+    open_end = (s0 <= 0) | (far * gap >= reach)
+    out = np.empty(len(a), dtype=object)
+    if open_end.any():
+        out[open_end] = shapely.polygons(shadow_polygons(p, na[open_end], nb[open_end],
+                                                         reach))
+    closed = ~open_end
+    if closed.any():
+        f = far[closed][:, None]
+        fa, fb = p + ua[closed] * f, p + ub[closed] * f
+        rings = np.stack([na[closed], nb[closed], fb, fa, na[closed]], axis=1)
+        out[closed] = shapely.polygons(rings)
+    return out
 
 
 def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
@@ -347,6 +387,14 @@ class CornerEngine:
                            tuple[npt.NDArray[Any], IntArray]] = {}
         self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
                                tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
+        self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
+                  if c.mount is not None and c.mount in self.index}
+        self._partner: IntArray | None = None
+        if riders:
+            self._partner = np.full(len(self.cs), -1, dtype=np.intp)
+            for rider, steed in riders.items():
+                self._partner[rider], self._partner[steed] = steed, rider
 
     def _row_arrays(self, rows: Sequence[tuple[int, int, AttackMode]],
                     ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
@@ -386,6 +434,19 @@ class CornerEngine:
         out: npt.NDArray[Any] = big[at]
         return out
 
+    def _vsteps(self, a: IntArray, t: IntArray) -> npt.NDArray[np.int64]:
+        """Vertical grid steps between row-paired creatures' cubes."""
+        return vertical_steps_many(self._elev[a], self._side[a], self._elev[t], self._side[t])
+
+    def _adjacent(self, a: int, t: int) -> bool:
+        """Spaces that touch or overlap, in three dimensions."""
+        if not adjacent(self.spaces[a], self.spaces[t], self.grid):
+            return False
+        # Cubes touch or overlap vertically (one vertical step or none).
+        ea, et = float(self._elev[a]), float(self._elev[t])
+        gap = max(et - (ea + float(self._side[a])), ea - (et + float(self._side[t])))
+        return gap / FEET_PER_SQUARE + 1e-9 < 1
+
     # -- line construction --------------------------------------------------------------
 
     def _corner_probes(self, plan: _Plan, a: int, t: int, kind: int, big: bool) -> None:
@@ -407,7 +468,7 @@ class CornerEngine:
         if mode is AttackMode.RANGED:
             self._corner_probes(plan, a, t, RANGED_LINE, self.options.big_creatures_ranged)
             return
-        if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t], self.grid):
+        if mode is AttackMode.MELEE and self._adjacent(a, t):
             for asq in self.squares[a]:
                 for tsq in self.squares[t]:
                     if adjacent(asq, tsq, self.grid):
@@ -426,7 +487,7 @@ class CornerEngine:
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
-        h_solid, h_low, h_improved = self._wall_roles(wi, tgt[wl])
+        h_solid, h_low, h_improved = wall_roles_3d(tr, wi, wl, att, tgt, starts, ends)
         limited = tr.wall_limited[wi]
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
@@ -434,7 +495,11 @@ class CornerEngine:
         rkind = np.array([tr.region_kind[r] for r in hits.region_idx], dtype=object)
         rl = hits.region_line
         cl, ci = hits.creature_line, hits.creature_idx
-        h_creature = (ci != att[cl]) & (ci != tgt[cl])
+        h_creature = (ci != att[cl]) & (ci != tgt[cl]) & creature_hits(
+            tr, hits, att, tgt, starts, ends)
+        if self._partner is not None:
+            # A rider and its mount never stand in each other's way.
+            h_creature &= (ci != self._partner[att[cl]]) & (ci != self._partner[tgt[cl]])
         return {
             "solid": solid_full | lim_blocked,
             "low": tr.per_line_any(wl, h_low_active, n),
@@ -475,12 +540,18 @@ class CornerEngine:
                          box: Box) -> float:
         """How much of the target's square (box) no obstacle hides from the attacker's chosen
         corner: the box minus the shadows that walls, low obstacles in range and cover or
-        blocking terrain cast from that point. Creatures and limited walls cast none."""
+        blocking terrain cast from that point. Creatures and limited walls cast none. A wall
+        with a height band casts its shadow only over the stretch of the target's square
+        where the sight between the two creatures meets the band (as the lines do), so a
+        flyer seen over a low wall is not hidden by it."""
         tr = self.tracer
         target = shapely.box(*box)
         # From the point the lines start at, a hair inside the attacker's space.
         p = inset(np.array([origin], dtype=np.float64), self.spaces[a])[0]
+        corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
+        reach = 2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0
         segments: list[FloatArray] = []
+        banded: list[npt.NDArray[np.object_]] = []
         if len(tr.walls):
             idx = np.arange(len(tr.walls))
             solid, low, _ = self._wall_roles(idx, np.full(len(idx), t))
@@ -493,22 +564,23 @@ class CornerEngine:
                 n = len(li)
                 low_ok[li] = self._low_active(np.arange(n), li, np.full(n, a), np.full(n, t),
                                               np.ones(n, dtype=bool))
-            keep = facing & ((solid & ~tr.wall_limited) | low_ok)
+            flat = ~tr.wall_banded
+            keep = facing & flat & ((solid & ~tr.wall_limited) | low_ok)
             segments.append(tr.wall_xy[keep])
+            if (facing & ~flat).any():
+                banded.append(self._banded_shadows(a, t, p, idx[facing & ~flat], reach))
         for k, kind in enumerate(tr.region_kind):
             if kind in (RegionKind.BLOCKING, RegionKind.COVER):
                 ring = np.asarray(tr.region_polys[k].exterior.coords, dtype=np.float64)
                 segments.append(np.hstack([ring[:-1], ring[1:]]))
-        if not segments:
+        segs = np.concatenate(segments) if segments else np.empty((0, 4))
+        parts = list(banded)
+        if len(segs):
+            parts.append(shapely.polygons(shadow_polygons(p, segs[:, 0:2], segs[:, 2:4],
+                                                          reach)))
+        if not parts:
             return 1.0
-        segs = np.concatenate(segments)
-        if len(segs) == 0:
-            return 1.0
-        a_pts, b_pts = segs[:, 0:2], segs[:, 2:4]
-        corners_far = np.asarray(target.exterior.coords, dtype=np.float64)
-        quads = shadow_polygons(p, a_pts, b_pts,
-                                2.0 * float(np.max(np.hypot(*(corners_far - p).T))) + 1.0)
-        shadows = shapely.polygons(quads)
+        shadows = np.concatenate(parts)
         # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
         # never dropped (a dropped shadow would show a hidden target).
         bad = ~shapely.is_valid(shadows)
@@ -522,6 +594,45 @@ class CornerEngine:
         hidden = shapely.union_all(np.concatenate([shadows, np.array(regions, dtype=object)]))
         hidden_area = float(shapely.area(shapely.intersection(hidden, target)))
         return 1.0 - hidden_area / float(target.area)
+
+    def _banded_shadows(self, a: int, t: int, p: FloatArray, walls: IntArray,
+                        reach: float) -> npt.NDArray[np.object_]:
+        """The shadows walls with a height band cast from p for this pair, each only over
+        the stretch of the way (from p) where the sight meets the band and the band counts,
+        as the line rule classifies it (rulesets.obstacles.wall_roles_3d): a solid wall where
+        it meets the sheet; a wall low for the target (band hiding at most half of it) where
+        it meets the sheet if the low obstacle is in range, else only where it spans the
+        whole sheet; limited walls never."""
+        tr = self.tracer
+        ea, ha = float(self._elev[a]), float(self._tall[a])
+        et, ht = float(self._elev[t]), float(self._tall[t])
+        bottom, top = tr.wall_bottom[walls], tr.wall_top[walls]
+        m0, m1, w0, w1 = band_stretches(bottom, top, ea, ha, et, ht)
+        b = np.where(np.isnan(bottom), -np.inf, bottom)
+        tp = np.where(np.isnan(top), np.inf, top)
+        hidden = np.minimum(tp, et + ht) - np.maximum(b, et)
+        by_height = hidden <= ht / 2
+        code = tr.wall_cover_code[walls]
+        limited = tr.wall_limited[walls]
+        low = ((code == LOW_CODE) | by_height) & (hidden > 0)
+        active = np.zeros(len(walls), dtype=bool)
+        if low.any():
+            n = int(low.sum())
+            active[low] = self._low_active(np.arange(n), walls[low], np.full(n, a),
+                                           np.full(n, t), np.ones(n, dtype=bool))
+        solid_code = code == SOLID_CODE
+        # Where each wall casts a shadow: one stretch of the way, or none.
+        whole_sheet = solid_code & ~limited
+        s0 = np.where(whole_sheet, w0, 1.0)
+        s1 = np.where(whole_sheet, w1, -1.0)
+        meets_counts = (solid_code & ~by_height & ~limited) | (low & active)
+        s0 = np.where(meets_counts, m0, s0)
+        s1 = np.where(meets_counts, m1, s1)
+        some = s1 > s0
+        if not some.any():
+            return np.empty(0, dtype=object)
+        xy = tr.wall_xy[walls[some]]
+        return truncated_shadows(p, xy[:, 0:2], xy[:, 2:4], s0[some], s1[some], reach)
 
     def _low_active(self, wl: IntArray, wi: IntArray, att: IntArray, tgt: IntArray,
                     h_low: BoolArray) -> BoolArray:
@@ -623,7 +734,7 @@ class CornerEngine:
         idx = np.array(which, dtype=np.intp)
         sx, sy = grid_steps_many(self._space_arr[a[idx]], self._space_arr[t[idx]],
                                  self.grid.size)
-        adj = ((sx <= 1) & (sy <= 1)).tolist()
+        adj = ((sx <= 1) & (sy <= 1) & (self._vsteps(a[idx], t[idx]) <= 1)).tolist()
         ka, kt = self._k[a[idx]].tolist(), self._k[t[idx]].tolist()
         big_ranged = self.options.big_creatures_ranged
         out: dict[int, tuple[int, ...]] = {}
@@ -716,7 +827,7 @@ class CornerEngine:
         ranged = code == _RANGED_CODE
         melee = code == _MELEE_CODE
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
-        melee_adj = melee & (sx <= 1) & (sy <= 1)
+        melee_adj = melee & (sx <= 1) & (sy <= 1) & (self._vsteps(a, t) <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
         k = np.repeat(np.arange(4), 4)  # attacker corner of each of a row's 16 lines
         el = np.tile(np.arange(4), 4)  # target corner
@@ -792,8 +903,7 @@ class CornerEngine:
             for o in self._space_idx[a]:
                 probes.append((np.array([o]), self._space_idx[t], self.spaces[t]))
         else:
-            if mode is AttackMode.MELEE and adjacent(self.spaces[a], self.spaces[t],
-                                                     self.grid):
+            if mode is AttackMode.MELEE and self._adjacent(a, t):
                 for i, asq in enumerate(self.squares[a]):
                     for j, tsq in enumerate(self.squares[t]):
                         if adjacent(asq, tsq, self.grid):
@@ -868,8 +978,9 @@ class CornerEngine:
 
         a, t, mode_code = self._row_arrays(rows)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
-        adj = (sx <= 1) & (sy <= 1)
-        reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a])
+        sz = self._vsteps(a, t)
+        adj = (sx <= 1) & (sy <= 1) & (sz <= 1)
+        reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a], sz)
 
         in_reach_l = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
                                            reach_by_mode[AttackMode.REACH],
@@ -946,7 +1057,7 @@ class CornerEngine:
         tt = np.repeat(np.array(targets, dtype=np.intp), n)
         bb = np.tile(np.arange(n), len(targets))
         sx, sy = grid_steps_many(self._space_arr[bb], self._space_arr[tt], self.grid.size)
-        near = within_reach_many(sx, sy, self._reach[bb]) & (bb != tt)
+        near = within_reach_many(sx, sy, self._reach[bb], self._vsteps(bb, tt)) & (bb != tt)
         return list(zip(bb[near].tolist(), tt[near].tolist(), strict=True))
 
     def flankers(self, a: int, t: int, threatens: dict[tuple[int, int], bool]) -> list[str]:
@@ -955,14 +1066,17 @@ class CornerEngine:
         any square they occupy)."""
         found = []
         target_box = self.spaces[t]
-        a_centres = [centre(sq) for sq in self.squares[a]]
+        et, st = float(self._elev[t]), float(self._side[t])
+        za = flank_height(float(self._elev[a]), float(self._side[a]), et, st)
+        a_centres = [(*centre(sq), za) for sq in self.squares[a]]
         for b, other in enumerate(self.cs):
             if b in (a, t) or other.disposition != self.cs[a].disposition:
                 continue
             if not threatens.get((b, t), False):
                 continue
-            b_centres = [centre(sq) for sq in self.squares[b]]
-            if any(crosses_opposite_borders(p, q, target_box)
+            zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)
+            b_centres = [(*centre(sq), zb) for sq in self.squares[b]]
+            if any(crosses_opposite_faces(p, q, target_box, et, et + st)
                    for p in a_centres for q in b_centres):
                 found.append(other.id)
         return found

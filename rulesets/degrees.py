@@ -5,6 +5,12 @@ target's; what it crosses sets a degree on the ladder none < lesser < standard <
 a target with no unblocked line from any part of the attacker's space at all has no line of
 effect. Area effects count obstructions square by square along the line from their origin.
 Flanking bonuses grow with the number of flanking pairs. Numbers sit in the tables below.
+
+How it is computed: `evaluate` takes every pair at once (all centre lines in one traced
+batch; for pairs whose centre line is blocked, the 'any part' lines proved blocked by a few
+plain walls, the rest traced; reach and threats as arrays; one outcome built per distinct
+combination of facts); `reference` keeps the pair-by-pair computation it replaced, which
+tests and the benchmark hold it to, annotation by annotation.
 """
 
 from __future__ import annotations
@@ -18,22 +24,26 @@ import msgspec
 import numpy as np
 import shapely
 
-from geometry.flanking import crosses_opposite_borders
-from geometry.kernel import FloatArray, IntArray, segments_enter_boxes
-from geometry.model import RegionKind, SceneGeom
+from geometry import kernel
+from geometry.flanking import crosses_opposite_faces
+from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
+from geometry.model import Direction, RegionKind, SceneGeom
 from geometry.square import (
     Box,
-    adjacent,
     centre,
     corners,
-    grid_steps,
+    grid_steps_many,
     inset,
     space,
     squares,
-    within_reach,
+    steps_3d,
+    vertical_side,
+    vertical_steps_many,
+    within_reach_many,
 )
 from geometry.templates import Template, inside, shape
-from geometry.trace import LineHits, Tracer
+from geometry.trace import SOLID_CODE, LineHits, Tracer
+from geometry.vertical import flank_height, wall_crossing
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -48,7 +58,7 @@ from rulesets.base import (
     in_reach_by_mode,
     pair_indices,
 )
-from rulesets.obstacles import limited_blocked, wall_roles
+from rulesets.obstacles import creature_hits, limited_blocked, wall_roles_3d
 
 M = Modifier
 LADDER = (Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER)
@@ -65,6 +75,18 @@ class DegreesOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, re
 class _Row:
     level: int
     lines: tuple[TracedLine, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one distinct combination of an attack's facts is worth (shared by every
+    annotation with those facts)."""
+
+    loe: bool
+    degree: Degree
+    modifiers: tuple[Modifier, ...]
+    flags: frozenset[Flag]
+    flankers: tuple[str, ...]
 
 
 class CoverDegrees(Ruleset):
@@ -102,6 +124,22 @@ class CoverDegrees(Ruleset):
         RegionKind.BLOCKING: STANDARD, RegionKind.COVER: STANDARD,
         RegionKind.IMPROVED: GREATER, RegionKind.OBSCURING: NONE}
     CREATURE_LEVEL: ClassVar[int] = LESSER
+    #: Seed 000 builds on Pathfinder 2e: its aquatic combat rules (seed 002) apply.
+    aquatic: ClassVar[bool] = True
+
+    def creature_level(self, ctx: _Context, c: int, a: int, t: int) -> int:
+        """What creature c on the centre line between a and t is worth (before the cap)."""
+        shift = 0
+        if ctx.options.size_shift:
+            shift = int(np.sign(ctx.rank[c] - ctx.rank[t]))
+        return self.CREATURE_LEVEL + shift
+
+    def creature_levels(self, ctx: _Context, c: IntArray, a: IntArray,
+                        t: IntArray) -> IntArray:
+        """creature_level for many (creature, attacker, target) triples at once."""
+        shift = np.sign(ctx.rank[c] - ctx.rank[t]) if ctx.options.size_shift else 0
+        out: IntArray = (self.CREATURE_LEVEL + shift + np.zeros(len(c), dtype=np.intp))
+        return out
 
     # -- attacks ------------------------------------------------------------------------
 
@@ -109,31 +147,95 @@ class CoverDegrees(Ruleset):
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
-        ctx = _Context(scene, options)
-        idx = pair_indices(len(scene.creatures), ctx.index, pairs)
-        rows = ctx.rows(idx, lines)
+        ctx = self._context(scene, options)
+        idx = pair_indices(len(ctx.cs), ctx.index, pairs)
+        return self._fast(ctx, idx, tuple(modes), lines)
+
+    def reference(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None = None,
+                  modes: Iterable[AttackMode] = tuple(AttackMode),
+                  lines: bool = False) -> list[Annotation]:
+        """`evaluate` computed the straightforward way, pair by pair: every pair's 26 lines
+        traced through `Tracer.trace`, its degree, reach and flanking partners found one by
+        one. Tests and benchmarks hold `evaluate` to it."""
+        ctx = self._context(scene, options)
+        idx = pair_indices(len(ctx.cs), ctx.index, pairs)
         modes = tuple(modes)
-        flanking = ctx.flanking(idx, rows) if any(m is not AttackMode.RANGED for m in modes) \
-            else {}
+        rows = ctx.reference_rows(idx, lines)
+        flanking = ctx.reference_flanking(idx, rows) \
+            if any(m is not AttackMode.RANGED for m in modes) else {}
         out = []
         for (a, t), row in zip(idx, rows, strict=True):
             for mode in modes:
-                out.append(self._annotate(ctx, a, t, mode, row, flanking.get((a, t))))
+                out.append(self._reference_annotate(ctx, a, t, mode, row,
+                                                    flanking.get((a, t))))
         return out
 
-    def _annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
-                  flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
-        degree = Degree.TOTAL if row.level == TOTAL else LADDER[row.level]
-        degree = self.floored(degree, ctx.cs[t].cover_floor)
-        loe = degree is not Degree.TOTAL
-        sa, st = ctx.spaces[a], ctx.spaces[t]
-        sx, sy = grid_steps(sa, st, ctx.grid.size)
+    def _context(self, scene: SceneGeom, options: Any, attack: bool = True) -> _Context:
+        return _Context(scene, options, self)
+
+    def _fast(self, ctx: _Context, idx: Sequence[tuple[int, int]], modes: tuple[AttackMode, ...],
+              want_lines: bool) -> list[Annotation]:
+        """Every pair's facts as arrays (one traced batch, one reach computation), then one
+        Outcome per distinct combination of facts, shared by the annotations that have it."""
+        if not idx:
+            return []
+        a = np.array([p[0] for p in idx], dtype=np.intp)
+        t = np.array([p[1] for p in idx], dtype=np.intp)
+        levels, lines = ctx.fast_rows(a, t, want_lines)
+        flanking = ctx.fast_flanking(idx, a, t, levels) \
+            if any(m is not AttackMode.RANGED for m in modes) else {}
+        sx, sy = grid_steps_many(ctx.space_arr[a], ctx.space_arr[t], ctx.grid.size)
+        sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
+        by_mode = in_reach_by_mode(sx, sy, ctx.reach[a], sz)
+        reach = {m: by_mode[m].tolist() for m in modes}
+        adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
+        extra = self._fast_extra(ctx, a, t)
+        ids = [c.id for c in ctx.cs]
+        floors = [c.cover_floor for c in ctx.cs]
+        outcomes: dict[tuple[Any, ...], _Outcome] = {}
+        out = []
+        per_mode = [(j, mode, reach[mode]) for j, mode in enumerate(modes)]
+        level_list = levels.tolist()
+        for k, (ak, tk) in enumerate(idx):
+            level, flank, more = level_list[k], flanking.get((ak, tk)), extra[k]
+            traced = lines[k] if lines is not None else None
+            for j, mode, in_reach in per_mode:
+                key = (j, level, floors[tk], in_reach[k], adjacent[k], flank, more)
+                o = outcomes.get(key)
+                if o is None:
+                    o = outcomes[key] = self._outcome(mode, *key[1:])
+                out.append(Annotation(ids[ak], ids[tk], mode, o.loe, o.degree, o.modifiers,
+                                      o.flags, o.flankers, traced))
+        return out
+
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
+        """Per pair: the facts beyond the shared ones a variant's outcome depends on."""
+        return [()] * len(a)
+
+    def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
+                            flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
+        sx, sy, sz = ctx.steps(a, t)
         in_reach = bool(in_reach_by_mode(np.array([sx]), np.array([sy]),
-                                         np.array([ctx.cs[a].reach]))[mode][0])
+                                         np.array([ctx.cs[a].reach]), np.array([sz]))[mode][0])
+        o = self._outcome(mode, row.level, ctx.cs[t].cover_floor, in_reach,
+                          ctx.adjacent(a, t), flank, ())
+        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, o.loe, o.degree, o.modifiers,
+                          o.flags, o.flankers, row.lines)
+
+    def _outcome(self, mode: AttackMode, level: int, floor: str | None, in_reach: bool,
+                 adjacent: bool, flank: tuple[int, tuple[str, ...]] | None,
+                 extra: Any) -> _Outcome:
+        """What one attack is worth: its centre line's level (TOTAL: no line of effect), the
+        GM's floor on the target, whether the target is in reach for this mode and adjacent,
+        the attacker's flanking bonus and partners (None: not flanking)."""
+        degree = Degree.TOTAL if level == TOTAL else LADDER[level]
+        degree = self.floored(degree, floor)
+        loe = degree is not Degree.TOTAL
         flags = set()
         if in_reach:
             flags.add(Flag.IN_REACH)
-        if adjacent(sa, st, ctx.grid):
+        if adjacent:
             flags.add(Flag.ADJACENT)
         if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
@@ -154,13 +256,12 @@ class CoverDegrees(Ruleset):
                           "flanking with " + ", ".join(flankers)))
             mods.append(M(Stat.CONCENTRATION, -bonus, ModKind.FLANKING,
                           "flanked: the bonus is a penalty to Concentration for spellcasters"))
-        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, loe, degree, tuple(mods),
-                          frozenset(flags), flankers, row.lines)
+        return _Outcome(loe, degree, tuple(mods), frozenset(flags), flankers)
 
     # -- areas --------------------------------------------------------------------------
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
-        ctx = _Context(scene, options)
+        ctx = _Context(scene, options, self)
         region = shape(template, scene.grid)
         origin = (template.x, template.y)
         hits = []
@@ -181,7 +282,9 @@ class CoverDegrees(Ruleset):
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
-    def __init__(self, scene: SceneGeom, options: DegreesOptions) -> None:
+    def __init__(self, scene: SceneGeom, options: Any, rules: CoverDegrees) -> None:
+        self.rules = rules
+        self.wall_level: Mapping[str, int] = rules.WALL_LEVEL
         self.scene = scene
         self.grid = scene.grid
         self.options = options
@@ -189,20 +292,59 @@ class _Context:
         self.cs = scene.creatures
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.spaces = [space(c, self.grid) for c in self.cs]
+        self.space_arr: FloatArray = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
         self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
+        self.side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        self.reach = np.array([c.reach for c in self.cs], dtype=np.float64)
+        #: Rider and mount, each other's partner: never cover between or for each other.
+        self.partner: dict[int, int] = {}
+        for k, c in enumerate(self.cs):
+            if c.mount is not None and c.mount in self.index:
+                self.partner[k] = self.index[c.mount]
+                self.partner[self.index[c.mount]] = k
+        #: The same as an array (-1: none).
+        self.partner_arr = np.full(len(self.cs), -1, dtype=np.intp)
+        for k, p in self.partner.items():
+            self.partner_arr[k] = p
+        self._sample_arr: FloatArray | None = None
+        self._sample_box_arr: FloatArray | None = None
+
+    def ignored(self, a: int, t: int) -> set[int]:
+        """Creatures that never stand between a and t: themselves and their mount or rider."""
+        out = {a, t}
+        for k in (a, t):
+            if k in self.partner:
+                out.add(self.partner[k])
+        return out
+
+    def steps(self, a: int, t: int) -> tuple[int, int, int]:
+        """Grid steps between two creatures' spaces, across the map and vertically."""
+        return steps_3d(self.cs[a], self.cs[t], self.grid)
+
+    def in_reach(self, a: int, t: int, reach: float) -> bool:
+        """Whether t is within `reach` feet of a, counted in three dimensions."""
+        sx, sy, sz = self.steps(a, t)
+        return bool(within_reach_many(np.array([sx]), np.array([sy]), np.array([reach]),
+                                      np.array([sz]))[0])
+
+    def adjacent(self, a: int, t: int) -> bool:
+        sx, sy, sz = self.steps(a, t)
+        return sx <= 1 and sy <= 1 and sz <= 1
 
     def _samples(self, box: Box) -> FloatArray:
         """Points standing for 'any part' of a space: its corners (a hair inside) and centre."""
         return np.vstack([inset(corners(box), box), np.array([centre(box)])])
 
-    def _solid(self, hits: LineHits, tgt: IntArray, starts: FloatArray,
-               ends: FloatArray) -> tuple[np.ndarray, np.ndarray]:
-        """Per line: blocked outright (line of effect), and the wall roles of each hit."""
+    def _blocked_roles(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
+                       ends: FloatArray, origin: tuple[float, float] | None = None,
+                       ) -> tuple[BoolArray, IntArray]:
+        """Per line: blocked outright (line of effect); per wall hit, its role in three
+        dimensions (geometry.vertical): 0 solid, 1 low, 2 improved, -1 nothing to this line."""
         tr = self.tracer
-        solid, low, improved = wall_roles(tr, self.tall, self.elev, hits.wall_idx,
-                                          tgt[hits.wall_line])
+        solid, low, improved = wall_roles_3d(tr, hits.wall_idx, hits.wall_line, att, tgt,
+                                             starts, ends, origin)
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
         by_limited = limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
@@ -211,62 +353,342 @@ class _Context:
         blocked |= tr.region_lines(hits, RegionKind.BLOCKING)
         # A limited wall would block nothing alone: it counts only with a second one.
         solid &= ~limited | by_limited[hits.wall_line]
-        roles = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
+        roles: IntArray = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
         return blocked, roles
 
-    def rows(self, pairs: Sequence[tuple[int, int]], want_lines: bool) -> list[_Row]:
+    def _solid(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
+               ends: FloatArray, origin: tuple[float, float] | None = None,
+               ) -> tuple[BoolArray, IntArray, BoolArray]:
+        """`_blocked_roles`, and per creature hit, whether the sheet of sight meets the
+        creature rather than passing over or under it."""
+        blocked, roles = self._blocked_roles(hits, att, tgt, starts, ends, origin)
+        creature_ok = creature_hits(self.tracer, hits, att, tgt, starts, ends, origin)
+        return blocked, roles, creature_ok
+
+    # -- the fast path: every pair at once ----------------------------------------------
+
+    def fast_rows(self, a: IntArray, t: IntArray,
+                  want_lines: bool) -> tuple[IntArray, list[tuple[TracedLine, ...]] | None]:
+        """Per pair (a[k], t[k]): its level (TOTAL: no line of effect), and its traced centre
+        line when asked; what `reference_rows` computes, for many pairs at once.
+
+        The centre lines are traced first; only pairs whose centre line is blocked need the
+        25 lines between their 'any part' samples, and of those only whether one is open
+        (walls and terrain: creatures never block a line). Most of those lines are proved
+        blocked by a few plain walls near the centre line (`_covered`); only the others are
+        traced."""
+        n = len(a)
+        cen = (self.space_arr[:, 0:2] + self.space_arr[:, 2:4]) / 2
+        starts, ends = cen[a], cen[t]
+        hits = self._trace_lines(starts, ends)
+        blocked, roles, ok = self._solid(hits, a, t, starts, ends)
+        open_any = ~blocked
+        shut = np.nonzero(blocked)[0]
+        if shut.size:
+            rows, cols = np.nonzero(~self._covered(shut, hits, starts, ends, a, t))
+            if rows.size:
+                open_any[shut] = self._open_lines(a[shut], t[shut], rows, cols)
+        level = np.zeros(n, dtype=np.intp)
+        table = self.wall_level
+        role_level = np.array([table["solid"], table["low"], table["improved"]], dtype=np.intp)
+        sel = roles >= 0
+        np.maximum.at(level, hits.wall_line[sel], role_level[roles[sel]])
+        if hits.region_idx.size:
+            kinds = self.tracer.region_kind
+            worth = np.array([self.rules.REGION_LEVEL[kinds[r]] for r in hits.region_idx],
+                             dtype=np.intp)
+            np.maximum.at(level, hits.region_line, worth)
+        cl, ci = hits.creature_line, hits.creature_idx
+        ca, ct = a[cl], t[cl]
+        keep = ok & (ci != ca) & (ci != ct) & (ci != self.partner_arr[ca]) \
+            & (ci != self.partner_arr[ct])
+        if keep.any():
+            np.maximum.at(level, cl[keep],
+                          self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
+        level = np.minimum(level, GREATER)
+        level[~open_any] = TOTAL
+        lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
+            else None
+        return level, lines
+
+    def _trace_lines(self, starts: FloatArray, ends: FloatArray,
+                     creatures: bool = True) -> LineHits:
+        """`Tracer.trace(starts, ends)`, hit for hit, with walls tested through the block
+        kernel (each line a block of one: the same prune, the same exact test, less
+        gathering); creatures' spaces only when asked."""
+        tr = self.tracer
+        wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :], tr.wall_xy)
+        if wl.size:
+            one_way = tr.wall_dir[wi] != Direction.BOTH
+            if one_way.any():
+                # Foundry's side of the start, computed as Tracer.trace does.
+                side = kernel.foundry_side(tr.wall_xy[wi], starts[wl])
+                keep = ~one_way | (side != tr.wall_dir[wi])
+                wl, wi = wl[keep], wi[keep]
+        empty = np.empty(0, dtype=np.intp)
+        cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes) if creatures \
+            else (empty, empty)
+        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
+
+    @property
+    def samples(self) -> FloatArray:
+        """Per creature, its 'any part' sample points (n, 5, 2), the centre last."""
+        if self._sample_arr is None:
+            self._sample_arr = np.stack([self._samples(box) for box in self.spaces]) \
+                if self.spaces else np.empty((0, 5, 2))
+        return self._sample_arr
+
+    @property
+    def sample_boxes(self) -> FloatArray:
+        """Per creature, the bounding box (x0, y0, x1, y1) of its sample points."""
+        if self._sample_box_arr is None:
+            pts = self.samples
+            self._sample_box_arr = np.concatenate([pts.min(axis=1), pts.max(axis=1)], axis=1)
+        return self._sample_box_arr
+
+    def _sample_lines(self, a: IntArray, t: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The 25 lines between the samples of each a's space and t's space, 25 per pair,
+        in `reference_rows`' order (a's sample p to t's sample q is line p * 5 + q)."""
+        p_pts, q_pts = self.samples[a], self.samples[t]
+        n_s = p_pts.shape[1]
+        return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
+                np.tile(q_pts, (1, n_s, 1)).reshape(-1, 2))
+
+    def _covered(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
+                 a: IntArray, t: IntArray) -> BoolArray:
+        """Per pair in `shut` (pairs whose centre line is blocked) and per sample line (row
+        k, column p * 5 + q): whether the line is certainly blocked, by a wall plain to the
+        pair (solid, both ways, not limited, and with no height band or one reaching from
+        below both creatures to above both: it blocks every line of the pair it crosses)
+        near the centre line.
+
+        A pair is usually walled in by the first or the last wall its centre line crosses,
+        or by walls joined to them end to end (walls are drawn in segments): only those are
+        tested against the 25 lines, with the kernel's exact row-paired test and the prune
+        the tracer applies, so a line found blocked here is blocked in `reference_rows`.
+        Lines not found blocked are traced (`_open_lines`)."""
+        tr = self.tracer
+        covered = np.zeros((len(shut), self.samples.shape[1] ** 2), dtype=bool)
+        plain = _plain_walls(tr)
+        wl, wi = hits.wall_line, hits.wall_idx
+        on_shut = np.zeros(hits.n, dtype=bool)
+        on_shut[shut] = True
+        sel = plain[wi] & on_shut[wl]
+        sel[sel] = self._spans_pair(wl[sel], wi[sel], a, t)
+        if not sel.any():
+            return covered
+        cl, cw = wl[sel], wi[sel]
+        along = wall_crossing(starts[cl], ends[cl], tr.wall_xy[cw])
+        order = np.lexsort((along, cl))
+        cl, cw = cl[order], cw[order]
+        first = np.ones(len(cl), dtype=bool)
+        first[1:] = cl[1:] != cl[:-1]
+        last = np.ones(len(cl), dtype=bool)
+        last[:-1] = cl[:-1] != cl[1:]
+        pos = np.full(hits.n, -1, dtype=np.intp)
+        pos[shut] = np.arange(len(shut))
+        # The wall nearest the attacker first; the one nearest the target for pairs left.
+        self._cover(covered, pos, cl[first], cw[first], a, t)
+        left = ~np.logical_and.reduce(covered, axis=1)[pos[cl]]
+        sel = last & ~first & left
+        if sel.any():
+            self._cover(covered, pos, cl[sel], cw[sel], a, t)
+        return covered
+
+    def _spans_pair(self, cl: IntArray, cw: IntArray, a: IntArray, t: IntArray) -> BoolArray:
+        """Per (pair cl[k], wall cw[k]): whether the wall's height band (if any) reaches from
+        below both creatures' vertical extents to above both, with a margin: the sheet of
+        sight between them then lies wholly inside the band wherever a line crosses it
+        (geometry.vertical), so the wall (solid) stops every line of theirs it crosses."""
+        tr = self.tracer
+        bottom, top = tr.wall_bottom[cw], tr.wall_top[cw]
+        ca, ct = a[cl], t[cl]
+        low = np.minimum(tr.elev[ca], tr.elev[ct])
+        high = np.maximum(tr.elev[ca] + tr.tall[ca], tr.elev[ct] + tr.tall[ct])
+        with np.errstate(invalid="ignore"):
+            spans: BoolArray = ((np.isnan(bottom) | (bottom <= low - _BAND_MARGIN_FT))
+                                & (np.isnan(top) | (top >= high + _BAND_MARGIN_FT)))
+        return spans
+
+    def _cover(self, covered: BoolArray, pos: IntArray, cl: IntArray, cw: IntArray,
+               a: IntArray, t: IntArray) -> None:
+        """Mark in `covered` (row pos[line] per pair, a column per sample line) the sample
+        lines of pair cl[k] that wall cw[k], or a wall joined to it end to end, crosses,
+        where the wall is plain to the pair."""
+        tr = self.tracer
+        indptr, nbrs = _wall_neighbours(tr)
+        deg = indptr[cw + 1] - indptr[cw]
+        within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+        cw = nbrs[np.repeat(indptr[cw], deg) + within]
+        cl = np.repeat(cl, deg)
+        m = max(1, len(tr.walls))
+        key = np.unique(cl.astype(np.int64) * m + cw)
+        cl, cw = (key // m).astype(np.intp), (key % m).astype(np.intp)
+        spans = self._spans_pair(cl, cw, a, t)
+        cl, cw = cl[spans], cw[spans]
+        # Walls out of the pair's box of lines meet none of them (the tracer's prune).
+        box = self.sample_boxes[a[cl]], self.sample_boxes[t[cl]]
+        w = tr.wall_xy[cw]
+        near = ((np.minimum(box[0][:, 0], box[1][:, 0]) <= np.maximum(w[:, 0], w[:, 2]))
+                & (np.maximum(box[0][:, 2], box[1][:, 2]) >= np.minimum(w[:, 0], w[:, 2]))
+                & (np.minimum(box[0][:, 1], box[1][:, 1]) <= np.maximum(w[:, 1], w[:, 3]))
+                & (np.maximum(box[0][:, 3], box[1][:, 3]) >= np.minimum(w[:, 1], w[:, 3])))
+        cl, cw = cl[near], cw[near]
+        per = covered.shape[1]
+        step = max(1, _CHUNK_ROWS // per)
+        xy = tr.wall_xy
+        for c0 in range(0, len(cl), step):
+            pc, wc = cl[c0:c0 + step], cw[c0:c0 + step]
+            s, e = self._sample_lines(a[pc], t[pc])
+            w = np.repeat(xy[wc], per, axis=0)
+            lo, hi = np.minimum(s, e), np.maximum(s, e)
+            # The tracer's prune (kernel.iter_group_candidates), line by line.
+            near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
+                    & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
+                    & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
+                    & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
+            hit = near & kernel.cross_paired(s, e, w)
+            rows = np.repeat(pos[pc], per)[hit]
+            cols = np.tile(np.arange(per), len(pc))[hit]
+            covered[rows, cols] = True
+
+    def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
+                    cols: IntArray) -> BoolArray:
+        """Per pair (a[k], t[k]): whether one of its sample lines (pair rows[j], line
+        cols[j]: a's sample cols[j] // 5 to t's sample cols[j] % 5) is unblocked (walls,
+        limited walls, blocking terrain), each traced as `reference_rows` traces it."""
+        per = self.samples.shape[1]
+        any_open = np.zeros(len(a), dtype=bool)
+        # In chunks: a scene of walls no plain wall proves anything about leaves up to 25
+        # lines per pair, each with many hits.
+        for c0 in range(0, len(rows), _CHUNK_LINES):
+            r, c = rows[c0:c0 + _CHUNK_LINES], cols[c0:c0 + _CHUNK_LINES]
+            starts = self.samples[a[r], c // per]
+            ends = self.samples[t[r], c % per]
+            hits = self._trace_lines(starts, ends, creatures=False)
+            blocked, _ = self._blocked_roles(hits, a[r], t[r], starts, ends)
+            any_open[r[~blocked]] = True
+        return any_open
+
+    def _fast_traced(self, hits: LineHits, roles: IntArray, keep: BoolArray,
+                     blocked: BoolArray, starts: FloatArray,
+                     ends: FloatArray) -> list[tuple[TracedLine, ...]]:
+        """Each pair's centre line as drawn, with what counted on it (as `_traced`)."""
+        tr = self.tracer
+        walls: list[set[str]] = [set() for _ in range(hits.n)]
+        tokens: list[set[str]] = [set() for _ in range(hits.n)]
+        regions: list[set[str]] = [set() for _ in range(hits.n)]
+        sel = roles >= 0
+        for line, w in zip(hits.wall_line[sel].tolist(), hits.wall_idx[sel].tolist(),
+                           strict=True):
+            walls[line].add(tr.walls[w].id)
+        for line, c in zip(hits.creature_line[keep].tolist(),
+                           hits.creature_idx[keep].tolist(), strict=True):
+            tokens[line].add(self.cs[c].id)
+        for line, r in zip(hits.region_line.tolist(), hits.region_idx.tolist(), strict=True):
+            regions[line].add(tr.regions[r].id)
+        s, e, b = starts.tolist(), ends.tolist(), blocked.tolist()
+        return [(TracedLine((float(s[k][0]), float(s[k][1])), (float(e[k][0]), float(e[k][1])),
+                            bool(b[k]), tuple(sorted(walls[k])), tuple(sorted(tokens[k])),
+                            tuple(sorted(regions[k]))),)
+                for k in range(hits.n)]
+
+    def fast_flanking(self, pairs: Sequence[tuple[int, int]], a: IntArray, t: IntArray,
+                      levels: IntArray) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
+        """`reference_flanking`, with who threatens each target found for all targets at
+        once: only creatures within their reach of a target can threaten it, so only their
+        levels are traced when the pairs asked for lack them."""
+        n = len(self.cs)
+        targets = np.unique(t)
+        bb = np.repeat(np.arange(n, dtype=np.intp), len(targets))
+        tt = np.tile(targets, n)
+        sx, sy = grid_steps_many(self.space_arr[bb], self.space_arr[tt], self.grid.size)
+        sz = vertical_steps_many(self.elev[bb], self.side[bb], self.elev[tt], self.side[tt])
+        near = (bb != tt) & (self.reach[bb] > 0) & within_reach_many(sx, sy, self.reach[bb], sz)
+        bb, tt = bb[near], tt[near]
+        known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
+                         strict=True))
+        candidates = list(zip(bb.tolist(), tt.tolist(), strict=True))
+        missing = [k for k, pair in enumerate(candidates) if pair not in known]
+        if missing:
+            m = np.array(missing, dtype=np.intp)
+            extra, _ = self.fast_rows(bb[m], tt[m], False)
+            known.update(zip((candidates[k] for k in missing), extra.tolist(), strict=True))
+        # Who threatens each target, in creature order (as the reference lists them).
+        threats: dict[int, list[int]] = {}
+        for b, tk in sorted(candidates):
+            if known[(b, tk)] != TOTAL:
+                threats.setdefault(tk, []).append(b)
+        out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
+        by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
+        for ak, tk in pairs:
+            key = (tk, self.cs[ak].disposition)
+            if key not in by_target:
+                who = [b for b in threats.get(tk, ()) if self.cs[b].disposition == key[1]]
+                by_target[key] = self._partners(tk, who)
+            bonus, partners = by_target[key]
+            if bonus and partners.get(ak):
+                out[(ak, tk)] = (bonus, tuple(self.cs[p].id for p in partners[ak]))
+        return out
+
+    # -- the reference: pair by pair ----------------------------------------------------
+
+    def reference_rows(self, pairs: Sequence[tuple[int, int]], want_lines: bool) -> list[_Row]:
         if not pairs:
             return []
-        starts, ends, tgt, group = [], [], [], []
+        starts, ends, att, tgt, group = [], [], [], [], []
         for k, (a, t) in enumerate(pairs):
             sa, st = self._samples(self.spaces[a]), self._samples(self.spaces[t])
             # Line 0 of each group is centre to centre; the rest sample 'any part'.
             starts.append(np.vstack([[centre(self.spaces[a])], np.repeat(sa, len(st), 0)]))
             ends.append(np.vstack([[centre(self.spaces[t])], np.tile(st, (len(sa), 1))]))
             n = 1 + len(sa) * len(st)
+            att.extend([a] * n)
             tgt.extend([t] * n)
             group.extend([k] * n)
         s, e = np.concatenate(starts), np.concatenate(ends)
         tgt_a = np.array(tgt, dtype=np.intp)
         group_a = np.array(group, dtype=np.intp)
         hits = self.tracer.trace(s, e)
-        blocked, roles = self._solid(hits, tgt_a, s, e)
+        blocked, roles, ok = self._solid(hits, np.array(att, dtype=np.intp), tgt_a, s, e)
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
         np.logical_or.at(open_any, group_a, ~blocked)
         rows = []
         for k, (a, t) in enumerate(pairs):
             line = int(first[k])
-            level = self._centre_level(hits, roles, line, a, t) if open_any[k] else TOTAL
-            traced = self._traced(hits, roles, blocked, s, e, line, a, t) if want_lines \
+            level = self._centre_level(hits, roles, ok, line, a, t) if open_any[k] else TOTAL
+            traced = self._traced(hits, roles, ok, blocked, s, e, line, a, t) if want_lines \
                 else None
             rows.append(_Row(level, traced))
         return rows
 
-    def _centre_level(self, hits: LineHits, roles: np.ndarray, line: int, a: int,
+    def _centre_level(self, hits: LineHits, roles: np.ndarray, ok: np.ndarray, line: int,
+                      a: int,
                       t: int) -> int:
         level = NONE
-        table = CoverDegrees.WALL_LEVEL
+        table = self.wall_level
         names = ("solid", "low", "improved")
         for role in roles[hits.wall_line == line]:
             if role >= 0:
                 level = max(level, table[names[role]])
         for r in hits.region_idx[hits.region_line == line]:
-            level = max(level, CoverDegrees.REGION_LEVEL[self.tracer.region_kind[r]])
-        for c in hits.creature_idx[hits.creature_line == line]:
-            if c in (a, t):
+            level = max(level, self.rules.REGION_LEVEL[self.tracer.region_kind[r]])
+        on_line = (hits.creature_line == line) & ok
+        for c in hits.creature_idx[on_line]:
+            if c in self.ignored(a, t):
                 continue
-            shift = 0
-            if self.options.size_shift:
-                shift = int(np.sign(self.rank[c] - self.rank[t]))
-            level = max(level, CoverDegrees.CREATURE_LEVEL + shift)
+            level = max(level, self.rules.creature_level(self, int(c), a, t))
         return min(level, GREATER)
 
-    def _traced(self, hits: LineHits, roles: np.ndarray, blocked: np.ndarray, s: FloatArray,
+    def _traced(self, hits: LineHits, roles: np.ndarray, ok: np.ndarray, blocked: np.ndarray,
+                s: FloatArray,
                 e: FloatArray, line: int, a: int, t: int) -> tuple[TracedLine, ...]:
         tr = self.tracer
         walls = hits.wall_idx[(hits.wall_line == line) & (roles >= 0)]
-        crs = [c for c in hits.creature_idx[hits.creature_line == line] if c not in (a, t)]
+        on_line = (hits.creature_line == line) & ok
+        crs = [c for c in hits.creature_idx[on_line] if c not in self.ignored(a, t)]
         regs = hits.region_idx[hits.region_line == line]
         return (TracedLine((float(s[line, 0]), float(s[line, 1])),
                            (float(e[line, 0]), float(e[line, 1])), bool(blocked[line]),
@@ -274,18 +696,16 @@ class _Context:
                            tuple(sorted({self.cs[c].id for c in crs})),
                            tuple(sorted({tr.regions[r].id for r in regs}))),)
 
-    # -- flanking -------------------------------------------------------------------------
-
     def _threatens(self, b: int, t: int, rows: dict[tuple[int, int], int]) -> bool:
         c = self.cs[b]
         if c.reach <= 0:
             return False  # creatures with 0 reach cannot flank
-        if not within_reach(self.spaces[b], self.spaces[t], c.reach, self.grid):
+        if not self.in_reach(b, t, c.reach):
             return False
         return rows.get((b, t), TOTAL) != TOTAL
 
-    def flanking(self, pairs: Sequence[tuple[int, int]],
-                 rows: Sequence[_Row]) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
+    def reference_flanking(self, pairs: Sequence[tuple[int, int]], rows: Sequence[_Row],
+                           ) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
         """Per (attacker, target): the flanking bonus and the attacker's flanking partners.
 
         Allies (same disposition) that threaten the target and stand on opposite sides or
@@ -298,30 +718,39 @@ class _Context:
                   if b != t and (b, t) not in levels}
         if needed:
             extra = sorted(needed)
-            for pair, row in zip(extra, self.rows(extra, False), strict=True):
+            for pair, row in zip(extra, self.reference_rows(extra, False), strict=True):
                 levels[pair] = row.level
         out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
         by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
         for a, t in pairs:
             key = (t, self.cs[a].disposition)
             if key not in by_target:
-                by_target[key] = self._pairs_around(t, self.cs[a].disposition, levels)
+                side = self.cs[a].disposition
+                who = [b for b, c in enumerate(self.cs)
+                       if b != t and c.disposition == side and self._threatens(b, t, levels)]
+                by_target[key] = self._partners(t, who)
             bonus, partners = by_target[key]
             if bonus and partners.get(a):
                 out[(a, t)] = (bonus, tuple(self.cs[p].id for p in partners[a]))
         return out
 
-    def _pairs_around(self, t: int, side: int,
-                      levels: dict[tuple[int, int], int]) -> tuple[int, dict[int, list[int]]]:
+    # -- flanking ---------------------------------------------------------------------------
+
+    def _partners(self, t: int, who: Sequence[int]) -> tuple[int, dict[int, list[int]]]:
+        """The flanking bonus around t for these allies threatening it (in creature order),
+        and each one's flanking partners among them."""
         box = self.spaces[t]
-        who = [b for b, c in enumerate(self.cs)
-               if b != t and c.disposition == side and self._threatens(b, t, levels)]
         partners: dict[int, list[int]] = {b: [] for b in who}
         edges = []
+        et, st = self.elev[t], self.side[t]
+
+        def centres(b: int) -> list[tuple[float, float, float]]:
+            z = flank_height(float(self.elev[b]), float(self.side[b]), et, st)
+            return [(*centre(sq), z) for sq in squares(self.cs[b], self.grid)]
+
         for b, d in itertools.combinations(who, 2):
-            if any(crosses_opposite_borders(p, q, box)
-                   for p in (centre(sq) for sq in squares(self.cs[b], self.grid))
-                   for q in (centre(sq) for sq in squares(self.cs[d], self.grid))):
+            if any(crosses_opposite_faces(p, q, box, et, et + st)
+                   for p in centres(b) for q in centres(d)):
                 partners[b].append(d)
                 partners[d].append(b)
                 edges.append((b, d))
@@ -340,7 +769,9 @@ class _Context:
         ends = self._samples(box)
         starts = np.repeat(np.array([origin], dtype=np.float64), len(ends), 0)
         hits = self.tracer.trace(starts, ends)
-        blocked, roles = self._solid(hits, np.full(len(ends), t, dtype=np.intp), starts, ends)
+        tgt = np.full(len(ends), t, dtype=np.intp)
+        # Templates carry no elevation: the origin is a point on the ground.
+        blocked, roles, _ = self._solid(hits, tgt, tgt, starts, ends, origin=(0.0, 0.0))
         if blocked.all():
             return None
         line = len(ends) - 1  # the centre sample
@@ -378,6 +809,76 @@ class _Context:
             if np.any(shapely.relate_pattern(things_arr, cell, "T********")):
                 count += 1
         return count
+
+
+#: How many shared ends away from a wall crossing a centre line `_Context._covered` looks.
+_HOPS = 3
+#: How far (feet) a wall's height band must reach beyond two creatures' vertical extents for
+#: `_Context._spans_pair` (far above the rounding of the sheet of sight's heights).
+_BAND_MARGIN_FT = 1e-6
+#: Rows of the exact row-paired wall test alive at once in `_Context._cover`.
+_CHUNK_ROWS = 1 << 18
+#: Sample lines traced at once by `_Context._open_lines`.
+_CHUNK_LINES = 1 << 16
+
+# Per wall set (by identity, as geometry.trace caches its arrays): plain walls and which
+# walls share an end with which.
+_WALL_FACTS: dict[int, tuple[tuple[object, ...], BoolArray, IntArray, IntArray]] = {}
+_WALL_FACTS_SIZE = 16
+
+
+def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
+    hit = _WALL_FACTS.get(id(tr.walls))
+    if hit is not None and hit[0] is tr.walls:
+        return hit[1], hit[2], hit[3]
+    plain = ((tr.wall_dir == Direction.BOTH) & ~tr.wall_limited
+             & (tr.wall_cover_code == SOLID_CODE))
+    m = len(tr.walls)
+    indptr, nbrs = np.zeros(m + 1, dtype=np.intp), np.empty(0, dtype=np.intp)
+    if m:
+        ends = np.concatenate([tr.wall_xy[:, 0:2], tr.wall_xy[:, 2:4]])
+        owner = np.tile(np.arange(m, dtype=np.intp), 2)
+        _, point = np.unique(ends, axis=0, return_inverse=True)
+        point = point.reshape(-1)
+        order = np.argsort(point, kind="stable")
+        pt, ow = point[order], owner[order]
+        first = np.searchsorted(pt, pt, "left")
+        count = np.searchsorted(pt, pt, "right") - first
+        within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        src = np.repeat(ow, count)
+        dst = ow[np.repeat(first, count) + within]
+        keep = plain[dst]
+        key = np.unique(src[keep].astype(np.int64) * m + dst[keep])
+        src, nbrs = (key // m).astype(np.intp), (key % m).astype(np.intp)
+        indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
+        one_src, one_dst, one_ptr = src, nbrs, indptr
+        for _ in range(_HOPS - 1):
+            # Walls reached through one more shared end (a wall drawn in short pieces).
+            deg = one_ptr[nbrs + 1] - one_ptr[nbrs]
+            within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+            far = one_dst[np.repeat(one_ptr[nbrs], deg) + within]
+            key = np.unique(np.concatenate([src.astype(np.int64) * m + nbrs,
+                                            np.repeat(src, deg).astype(np.int64) * m + far]))
+            src, nbrs = (key // m).astype(np.intp), (key % m).astype(np.intp)
+            indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
+        del one_src
+    if len(_WALL_FACTS) >= _WALL_FACTS_SIZE:
+        del _WALL_FACTS[next(iter(_WALL_FACTS))]
+    _WALL_FACTS[id(tr.walls)] = (tr.walls, plain, indptr, nbrs)
+    return plain, indptr, nbrs
+
+
+def _plain_walls(tr: Tracer) -> BoolArray:
+    """Per wall: solid, both ways, not limited (it blocks every line it crosses, in every
+    direction, for every pair of creatures its height band, if any, spans)."""
+    return _wall_facts(tr)[0]
+
+
+def _wall_neighbours(tr: Tracer) -> tuple[IntArray, IntArray]:
+    """Per wall, the plain walls sharing one of its ends (itself included when plain), as
+    compressed rows: neighbours of w are nbrs[indptr[w]:indptr[w + 1]]."""
+    _, indptr, nbrs = _wall_facts(tr)
+    return indptr, nbrs
 
 
 def _max_matching(edges: list[tuple[int, int]]) -> int:

@@ -123,7 +123,7 @@ class Dnd35(Ruleset):
         region = shape(template, scene.grid)
         taken = {c.id for c in scene.creatures}
         origin_id = next(f"origin#{k}" for k in itertools.count() if f"origin#{k}" not in taken)
-        point = point_creature(origin_id, template.x, template.y)
+        point = point_creature(origin_id, template.x, template.y, scene.grid)
         geom = replace(scene, creatures=(*scene.creatures, point))
         targets = [c.id for c in scene.creatures if inside(region, c, scene.grid)]
         hits = []

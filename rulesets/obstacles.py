@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from geometry.kernel import BoolArray, FloatArray, IntArray
-from geometry.trace import IMPROVED_CODE, LOW_CODE, SOLID_CODE, Tracer
+from geometry.trace import IMPROVED_CODE, LOW_CODE, SOLID_CODE, LineHits, Tracer
+from geometry.vertical import band_meets, creature_hits_meet, sheet, wall_crossing
 
 
 def wall_roles(tracer: Tracer, tall: FloatArray, elevation: FloatArray, walls: IntArray,
@@ -30,6 +31,74 @@ def wall_roles(tracer: Tracer, tall: FloatArray, elevation: FloatArray, walls: I
     improved = (cover == IMPROVED_CODE) & ~by_height
     solid = (cover == SOLID_CODE) & ~low
     return solid, low, improved
+
+
+def wall_roles_3d(tracer: Tracer, walls: IntArray, lines: IntArray, att: IntArray,
+                  tgt: IntArray, starts: FloatArray, ends: FloatArray,
+                  origin: tuple[float, float] | None = None,
+                  ) -> tuple[BoolArray, BoolArray, BoolArray]:
+    """wall_roles for wall hits (hit k: wall walls[k] on line lines[k], the line running from
+    creature att[line] to tgt[line] between starts and ends), in three dimensions; `origin`
+    (elevation, height in feet) replaces the attacker for an area effect's point of origin.
+
+    Walls without a height band are what wall_roles says. A banded wall meets the line only
+    where its band overlaps the sheet of sight between the two creatures' vertical extents
+    (geometry.vertical); one that does not is nothing to this line (a flyer above a low wall,
+    a line under a hanging wall). One that meets it is a low obstacle when its band hides at
+    most half the target's height (wall_roles' waist rule, for hanging walls too) and the
+    target is not wholly above or below it; otherwise it keeps its kind; and a wall (not
+    marked low or improved) whose band spans the whole sheet there stops the line."""
+    tall, elev = tracer.tall, tracer.elev
+    t = tgt[lines]
+    solid, low, improved = wall_roles(tracer, tall, elev, walls, t)
+    banded = tracer.wall_banded[walls]
+    if not banded.any():
+        return solid, low, improved
+    k = np.nonzero(banded)[0]
+    w, ln = walls[k], lines[k]
+    s = wall_crossing(starts[ln], ends[ln], tracer.wall_xy[w])
+    tt = tgt[ln]
+    a_elev, a_tall = _attacker_extent(tracer, att[ln], origin)
+    lo, hi = sheet(s, a_elev, a_tall, elev[tt], tall[tt])
+    bottom, top = tracer.wall_bottom[w], tracer.wall_top[w]
+    meets, whole = band_meets(bottom, top, lo, hi)
+    b = np.where(np.isnan(bottom), -np.inf, bottom)
+    tp = np.where(np.isnan(top), np.inf, top)
+    hidden = np.minimum(tp, elev[tt] + tall[tt]) - np.maximum(b, elev[tt])
+    # Wall Height's low obstacle, both ways up: the band hides at most half the target.
+    by_height = hidden <= tall[tt] / 2
+    code = tracer.wall_cover_code[w]
+    fills = meets & whole & (code == SOLID_CODE)
+    solid[k] = ((code == SOLID_CODE) & ~by_height & meets) | fills
+    low[k] = ((code == LOW_CODE) | by_height) & meets & (hidden > 0) & ~fills
+    improved[k] = (code == IMPROVED_CODE) & ~by_height & meets
+    return solid, low, improved
+
+
+def _attacker_extent(tracer: Tracer, att: IntArray,
+                     origin: tuple[float, float] | None) -> tuple[FloatArray, FloatArray]:
+    if origin is None:
+        return tracer.elev[att], tracer.tall[att]
+    return np.full(len(att), origin[0]), np.full(len(att), origin[1])
+
+
+def creature_hits(tracer: Tracer, hits: LineHits, att: IntArray, tgt: IntArray,
+                  starts: FloatArray, ends: FloatArray,
+                  origin: tuple[float, float] | None = None) -> BoolArray:
+    """Per creature hit: does the creature's cube meet the sheet of sight between the two
+    creatures' cubes where the line passes its space (always, when every creature stands at
+    one elevation and no origin is raised above them)?"""
+    if not tracer.raised and (origin is None or not len(tracer.elev)
+                              or origin[0] == tracer.elev[0]):
+        return np.ones(len(hits.creature_line), dtype=bool)
+    line = hits.creature_line
+    # Creatures meet creatures cube to cube (the space each controls, as for distances), so
+    # a flyer stacked 5 ft above another is not in the way of lines to it.
+    a = att[line]
+    a_elev, a_side = (tracer.elev[a], tracer.side[a]) if origin is None else (
+        np.full(len(a), origin[0]), np.full(len(a), origin[1]))
+    return creature_hits_meet(starts, ends, tracer.boxes, line, hits.creature_idx,
+                              a_elev, a_side, tgt, tracer.elev, tracer.side)
 
 
 def limited_blocked(tracer: Tracer, line: IntArray, wall: IntArray, mask: BoolArray,

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
+from server import static
 from server.messages import LIMITS
 from server.session import Close, Core, Notify, Output, Send
 
@@ -48,6 +51,15 @@ class App:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
         self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._files = static.overlay_files()
+
+    def http(self, ws: ServerConnection, request: Request) -> Response | None:
+        """Plain HTTP on the same port: the overlay page (None: go on with the WebSocket
+        handshake)."""
+        reply = static.route(request.path, request.headers, self._files)
+        if reply is None:
+            return None
+        return Response(reply.status, reply.reason, Headers(reply.headers), reply.body)
 
     async def _core(self, fn: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -124,7 +136,7 @@ class App:
         # and a 5 MB full set 175 ms against 756 ms; clients are usually on the same host
         # or LAN, where the bytes saved matter less than the latency added.
         return await serve(self.handler, host, port, max_size=LIMITS.max_frame_bytes,
-                           compression=None, max_queue=16)
+                           compression=None, max_queue=16, process_request=self.http)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

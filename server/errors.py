@@ -22,6 +22,7 @@ class ErrorCode(enum.Enum):
     UNSUPPORTED = "unsupported"
     TOO_LARGE = "too_large"
     PROTOCOL = "protocol"
+    FORBIDDEN = "forbidden"
     INTERNAL = "internal"
 
 

@@ -101,16 +101,30 @@ class WallDoc(_Strict, frozen=True):
     _stats: _IGNORED = None
 
 
+ConMod = Annotated[int, Meta(ge=-5, le=30)]
+SaveMod = Annotated[int, Meta(ge=-30, le=100)]
+
+
 class TokenHeightFlags(Struct, frozen=True):
     tokenHeight: Height | None = None
 
 
 class CovercastTokenFlags(_Strict, frozen=True):
-    """flags.covercast on a token: the GM's override, a minimum cover degree this token has
-    against every attacker that has line of effect to it (a degree of the scene's ruleset)."""
+    """flags.covercast on a token: `cover`, the GM's override, a minimum cover degree this
+    token has against every attacker that has line of effect to it (a degree of the scene's
+    ruleset); `swim`, whether it has a swim Speed (aquatic combat); `con` and `fortitude`,
+    its Constitution modifier and Fortitude save modifier (drowning, `turn.end`); `mount`,
+    the id of the token it rides (checked against the scene: it must exist, be at least one
+    size larger and ride nothing itself); `takeCover`, the creature has used Pathfinder 2e's
+    Take Cover action."""
 
     cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
                    "greater"] | None = None
+    swim: bool = False
+    con: ConMod | None = None
+    fortitude: SaveMod | None = None
+    mount: Id | None = None
+    takeCover: bool = False
 
 
 class TokenFlags(Struct, frozen=True):
@@ -167,12 +181,14 @@ class TokenDoc(_Strict, frozen=True):
     _stats: _IGNORED = None
 
 
-RegionKindName = Literal["blocking", "cover", "improved", "obscuring"]
+RegionKindName = Literal["blocking", "cover", "improved", "obscuring", "water"]
 Points = Annotated[list[Coord], Meta(min_length=6, max_length=2 * LIMITS.max_region_points)]
 
 
 class CovercastRegionFlags(_Strict, frozen=True):
     kind: RegionKindName
+    #: For kind "water": the elevation of the water's surface, in scene units.
+    surface: Height | None = None
 
 
 class RegionFlags(Struct, frozen=True):
@@ -198,8 +214,9 @@ class ShapeDoc(_Strict, frozen=True):
 class RegionDoc(_Strict, frozen=True):
     """A map feature Foundry has no wall for, in either of two forms:
 
-    - Covercast's own: `kind` (blocking, cover, improved, obscuring) and `points`, a flat
-      polygon [x0, y0, x1, y1, ...] in pixels;
+    - Covercast's own: `kind` (blocking, cover, improved, obscuring, water) and `points`, a
+      flat polygon [x0, y0, x1, y1, ...] in pixels; water also needs `surface`, the
+      elevation of its surface in scene units;
     - Foundry's RegionDocument, forwarded untouched: read when `flags.covercast.kind` names
       a kind (its `shapes` become the polygon), ignored otherwise (a region for other
       purposes).
@@ -208,6 +225,7 @@ class RegionDoc(_Strict, frozen=True):
     id: Id
     kind: RegionKindName | None = None
     points: Points | None = None
+    surface: Height | None = None
     shapes: Annotated[list[dict[str, Any]], Meta(max_length=64)] = []
     flags: RegionFlags = RegionFlags()
     name: _IGNORED = None
@@ -232,6 +250,19 @@ class GridDoc(_Strict, frozen=True):
     thickness: _IGNORED = None
     color: _IGNORED = None
     alpha: _IGNORED = None
+
+
+class CovercastSceneFlags(_Strict, frozen=True):
+    """flags.covercast on a scene: `underwater`, the whole scene is under water (every
+    creature is submerged, every line passes through water)."""
+
+    underwater: bool = False
+
+
+class SceneFlags(Struct, frozen=True):
+    """A scene's flags: only the `covercast` namespace is read, others are ignored."""
+
+    covercast: CovercastSceneFlags | None = None
 
 
 class SceneDoc(_Strict, frozen=True):
@@ -272,7 +303,7 @@ class SceneDoc(_Strict, frozen=True):
     folder: _IGNORED = None
     sort: _IGNORED = None
     ownership: _IGNORED = None
-    flags: _IGNORED = None
+    flags: SceneFlags | None = None
     levels: _IGNORED = None
     _stats: _IGNORED = None
 
@@ -284,10 +315,16 @@ Patch = Annotated[dict[str, Any], Meta(max_length=64)]
 Batch = Meta(min_length=1, max_length=LIMITS.max_batch)
 
 
+RoleName = Literal["gm", "player", "overlay"]
+
+
 class Hello(_Strict, frozen=True, tag="hello", tag_field="type"):
     protocol: int
     client: Annotated[str, Meta(max_length=LIMITS.max_string)]
     token: Annotated[str, Meta(max_length=1024)] | None = None
+    #: A role at most as powerful as the token's (a gm viewing as players do); none: the
+    #: token's role.
+    role: RoleName | None = None
     id: ReqId = None
 
 
@@ -351,7 +388,8 @@ class CoverQuery(_Strict, frozen=True, tag="cover.query", tag_field="type"):
 
 class TemplateDoc(_Strict, frozen=True):
     """Foundry's MeasuredTemplateDocument: t circle|cone|rect|ray, x, y origin in pixels,
-    distance (and ray width) in scene units, direction and cone angle in degrees."""
+    distance (and ray width) in scene units, direction and cone angle in degrees, elevation
+    of the origin in scene units."""
 
     t: Literal["circle", "cone", "rect", "ray"]
     x: Coord
@@ -360,6 +398,9 @@ class TemplateDoc(_Strict, frozen=True):
     direction: Annotated[float, Meta(ge=-3600, le=3600)] = 0
     angle: Annotated[float, Meta(gt=0, le=360)] = 53.13
     width: Annotated[float, Meta(gt=0, le=LIMITS.max_coordinate)] | None = None
+    #: The origin's height (and the shape's axis), in scene units like token elevations
+    #: (Foundry's MeasuredTemplateDocument.elevation).
+    elevation: Height = 0
     id: Id | None = None
     user: _IGNORED = None
     author: _IGNORED = None
@@ -368,7 +409,6 @@ class TemplateDoc(_Strict, frozen=True):
     texture: _IGNORED = None
     hidden: _IGNORED = None
     sort: _IGNORED = None
-    elevation: _IGNORED = None
     flags: _IGNORED = None
     _stats: _IGNORED = None
 
@@ -389,6 +429,45 @@ class SceneGet(_Strict, frozen=True, tag="scene.get", tag_field="type"):
     id: ReqId = None
 
 
+class Rolls(_Strict, frozen=True):
+    """Dice a client rolled itself: the d20 of a Fortitude save and the d10s of its
+    damage (as many as the save's damage needs)."""
+
+    d20: Annotated[int, Meta(ge=1, le=20)] | None = None
+    d10: Annotated[list[Annotated[int, Meta(ge=1, le=10)]], Meta(max_length=100)] | None = None
+
+
+Count = Annotated[int, Meta(ge=0, le=100)]
+
+
+class TurnEnd(_Strict, frozen=True, tag="turn.end", tag_field="type", rename="camel"):
+    """The end of a token's turn, with what it did during the turn (drowning and
+    suffocating, docs/rulesets.md). `breathing` null: computed from the water."""
+
+    scene: Id
+    token: Id
+    attacked: bool = False
+    cast_spell: bool = False
+    spoke: bool = False
+    critical_hits: Count = 0
+    crit_failed_damage_saves: Count = 0
+    breathing: bool | None = None
+    con: ConMod | None = None
+    fortitude: SaveMod | None = None
+    hp: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
+    rolls: Rolls | None = None
+    seed: Annotated[int, Meta(ge=0, le=2**53 - 1)] | None = None
+    id: ReqId = None
+
+
+class BreathGet(_Strict, frozen=True, tag="breath.get", tag_field="type"):
+    """A token's air (or, without `token`, every stored one of the scene's tokens)."""
+
+    scene: Id
+    token: Id | None = None
+    id: ReqId = None
+
+
 class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
     scene: Id
     lines: bool = False
@@ -404,7 +483,7 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
 
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
            | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | SceneUnload | Subscribe
-           | Unsubscribe)
+           | Unsubscribe | TurnEnd | BreathGet)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
     for t in Request.__args__))
@@ -417,6 +496,8 @@ class ModifierOut(_Strict, frozen=True):
     value: int
     kind: str
     reason: str
+    #: Damage types it is limited to (omitted: every attack).
+    damage: list[str] = []
 
 
 class LineOut(_Strict, frozen=True):
@@ -441,6 +522,46 @@ class AnnotationOut(Struct, frozen=True, omit_defaults=True, gc=False):
     flankers: list[str] = []
     lines: list[LineOut] | None = None
     visible: float | None = None
+
+
+class StepOut(Struct, frozen=True, omit_defaults=True):
+    """One thing that happened to a token's air at a turn end; save fields only on saves."""
+
+    event: str
+    air: int
+    detail: str
+    dc: int | None = None
+    d20: int | None = None
+    modifier: int | None = None
+    total: int | None = None
+    degree: str | None = None
+    dice: list[int] | None = None
+    damage: int | None = None
+
+
+class BreathOut(Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """A token's air and suffocation, and the steps of the last turn end that changed it
+    (`seed`: the seed of the dice the server rolled, when it rolled any)."""
+
+    token: str
+    air: int
+    max_air: int
+    suffocating: bool
+    unconscious: bool
+    dead: bool
+    checks: int
+    next_dc: int | None = None
+    next_dice: int | None = None
+    steps: list[StepOut] = []
+    seed: int | None = None
+
+
+class BreathState(Struct, frozen=True, tag="breath", tag_field="type", omit_defaults=True):
+    """Reply to `turn.end` (one entry, with its steps) and `breath.get`."""
+
+    scene: str
+    breath: list[BreathOut]
+    id: ReqId = None
 
 
 class AreaHitOut(Struct, frozen=True, omit_defaults=True):
@@ -473,6 +594,9 @@ class Welcome(Struct, frozen=True, tag="welcome", tag_field="type", omit_default
     version: str
     rulesets: list[dict[str, Any]]
     limits: Limits
+    #: What this connection may do: "gm" changes scenes; "player" and "overlay" only read
+    #: and never see hidden tokens.
+    role: str
     id: ReqId = None
 
 
@@ -487,6 +611,9 @@ class CoverResult(Struct, frozen=True, tag="cover.result", tag_field="type", omi
     revision: int
     annotation: AnnotationOut
     id: ReqId = None
+    #: Feet between the two creatures' nearest cubes (3D, alternating diagonals), for the
+    #: client's range increments.
+    distance: float | None = None
 
 
 class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit_defaults=True):
@@ -495,6 +622,8 @@ class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit
     full: bool
     annotations: list[AnnotationOut]
     removed: list[tuple[str, str, str]]
+    #: Tokens whose air changed since this subscriber was last sent (all, in a full set).
+    breath: list[BreathOut] = []
     id: ReqId = None
 
 
@@ -505,7 +634,8 @@ class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=Tr
     id: ReqId = None
 
 
-Response = Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | Error
+Response = (Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | BreathState
+            | Error)
 
 
 # -- decoding -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,7 @@ class Scene:
             "walls": [to_doc(w) for w in self.walls.values()],
             "tokens": [to_doc(t) for t in self.tokens.values()],
             "regions": [to_doc(r) for r in self.regions.values()],
+            **({"flags": to_doc(self.doc.flags)} if self.doc.flags is not None else {}),
         }
 
 
@@ -112,9 +113,18 @@ def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely
             missing = "points" if r.points is None else "kind"
             raise ClientError(ErrorCode.INVALID, f"{prefix}.{missing}: a Covercast region "
                               f"needs both kind and points", path=f"{prefix}.{missing}")
+        _check_surface(r.kind, r.surface, f"{prefix}.surface")
         return RegionKind(r.kind), [_polygon(r.points, f"{prefix}.points")]
     if r.flags.covercast is None:
+        if r.surface is not None:
+            raise ClientError(ErrorCode.INVALID, f"{prefix}.surface: only a Covercast "
+                              "water region has a surface", path=f"{prefix}.surface")
         return None
+    if r.surface is not None:
+        raise ClientError(ErrorCode.INVALID, f"{prefix}.surface: a Foundry region gives "
+                          "its surface in flags.covercast.surface", path=f"{prefix}.surface")
+    _check_surface(r.flags.covercast.kind, r.flags.covercast.surface,
+                   f"{prefix}.flags.covercast.surface")
     polygons = []
     for k, raw in enumerate(r.shapes):
         path = f"{prefix}.shapes[{k}]"
@@ -132,6 +142,22 @@ def region_polygons(r: RegionDoc, prefix: str) -> tuple[RegionKind, list[shapely
                           "flags.covercast.kind needs at least one shape",
                           path=f"{prefix}.shapes")
     return RegionKind(r.flags.covercast.kind), polygons
+
+
+def region_surface(r: RegionDoc) -> float | None:
+    """A water region's surface elevation in scene units (None for other regions)."""
+    return r.surface if r.surface is not None else (
+        r.flags.covercast.surface if r.flags.covercast is not None else None)
+
+
+def _check_surface(kind: str, surface: float | None, path: str) -> None:
+    """Water needs a surface elevation; no other kind has one."""
+    if kind == RegionKind.WATER.value and surface is None:
+        raise ClientError(ErrorCode.INVALID, f"{path}: a water region needs the elevation "
+                          "of its surface (scene units)", path=path)
+    if kind != RegionKind.WATER.value and surface is not None:
+        raise ClientError(ErrorCode.INVALID, f"{path}: only water has a surface, this "
+                          f"region is {kind!r} (surface {surface!r})", path=path)
 
 
 def _polygon(points: Sequence[float], path: str) -> shapely.Polygon:
@@ -198,6 +224,9 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
         _check_floor(t, ruleset, f"$.scene.tokens[{k}]")
     for k, r in enumerate(regions.values()):
         region_polygons(r, f"$.scene.regions[{k}]")
+    order = {tid: k for k, tid in enumerate(tokens)}
+    _check_mounts(tokens, lambda rider, _: f"$.scene.tokens[{order[rider]}]"
+                  ".flags.covercast.mount")
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
     walls = {k: strip(w) for k, w in walls.items()}
     tokens = {k: strip(t) for k, t in tokens.items()}
@@ -220,6 +249,8 @@ def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:
                               "exists", path=f"$.{kind}[{k}].id")
         new[d.id] = strip(d)
     _check_size(kind, len(new))
+    if kind == "tokens":
+        _check_mounts(new, _batch_where([d.id for d in docs]))
     return _with(scene, kind, new)
 
 
@@ -253,6 +284,8 @@ def update(scene: Scene, kind: str, patches: Sequence[Mapping[str, Any]]) -> Sce
             _check_wall(new[doc_id], prefix)
         else:
             _check_floor(new[doc_id], scene.ruleset, prefix)
+    if kind == "tokens":
+        _check_mounts(new, _batch_where([str(normalize_ids(p).get("id")) for p in patches]))
     return _with(scene, kind, new)
 
 
@@ -266,6 +299,14 @@ def delete(scene: Scene, kind: str, ids: Sequence[str]) -> Scene:
                               f"{short_repr(doc_id)} in scene {scene.id!r}",
                               path=f"$.ids[{k}]")
         del new[doc_id]
+    if kind == "tokens":
+        for k, doc_id in enumerate(ids):
+            riders = [t.id for t in new.values()
+                      if t.flags.covercast is not None and t.flags.covercast.mount == doc_id]
+            if riders:
+                raise ClientError(ErrorCode.INVALID, f"$.ids[{k}]: token {short_repr(doc_id)} "
+                                  f"is ridden by {', '.join(map(short_repr, riders))}; clear "
+                                  "the rider's flags.covercast.mount first", path=f"$.ids[{k}]")
     return _with(scene, kind, new)
 
 
@@ -325,25 +366,32 @@ def to_geometry(scene: Scene, before: SceneGeom | None = None) -> SceneGeom:
     wall tuple, so wall arrays computed for it are found again by identity."""
     g = scene.doc.grid
     grid = Grid(GridKind(g.type), g.size, g.distance, g.units)
+    regions = _regions(scene.regions, grid)
+    flags = scene.doc.flags.covercast if scene.doc.flags is not None else None
     return SceneGeom(
         grid=grid,
         walls=before.walls if before is not None else tuple(
             _wall(w, grid) for w in scene.walls.values()),
         creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
-        regions=tuple(_regions(scene.regions)),
+        # Water is no obstacle: it travels apart, so tracers never meet it.
+        regions=tuple(r for r in regions if r.kind is not RegionKind.WATER),
+        water=tuple(r for r in regions if r.kind is RegionKind.WATER),
+        underwater=flags is not None and flags.underwater,
     )
 
 
-def _regions(regions: Mapping[str, RegionDoc]) -> list[RegionGeom]:
+def _regions(regions: Mapping[str, RegionDoc], grid: Grid) -> list[RegionGeom]:
     out = []
     for k, r in enumerate(regions.values()):
         found = region_polygons(r, f"$.scene.regions[{k}]")
         if found is None:
             continue
         kind, polygons = found
+        surface = region_surface(r)
+        feet = None if surface is None else grid.units_to_feet(surface)
         for poly in polygons:
             ring = tuple((float(x), float(y)) for x, y in poly.exterior.coords[:-1])
-            out.append(RegionGeom(r.id, kind, ring))
+            out.append(RegionGeom(r.id, kind, ring, feet))
     return out
 
 
@@ -362,8 +410,52 @@ def _wall(w: WallDoc, grid: Grid) -> WallGeom:
         direction=Direction(w.dir), cover=cover, bottom=bottom, top=top)
 
 
+def _size(t: TokenDoc) -> Size:
+    return Size.from_label(t.size) if t.size else Size.from_squares(t.width)
+
+
+def _check_mounts(tokens: Mapping[str, TokenDoc], where: Callable[[str, str], str]) -> None:
+    """Every rider's flags.covercast.mount names another token of the scene, at least one
+    size larger, that rides nothing itself (so no chains and no cycles). `where(rider,
+    mount)` is the path the error names: the rider's field, or the batch item that broke
+    it (a mount made smaller)."""
+    for t in tokens.values():
+        mount = t.flags.covercast.mount if t.flags.covercast else None
+        if mount is None:
+            continue
+        path = where(t.id, mount)
+        if mount == t.id:
+            raise ClientError(ErrorCode.INVALID, f"{path}: token {short_repr(t.id)} cannot "
+                              "ride itself", path=path)
+        steed = tokens.get(mount)
+        if steed is None:
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}: no token "
+                              f"{short_repr(mount)} in the scene to ride", path=path)
+        if steed.flags.covercast is not None and steed.flags.covercast.mount is not None:
+            raise ClientError(ErrorCode.INVALID, f"{path}: mount {short_repr(mount)} itself "
+                              f"rides {short_repr(steed.flags.covercast.mount)}; a mount "
+                              "cannot be ridden while it rides", path=path)
+        if _size(steed).rank <= _size(t).rank:
+            raise ClientError(ErrorCode.INVALID, f"{path}: mount {short_repr(mount)} is "
+                              f"{_size(steed).label}, not at least one size larger than its "
+                              f"{_size(t).label} rider {short_repr(t.id)}", path=path)
+
+
+def _batch_where(batch: Sequence[str]) -> Callable[[str, str], str]:
+    """Error paths for _check_mounts after a batch: the rider's field when the batch holds
+    the rider, else the batch item holding its mount."""
+    pos = {tid: k for k, tid in enumerate(batch)}
+
+    def where(rider: str, mount: str) -> str:
+        if rider in pos:
+            return f"$.tokens[{pos[rider]}].flags.covercast.mount"
+        return f"$.tokens[{pos.get(mount, 0)}]"
+
+    return where
+
+
 def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
-    size = Size.from_label(t.size) if t.size else Size.from_squares(t.width)
+    size = _size(t)
     tall = size.height
     flags = t.flags.wall_height
     if flags is not None and flags.tokenHeight is not None and flags.tokenHeight > 0:
@@ -372,4 +464,7 @@ def _creature(t: TokenDoc, grid: Grid) -> CreatureGeom:
         id=t.id, x=t.x, y=t.y, width=t.width, height=t.height, size=size,
         reach=size.reach if t.reach is None else t.reach, tall=tall,
         elevation=grid.units_to_feet(t.elevation), disposition=t.disposition,
-        hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None)
+        hidden=t.hidden, cover_floor=t.flags.covercast.cover if t.flags.covercast else None,
+        swim=t.flags.covercast.swim if t.flags.covercast else False,
+        mount=t.flags.covercast.mount if t.flags.covercast else None,
+        take_cover=bool(t.flags.covercast and t.flags.covercast.takeCover))

@@ -11,17 +11,23 @@ sent.
 
 from __future__ import annotations
 
+import enum
 import hmac
 import logging
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
+from geometry.water import submerged
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
+from rulesets.breath import Breath, Step, TurnEvent, end_turn
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -33,6 +39,9 @@ from server.messages import (
     AreaHitOut,
     AreaQuery,
     AreaResult,
+    BreathGet,
+    BreathOut,
+    BreathState,
     CoverQuery,
     CoverResult,
     Error,
@@ -40,14 +49,18 @@ from server.messages import (
     LineOut,
     ModifierOut,
     Response,
+    Rolls,
     SceneGet,
     SceneLoad,
     SceneState,
     SceneUnload,
+    StepOut,
     Subscribe,
     TokenCreate,
     TokenDelete,
+    TokenDoc,
     TokenUpdate,
+    TurnEnd,
     Unsubscribe,
     WallCreate,
     WallDelete,
@@ -58,6 +71,7 @@ from server.messages import (
     parse_request,
     request_id,
 )
+from server.store import Store
 
 log = logging.getLogger("covercast.session")
 
@@ -70,6 +84,27 @@ CHANGE_LOG = 32
 _FRAME_CACHE = 64
 
 Key = tuple[str, str, str]
+#: An annotation table: (scene, lines, without hidden tokens).
+CacheKey = tuple[str, bool, bool]
+#: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
+_FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None]
+#: A shared delta frame: the cache and table it leaves the subscriber with, and the frame.
+_Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
+
+
+class Role(enum.Enum):
+    """What a connection may do, from the access token it said `hello` with. The gm changes
+    scenes and sees everything; a player or an overlay only reads, and never learns of hidden
+    tokens (the two viewer roles have the same rights; the name tells the server's log and
+    the client what it is)."""
+
+    GM = "gm"
+    PLAYER = "player"
+    OVERLAY = "overlay"
+
+    @property
+    def viewer(self) -> bool:
+        return self is not Role.GM
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +149,27 @@ class Subscription:
     lines: bool
     modes: tuple[AttackMode, ...]
     binary: bool
+    #: A viewer's subscription: annotations of the scene without its hidden tokens.
+    viewer: bool = False
     sent: dict[Key, AnnotationOut] = field(default_factory=dict)
     revision: int = 0
+    #: Each token's air as this subscriber was last sent it.
+    breath_sent: dict[str, BreathOut] = field(default_factory=dict)
+    #: The cached table `sent` was taken from (its change log is valid for `sent`).
+    source: CacheKey | None = None
 
 
 @dataclass(slots=True)
 class Connection:
     id: int
     greeted: bool = False
+    role: Role = Role.GM
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
 
+
+#: Requests that change scenes: only a gm connection may send them.
+_WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCreate,
+           WallUpdate, WallDelete, TurnEnd)
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
 _BATCHES: dict[type, tuple[Any, str, str]] = {
@@ -150,6 +196,11 @@ def _reason(text: str) -> str:
     return text if len(data) <= 123 else data[:120].decode(errors="ignore") + "..."
 
 
+def modifier_out(m: Modifier) -> ModifierOut:
+    return ModifierOut(m.stat.value, m.value, m.kind.value, m.reason,
+                       [d.value for d in m.damage])
+
+
 def annotation_out(a: Annotation) -> AnnotationOut:
     """A ruleset result as it travels on the wire."""
     # Thousands of annotations share a handful of modifier lists and flag sets: each is
@@ -158,8 +209,7 @@ def annotation_out(a: Annotation) -> AnnotationOut:
     if mods is None:
         if len(_MODS_OUT) >= _OUT_CACHE:
             _MODS_OUT.clear()
-        mods = _MODS_OUT[a.modifiers] = [
-            ModifierOut(m.stat.value, m.value, m.kind.value, m.reason) for m in a.modifiers]
+        mods = _MODS_OUT[a.modifiers] = [modifier_out(m) for m in a.modifiers]
     flags = _FLAGS_OUT.get(a.flags)
     if flags is None:
         flags = _FLAGS_OUT[a.flags] = _flag_map(a.flags)
@@ -188,25 +238,45 @@ _MODS_OUT: dict[tuple[Modifier, ...], list[ModifierOut]] = {}
 _FLAGS_OUT: dict[frozenset[Flag], dict[str, bool]] = {}
 _NO_FLANKERS: list[str] = []
 #: The flags that mean something for a creature caught in an area effect.
-_AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER)
+_AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER, Flag.TARGET_SUBMERGED)
 
 
 class Core:
-    """All connections and scenes of one server process."""
+    """All connections and scenes of one server process; `store` keeps what outlives them
+    (each token's air), `seed` seeds the generator of the seeds of server-rolled dice."""
 
-    def __init__(self, access_token: str | None = None) -> None:
+    def __init__(self, access_token: str | None = None, player_token: str | None = None,
+                 overlay_token: str | None = None, store: Store | None = None,
+                 seed: int | None = None) -> None:
+        """`access_token` is the gm's: without it the server is open (any hello is gm
+        unless it asks for a viewer role), so viewer tokens without it would protect
+        nothing and are refused (ValueError), as are two roles sharing one token."""
+        tokens = {Role.GM: access_token, Role.PLAYER: player_token,
+                  Role.OVERLAY: overlay_token}
+        self._tokens = {role: t for role, t in tokens.items() if t}
+        if self._tokens and Role.GM not in self._tokens:
+            raise ValueError("a player or overlay token needs a gm access token too: "
+                             "without one every client may change scenes")
+        if len(set(self._tokens.values())) < len(self._tokens):
+            raise ValueError("the gm, player and overlay access tokens must differ")
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
         self.scenes: dict[str, scenes.Scene] = {}
         self._next = 1
-        # Per scene and lines flag: annotations at the scene's current revision.
-        self._cache: dict[tuple[str, bool], _Cached] = {}
+        # Per scene, lines flag and view (True: without hidden tokens): annotations at the
+        # revision they were last computed for.
+        self._cache: dict[CacheKey, _Cached] = {}
         # Per scene, delta frames to its current state (the scene value they lead to) by
-        # (lines, modes, binary, from revision): the table they leave the subscriber with,
-        # and the frame.
-        self._frames: dict[str, tuple[scenes.Scene, dict[
-            tuple[bool, tuple[AttackMode, ...], bool, int],
-            tuple[dict[Key, AnnotationOut], bytes | str | None]]]] = {}
+        # (lines, modes, binary, view, from revision, from table): the table they leave the
+        # subscriber with, and the frame.
+        self._frames: dict[str, tuple[scenes.Scene, dict[_FrameKey, _Frame]]] = {}
+        # Per scene: the geometry without hidden tokens, and the revision it is of.
+        self._visible: dict[str, tuple[int, SceneGeom]] = {}
+        self.store = store if store is not None else Store()
+        self._seeds = random.Random(seed)
+        # Per scene: each token's air as stored (read from the store on first use). A
+        # token's entry is replaced, never changed, so subscribers compare by identity.
+        self._breath: dict[str, dict[str, BreathOut]] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -257,20 +327,45 @@ class Core:
     def _hello(self, state: Connection, request: Any, binary: bool) -> list[Output]:
         if not isinstance(request, Hello):
             return [Close(state.id, POLICY_VIOLATION, "expected hello")]
-        if self.access_token is not None and not (
-                request.token is not None
-                and hmac.compare_digest(request.token.encode(), self.access_token.encode())):
+        role = self._role(request)
+        if role is None:
             return [Close(state.id, POLICY_VIOLATION, "access denied")]
         if request.protocol != PROTOCOL_VERSION:
             return [Close(state.id, POLICY_VIOLATION,
                           f"unsupported protocol {request.protocol}; this server speaks "
                           f"{PROTOCOL_VERSION}")]
         state.greeted = True
+        state.role = role
         welcome = Welcome(PROTOCOL_VERSION, SERVER_NAME, SERVER_VERSION,
-                          [r.describe() for r in REGISTRY.all()], LIMITS, request.id)
+                          [r.describe() for r in REGISTRY.all()], LIMITS, role.value,
+                          request.id)
         return [Send(state.id, encode(welcome, binary))]
 
+    def _role(self, request: Hello) -> Role | None:
+        """The role `hello` gets (None: access denied): its token's, or the viewer role it
+        asks for, which any token may (a gm viewing as the players do); never more."""
+        given = (request.token or "").encode()
+        # Every configured token is compared, in constant time, whatever matches.
+        matches = [role for role, secret in self._tokens.items()
+                   if hmac.compare_digest(given, secret.encode())]
+        if matches:
+            granted = matches[0]
+        elif Role.GM not in self._tokens:
+            granted = Role.GM  # an open server (the loopback default)
+        else:
+            return None
+        if request.role is None:
+            return granted
+        wanted = Role(request.role)
+        return wanted if wanted.viewer or not granted.viewer else None
+
     def _dispatch(self, state: Connection, request: Any, binary: bool) -> list[Output]:
+        if state.role.viewer and isinstance(request, _WRITES):
+            kind = type(request).__struct_config__.tag
+            raise ClientError(ErrorCode.FORBIDDEN,
+                              f"$.type: {kind} is not allowed for role {state.role.value!r}: "
+                              "only a gm connection changes scenes", path="$.type")
+        viewer = state.role.viewer
         match request:
             case Hello():
                 raise ClientError(ErrorCode.PROTOCOL, "already greeted: hello comes once")
@@ -284,17 +379,22 @@ class Core:
                 return self._change(state, request.scene, lambda s: build(s, kind, items),
                                     request.id, binary)
             case CoverQuery():
-                return [Send(state.id, encode(self._query(request), binary))]
+                return [Send(state.id, encode(self._query(request, viewer), binary))]
             case AreaQuery():
-                return [Send(state.id, encode(self._area(request), binary))]
+                return [Send(state.id, encode(self._area(request, viewer), binary))]
             case SceneUnload(scene=sid):
                 return self._unload(state, sid, request.id, binary)
             case SceneGet(scene=sid):
                 scene = self._scene(sid)
-                reply = SceneState(scene.snapshot(), scene.revision, request.id)
+                snapshot = viewer_snapshot(scene) if viewer else scene.snapshot()
+                reply = SceneState(snapshot, scene.revision, request.id)
                 return [Send(state.id, encode(reply, binary))]
             case Subscribe():
                 return self._subscribe(state, request, binary)
+            case TurnEnd():
+                return self._turn_end(state, request, binary)
+            case BreathGet():
+                return [Send(state.id, encode(self._breath_get(request, viewer), binary))]
             case Unsubscribe(scene=sid):
                 if state.subscriptions.pop(sid, None) is None:
                     raise ClientError(ErrorCode.UNKNOWN_SCENE,
@@ -330,9 +430,12 @@ class Core:
         """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
         scene = self._scene(sid)
         del self.scenes[sid]
+        self._breath.pop(sid, None)  # stays in the store for the scene's next load
         for lines in (False, True):
-            self._cache.pop((sid, lines), None)
+            for hidden_out in (False, True):
+                self._cache.pop((sid, lines, hidden_out), None)
         self._frames.pop(sid, None)
+        self._visible.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
             sub = conn.subscriptions.pop(sid, None)
@@ -385,48 +488,73 @@ class Core:
         # Subscribers at the same revision with the same view get the same frame: build it
         # once per revision (50 subscribers of a scene cost one diff and one encoding).
         # Only frames leading to the scene's current state are kept: older ones (and the
-        # tables they hold) go as soon as the scene changes.
+        # tables they hold) go as soon as the scene changes. The key holds everything the
+        # frame depends on: the table the subscriber holds (its revision and the cache it
+        # came from, so a viewer's table is never taken for the gm's), what it asked for,
+        # and its view (a viewer's frame never carries a hidden token).
         held = self._frames.get(sid)
         if held is None or held[0] is not scene:
             held = self._frames[sid] = (scene, {})
         frames = held[1]
-        fkey = (sub.lines, sub.modes, sub.binary, sub.revision)
+        # Air changes ride in deltas and each subscriber's record of the air it was sent is
+        # its own (a turn end changes the air, not the revision): a frame is shared only
+        # when it carries no air.
+        air = self._breath_visible(sid, sub.viewer)
+        breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
+        if breath:
+            return self._diff(sid, sub, air, breath)
+        fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.revision, sub.source)
         cached_frame = frames.get(fkey)
         if cached_frame is not None:
-            table, frame = cached_frame
+            source, table, frame = cached_frame
             sub.sent = table
+            sub.source = source
             sub.revision = scene.revision
+            if frame is not None:
+                sub.breath_sent = air
             return frame
-        frame = self._diff(sid, sub)
+        frame = self._diff(sid, sub, air, breath)
         if len(frames) < _FRAME_CACHE:
-            frames[fkey] = (sub.sent, frame)
+            frames[fkey] = (sub.source, sub.sent, frame)
         return frame
 
-    def _diff(self, sid: str, sub: Subscription) -> bytes | str | None:
+    def _diff(self, sid: str, sub: Subscription, air: dict[str, BreathOut],
+              breath: list[BreathOut]) -> bytes | str | None:
         """The delta frame from the subscriber's table to the current one, which becomes
-        its table."""
-        table = self._filtered(sid, sub)
-        keys = self._touched_since(sid, sub)
+        its table, with the air that changed (`breath`, of its view's `air`)."""
+        source, table = self._filtered(sid, sub)
+        keys = self._touched_since(source, sub)
         if keys is None:
-            changed = [v for k, v in table.items() if sub.sent.get(k) is not v]
-            removed = [k for k in sub.sent if k not in table]
+            # Entries kept from one revision to the next are the same objects; equal ones
+            # from another table (a viewer's, before or after a token was hidden) are not.
+            sent = sub.sent
+            changed = [v for k, v in table.items()
+                       if (old := sent.get(k)) is not v and old != v]
+            removed = [k for k in sent if k not in table]
         else:
             changed = [table[k] for k in keys if k in table and sub.sent.get(k) is not table[k]]
             removed = [k for k in keys if k not in table and k in sub.sent]
         revision = self.scenes[sid].revision
-        if not changed and not removed and sub.revision == revision:
+        if not changed and not removed and not breath and sub.revision == revision:
+            # Nothing to send: the subscriber's table equals this one (entry for entry
+            # the same objects, or equal ones), which it now holds.
             sub.sent = table
+            sub.source = source
             return None
         sub.sent = table
+        sub.source = source
         sub.revision = revision
-        msg = Annotations(sid, revision, False, changed, removed)
+        sub.breath_sent = air
+        msg = Annotations(sid, revision, False, changed, removed, breath)
         return encode(msg, sub.binary)
 
-    def _touched_since(self, sid: str, sub: Subscription) -> list[Key] | None:
+    def _touched_since(self, source: CacheKey, sub: Subscription) -> list[Key] | None:
         """Keys that may differ between the table this subscriber holds and the current
-        one, from the cache's change log; None when the log does not reach back."""
-        cached = self._cache.get((sid, sub.lines))
-        if cached is None or sub.revision not in cached.log:
+        one, from the cache's change log; None when the log does not reach back (or the
+        subscriber's table came from another cache: a viewer's view of a scene changes
+        cache when its first token is hidden or its last one shown)."""
+        cached = self._cache.get(source)
+        if cached is None or source != sub.source or sub.revision not in cached.log:
             return None
         keys: set[Key] = set()
         for revision, touched in cached.log.items():
@@ -451,23 +579,61 @@ class Core:
                 out.append(o)
         return out
 
-    def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
-        """Annotations of the scene's current revision, recomputing only the pairs the
-        changes since the cached revision can have touched. Tables are never changed once
-        built: a new revision copies the last one and replaces what it recomputes, so
-        unchanged entries stay the same objects."""
+    def _table(self, sid: str, lines: bool, viewer: bool) -> tuple[CacheKey, dict[Key,
+                                                                              AnnotationOut]]:
+        """The annotations a gm (or a viewer) sees now, and the cache they come from. A
+        viewer's are computed on the scene without its hidden tokens, so nothing it gets
+        names them or shows their effect (no soft cover, no flanking from them); while no
+        token is hidden, that is the gm's table."""
         scene = self.scenes[sid]
-        cached = self._cache.get((sid, lines))
+        if viewer and any(c.hidden for c in scene.geometry.creatures):
+            key = (sid, lines, True)
+            return key, self._annotations(key, self._visible_geometry(scene))
+        key = (sid, lines, False)
+        return key, self._annotations(key, scene.geometry)
+
+    def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
+        """The gm's annotations of the scene's current revision."""
+        return self._table(sid, lines, False)[1]
+
+    def _visible_geometry(self, scene: scenes.Scene) -> SceneGeom:
+        """The scene's geometry without its hidden tokens (walls shared: wall arrays cached
+        for the full geometry are found again)."""
+        held = self._visible.get(scene.id)
+        if held is not None and held[0] == scene.revision:
+            return held[1]
+        geom = scene.geometry
+        visible = replace(geom, creatures=tuple(c for c in geom.creatures if not c.hidden))
+        self._visible[scene.id] = (scene.revision, visible)
+        return visible
+
+    def _annotations(self, key: CacheKey, geom: SceneGeom) -> dict[Key, AnnotationOut]:
+        """Annotations of `geom` (the scene's current revision, or its visible part),
+        recomputing only the pairs the changes since the cached revision can have touched.
+        Tables are never changed once built: a new revision copies the last one and
+        replaces what it recomputes, so unchanged entries stay the same objects."""
+        sid, lines, without_hidden = key
+        scene = self.scenes[sid]
+        cached = self._cache.get(key)
         if cached is not None and cached.revision == scene.revision:
             return cached.table
-        geom = scene.geometry
+        # Any table is its geometry's annotations, so the other view's table is as good a
+        # starting point when it is closer to this geometry: hiding or showing a token then
+        # costs the pairs it touches, as creating or deleting it would, not a whole matrix,
+        # while a move with tokens hidden starts from the viewers' own last table (from the
+        # gm's, every hidden token would count as changed).
+        other = self._cache.get((sid, lines, not without_hidden))
+        own_log = True
+        if other is not None and (cached is None
+                                  or _changes(other.geom, geom) < _changes(cached.geom, geom)):
+            cached, own_log = other, False
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
             affected = affected_by(cached.geom, geom, scene.ruleset.sight_points())
         touched: frozenset[Key] | None
         if affected is None:
-            results = scene.ruleset.evaluate(geom, scene.options, lines=lines)
+            results = scene.ruleset.annotate(geom, scene.options, lines=lines)
             table = {a.key(): annotation_out(a) for a in results}
             touched = None
         else:
@@ -489,39 +655,40 @@ class Core:
             stale.update((a, t, m) for a, t in in_the_way for m in way_values)
             if gone:
                 stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
-            for key in stale:
-                table.pop(key, None)
-            results = scene.ruleset.evaluate(geom, scene.options, pairs=sorted(affected.whole),
+            for k in stale:
+                table.pop(k, None)
+            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
                                              lines=lines) if affected.whole else []
             if in_the_way and way_modes:
-                results += scene.ruleset.evaluate(geom, scene.options,
+                results += scene.ruleset.annotate(geom, scene.options,
                                                   pairs=sorted(in_the_way),
                                                   modes=way_modes, lines=lines)
             changed: set[Key] = set()
             for a in results:
                 new = annotation_out(a)
-                key = (new.attacker, new.target, new.mode)
-                old = cached.table.get(key)
+                k = (new.attacker, new.target, new.mode)
+                old = cached.table.get(k)
                 if old is not None and old == new:
-                    table[key] = old  # the same object: unchanged for every diff
+                    table[k] = old  # the same object: unchanged for every diff
                 else:
-                    table[key] = new
-                    changed.add(key)
+                    table[k] = new
+                    changed.add(k)
             touched = frozenset(changed | {k for k in stale if k not in table})
-        log = dict(cached.log) if cached is not None else {}
+        log = dict(cached.log) if cached is not None and own_log else {}
         log[scene.revision] = touched
         while len(log) > CHANGE_LOG:
             del log[min(log)]
-        self._cache[(sid, lines)] = _Cached(scene.revision, geom, scene.ruleset,
-                                            scene.options, table, log)
+        self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
+                                   table, log)
         return table
 
-    def _filtered(self, sid: str, sub: Subscription) -> dict[Key, AnnotationOut]:
-        table = self._current(sid, sub.lines)
+    def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
+                                                              dict[Key, AnnotationOut]]:
+        source, table = self._table(sid, sub.lines, sub.viewer)
         modes = {m.value for m in sub.modes}
         if len(modes) == len(AttackMode):
-            return table
-        return {k: v for k, v in table.items() if k[2] in modes}
+            return source, table
+        return source, {k: v for k, v in table.items() if k[2] in modes}
 
     def _subscribe(self, state: Connection, request: Subscribe, binary: bool) -> list[Output]:
         scene = self._scene(request.scene)
@@ -532,18 +699,22 @@ class Core:
                               f"subscriptions, the limit is {LIMITS.max_subscriptions}",
                               path="$.scene")
         sub = Subscription(request.scene, request.lines,
-                           tuple(AttackMode(m) for m in request.modes), binary)
-        sub.sent = self._filtered(request.scene, sub)
+                           tuple(AttackMode(m) for m in request.modes), binary,
+                           state.role.viewer)
+        sub.source, sub.sent = self._filtered(request.scene, sub)
         sub.revision = scene.revision
+        sub.breath_sent = self._breath_visible(request.scene, state.role.viewer)
         state.subscriptions[request.scene] = sub
         msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
-                          request.id)
+                          list(sub.breath_sent.values()), request.id)
         return [Send(state.id, encode(msg, binary))]
 
-    def _query(self, request: CoverQuery) -> Response:
+    def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
         for field_name, tid in (("attacker", request.attacker), ("target", request.target)):
-            if tid not in scene.tokens:
+            # A hidden token does not exist for a viewer: the same error as an unknown id.
+            doc = scene.tokens.get(tid)
+            if doc is None or (viewer and doc.hidden):
                 raise ClientError(ErrorCode.UNKNOWN_TOKEN,
                                   f"$.{field_name}: no token {tid!r} in scene "
                                   f"{request.scene!r}", path=f"$.{field_name}")
@@ -551,27 +722,100 @@ class Core:
             raise ClientError(ErrorCode.INVALID,
                               f"$.target: a token cannot attack itself ({request.target!r})",
                               path="$.target")
-        geom = scene.geometry
+        geom = self._visible_geometry(scene) if viewer else scene.geometry
         if request.origin is not None:
             geom = with_origin(geom, request.attacker, request.origin.x, request.origin.y)
-        (result,) = scene.ruleset.evaluate(geom, scene.options,
+        (result,) = scene.ruleset.annotate(geom, scene.options,
                                            pairs=[(request.attacker, request.target)],
                                            modes=[AttackMode(request.attack)],
                                            lines=request.lines)
-        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id)
+        return CoverResult(request.scene, scene.revision, annotation_out(result), request.id,
+                           float(scene.ruleset.distance(geom, request.attacker,
+                                                        request.target)))
 
-    def _area(self, request: AreaQuery) -> Response:
+    def _area(self, request: AreaQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
         t = request.template
         template = Template(TemplateKind(t.t), t.x, t.y, t.distance, t.direction, t.angle,
-                            t.width)
-        hits = scene.ruleset.area(scene.geometry, scene.options, template)
+                            t.width, scene.geometry.grid.units_to_feet(t.elevation))
+        geom = self._visible_geometry(scene) if viewer else scene.geometry
+        hits = scene.ruleset.area_hits(geom, scene.options, template)
         return AreaResult(request.scene, scene.revision, [
             AreaHitOut(h.target, h.cover.value,
-                       [ModifierOut(m.stat.value, m.value, m.kind.value, m.reason)
-                        for m in h.modifiers],
+                       [modifier_out(m) for m in h.modifiers],
                        {f.value: (f in h.flags) for f in _AREA_FLAGS}, h.obstructions)
             for h in hits], request.id)
+
+    # -- drowning and suffocating ---------------------------------------------------------
+
+    def _breath_table(self, sid: str) -> dict[str, BreathOut]:
+        table = self._breath.get(sid)
+        if table is None:
+            table = {t: _DECODE_BREATH.decode(text)
+                     for t, text in self.store.scene_breath(sid).items()}
+            self._breath[sid] = table
+        return table
+
+    def _breath_visible(self, sid: str, viewer: bool = False) -> dict[str, BreathOut]:
+        """The stored air of the scene's current tokens (a deleted token's is kept), without
+        hidden tokens' for a viewer."""
+        tokens = self.scenes[sid].tokens
+        return {t: v for t, v in self._breath_table(sid).items()
+                if t in tokens and not (viewer and tokens[t].hidden)}
+
+    def _token(self, scene: scenes.Scene, tid: str, viewer: bool = False) -> TokenDoc:
+        """The token `tid`; for a viewer a hidden token does not exist (the same error)."""
+        doc = scene.tokens.get(tid)
+        if doc is None or (viewer and doc.hidden):
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.token: no token {tid!r} in scene "
+                              f"{scene.id!r}", path="$.token")
+        return doc
+
+    def _turn_end(self, state: Connection, request: TurnEnd, binary: bool) -> list[Output]:
+        """A token's turn ended: spend or restore its air, roll its suffocation save, store
+        the new state (one transaction) and tell the scene's subscribers."""
+        scene = self._scene(request.scene)
+        token = self._token(scene, request.token)
+        own = token.flags.covercast
+        con = request.con if request.con is not None else (
+            own.con if own is not None and own.con is not None else 0)
+        fortitude = request.fortitude if request.fortitude is not None else (
+            own.fortitude if own is not None and own.fortitude is not None else 0)
+        breathing = request.breathing
+        if breathing is None:
+            geom = scene.geometry
+            k = next(i for i, c in enumerate(geom.creatures) if c.id == token.id)
+            breathing = not bool(submerged(geom)[k])
+        table = self._breath_table(scene.id)
+        before = _breath_value(table[token.id]) if token.id in table else Breath.full(con)
+        # 53 bits: a seed a JavaScript client can hold exactly, to send it back.
+        seed = request.seed if request.seed is not None else self._seeds.getrandbits(53)
+        dice = _Dice(request.rolls, seed)
+        event = TurnEvent(attacked=request.attacked, cast_spell=request.cast_spell,
+                          spoke=request.spoke, critical_hits=request.critical_hits,
+                          crit_failed_damage_saves=request.crit_failed_damage_saves,
+                          breathing=breathing, con=con, fortitude=fortitude, hp=request.hp)
+        after, steps = end_turn(before, event, dice)  # raises on bad rolls: nothing stored
+        out = breath_out(token.id, after, steps, seed if dice.rolled else None)
+        self.store.put_breath(scene.id, token.id, _ENCODE_BREATH.encode(out).decode())
+        self._breath[scene.id] = {**table, token.id: out}
+        reply: list[Output] = [Send(state.id, encode(BreathState(scene.id, [out], request.id),
+                                                     binary))]
+        reply.extend(Notify(conn, scene.id) for conn in self.subscribers(scene.id))
+        return reply
+
+    def _breath_get(self, request: BreathGet, viewer: bool = False) -> Response:
+        scene = self._scene(request.scene)
+        if request.token is None:
+            return BreathState(scene.id, list(self._breath_visible(scene.id, viewer).values()),
+                               request.id)
+        token = self._token(scene, request.token, viewer)
+        stored = self._breath_table(scene.id).get(token.id)
+        if stored is None:
+            own = token.flags.covercast
+            con = own.con if own is not None and own.con is not None else 0
+            stored = breath_out(token.id, Breath.full(con), (), None)
+        return BreathState(scene.id, [stored], request.id)
 
     # -- introspection for tests and tools -------------------------------------------------
 
@@ -580,10 +824,98 @@ class Core:
 
 
 
+class _Dice:
+    """The client's dice where it sent them, else dice drawn from random.Random(seed) in the
+    order the rules need them (the d20, then each d10), so an outcome can be replayed."""
+
+    def __init__(self, rolls: Rolls | None, seed: int) -> None:
+        self.given = rolls if rolls is not None else Rolls()
+        self.rng = random.Random(seed)
+        self.rolled = False
+
+    def d20(self) -> int:
+        if self.given.d20 is not None:
+            return self.given.d20
+        self.rolled = True
+        return self.rng.randint(1, 20)
+
+    def d10(self, n: int) -> tuple[int, ...]:
+        if self.given.d10 is not None:
+            if len(self.given.d10) != n:
+                raise ClientError(ErrorCode.INVALID,
+                                  f"$.rolls.d10: this save's damage is {n}d10, got "
+                                  f"{len(self.given.d10)} "
+                                  f"{'die' if len(self.given.d10) == 1 else 'dice'} "
+                                  f"{self.given.d10}",
+                                  path="$.rolls.d10")
+            return tuple(self.given.d10)
+        self.rolled = True
+        return tuple(self.rng.randint(1, 10) for _ in range(n))
+
+
+_ENCODE_BREATH = msgspec.json.Encoder()
+_DECODE_BREATH = msgspec.json.Decoder(BreathOut)
+
+
+def step_out(s: Step) -> StepOut:
+    return StepOut(s.kind.value, s.air, s.detail, s.dc, s.d20, s.modifier, s.total,
+                   None if s.outcome is None else s.outcome.value,
+                   None if s.dice is None else list(s.dice), s.damage)
+
+
+def breath_out(token: str, b: Breath, steps: Iterable[Step], seed: int | None) -> BreathOut:
+    """A token's air as it travels on the wire (and as the store keeps it)."""
+    return BreathOut(token, b.air, b.max_air, b.suffocating, b.unconscious, b.dead, b.checks,
+                     b.next_dc if b.suffocating and not b.dead else None,
+                     b.next_dice if b.suffocating and not b.dead else None,
+                     [step_out(s) for s in steps], seed)
+
+
+def _breath_value(o: BreathOut) -> Breath:
+    return Breath(o.max_air, o.air, o.suffocating, o.checks, o.unconscious, o.dead)
+
+
+def _changes(old: SceneGeom, new: SceneGeom) -> float:
+    """How many creatures and walls differ between two geometries (infinite when the grid
+    or the regions do): how much recomputing `new` from `old`'s annotations costs, roughly."""
+    if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
+            or old.underwater != new.underwater):
+        return float("inf")
+    before = {c.id: c for c in old.creatures}
+    after = {c.id: c for c in new.creatures}
+    n = sum(before.get(i) != after.get(i) for i in before.keys() | after.keys())
+    if old.walls is not new.walls:
+        n += len(set(old.walls).symmetric_difference(new.walls))
+    return n
+
+
+def viewer_snapshot(scene: scenes.Scene) -> dict[str, Any]:
+    """The scene as a viewer may see it: without hidden tokens, and with secret doors
+    (Foundry door type 2) shown as plain walls while shut and as open doors once open."""
+    snap = scene.snapshot()
+    snap["tokens"] = [t for t in snap["tokens"] if not t.get("hidden")]
+    hidden = {t.id for t in scene.tokens.values() if t.hidden}
+    for t in snap["tokens"]:
+        # A visible rider on a hidden mount must not name it.
+        own = (t.get("flags") or {}).get("covercast") or {}
+        if own.get("mount") in hidden:
+            t["flags"] = {**t["flags"], "covercast": {k: v for k, v in own.items()
+                                                      if k != "mount"}}
+    walls = []
+    for w in snap["walls"]:
+        if w.get("door") == 2:
+            w = {k: v for k, v in w.items() if k not in ("door", "ds")}
+            if scene.walls[w["id"]].ds == 1:
+                w.update(door=1, ds=1)
+        walls.append(w)
+    snap["walls"] = walls
+    return snap
+
+
 def with_origin(geom: SceneGeom, attacker: str, x: float, y: float) -> SceneGeom:
     """The scene as seen from a point: the attacker's lines start at (x, y) instead of its
     corners (a spell's point of origin, a shot from a chosen spot). Modelled as a
     point-sized attacker there, keeping its size for reach and disposition for allies."""
-    creatures = tuple(point_creature(c.id, x, y, like=c) if c.id == attacker else c
+    creatures = tuple(point_creature(c.id, x, y, geom.grid, like=c) if c.id == attacker else c
                       for c in geom.creatures)
     return replace(geom, creatures=creatures)

@@ -14,13 +14,19 @@ from websockets.sync.client import ClientConnection, connect
 
 from server.app import run
 from server.session import Core
+from server.store import Store
 
 
 class LiveServer:
-    """A Covercast server running on its own event loop in a background thread."""
+    """A Covercast server running on its own event loop in a background thread; `state`
+    is its store file (None: in memory)."""
 
-    def __init__(self, token: str | None = None) -> None:
-        self.core = Core(access_token=token)
+    def __init__(self, token: str | None = None, state: str | None = None,
+                 seed: int | None = None, player_token: str | None = None,
+                 overlay_token: str | None = None) -> None:
+        self.store = Store(state) if state is not None else Store()
+        self.core = Core(access_token=token, player_token=player_token,
+                         overlay_token=overlay_token, store=self.store, seed=seed)
         self.port = 0
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -48,10 +54,15 @@ class LiveServer:
         if self._task is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(10)
+        self.store.close()
 
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 class Peer:
@@ -86,10 +97,12 @@ class Peer:
         self.send(message)
         return self.recv()
 
-    def hello(self, token: str | None = None) -> dict[str, Any]:
+    def hello(self, token: str | None = None, role: str | None = None) -> dict[str, Any]:
         msg: dict[str, Any] = {"type": "hello", "protocol": 1, "client": "pytest"}
         if token is not None:
             msg["token"] = token
+        if role is not None:
+            msg["role"] = role
         return self.request(msg)
 
     def close(self) -> None:

@@ -28,7 +28,9 @@ A case may also (or instead, with "queries": []) hold area effects:
 The `expect` list of an area names exactly the affected tokens (any order); each entry is
 compared like a query's expectation, plus `obstructions` when present.
 
-`modifiers` is compared exactly as a multiset of (stat, value, kind) when present; `flags`
+`visible` (pf1's measured share) is compared to 0.001 when present.
+`modifiers` is compared exactly as a multiset of (stat, value, kind, damage types) when
+present (a modifier without `damage` applies to every attack); `flags`
 checks only the flags listed; `loe`, `cover` and `flankers` exactly when present.
 Evaluation goes through the same validation and document conversion as the server
 (parse_request -> scene.load -> ruleset), without sockets.
@@ -68,7 +70,7 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     scene = load_scene(case)
     out = []
     for q in case["queries"]:
-        (ann,) = scene.ruleset.evaluate(
+        (ann,) = scene.ruleset.annotate(
             scene.geometry, scene.options, pairs=[(q["attacker"], q["target"])],
             modes=[AttackMode(q.get("attack", "ranged"))], lines=True)
         out.append((q, msgspec.to_builtins(annotation_out(ann))))
@@ -95,9 +97,15 @@ def mismatches(expect: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     for key in ("loe", "cover", "flankers", "obstructions"):
         if key in expect and expect[key] != actual.get(key, [] if key == "flankers" else None):
             problems.append(f"{key}: expected {expect[key]!r}, got {actual.get(key)!r}")
+    if "visible" in expect and (actual.get("visible") is None
+                                or abs(actual["visible"] - expect["visible"]) > 1e-3):
+        problems.append(f"visible: expected {expect['visible']!r} (to 0.001), "
+                        f"got {actual.get('visible')!r}")
     if "modifiers" in expect:
-        want = sorted((m["stat"], m["value"], m["kind"]) for m in expect["modifiers"])
-        got = sorted((m["stat"], m["value"], m["kind"]) for m in actual["modifiers"])
+        want = sorted((m["stat"], m["value"], m["kind"], tuple(sorted(m.get("damage", []))))
+                      for m in expect["modifiers"])
+        got = sorted((m["stat"], m["value"], m["kind"], tuple(sorted(m.get("damage", []))))
+                     for m in actual["modifiers"])
         if want != got:
             problems.append(f"modifiers: expected {want}, got {got}")
     for flag, value in expect.get("flags", {}).items():

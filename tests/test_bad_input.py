@@ -102,6 +102,12 @@ def cover(rid: str | int = "q", **fields: Any) -> dict[str, Any]:
             "id": rid, **fields}
 
 
+def area(rid: str | int = "ar", **template: Any) -> dict[str, Any]:
+    """An area.query on the arena: a 10-ft burst, with `template`'s fields added."""
+    return {"type": "area.query", "scene": "arena", "id": rid,
+            "template": {"t": "circle", "x": 50, "y": 50, "distance": 10, **template}}
+
+
 def nested_msgpack(depth: int) -> bytes:
     return b"\x91" * depth + b"\xc0"  # [[[...[nil]...]]]
 
@@ -281,6 +287,36 @@ CASES = [
         b"\x84" + b"".join(map(mp, ["type", "token.delete", "scene", "arena", "id", 1, "ids"]))
         + b"\xdd\xff\xff\xff\xff",
         FRAME_SIZE, values=("4294967295",)),
+    # -- mounts and Take Cover (flags.covercast.mount / takeCover)
+    Bad("mount-unknown-token",
+        mp(update([{"id": "a", "flags": {"covercast": {"mount": "ghost"}}}])),
+        "unknown_token", "$.tokens[0].flags.covercast.mount", ("'ghost'",), "u"),
+    Bad("mount-itself", mp(update([{"id": "a", "flags": {"covercast": {"mount": "a"}}}])),
+        INVALID, "$.tokens[0].flags.covercast.mount", ("'a'", "itself"), "u"),
+    Bad("mount-not-larger",
+        mp(update([{"id": "a", "flags": {"covercast": {"mount": "c"}}}])),
+        INVALID, "$.tokens[0].flags.covercast.mount", ("'c'", "medium", "one size larger"),
+        "u"),
+    Bad("mount-smaller-than-rider",
+        mp(update([{"id": "a", "flags": {"covercast": {"mount": "b"}}}])),
+        INVALID, "$.tokens[0].flags.covercast.mount", ("'b'", "small"), "u"),
+    Bad("mount-chain-in-a-batch",
+        mp(create([{"id": "g", "x": 0, "y": 600, "width": 3, "height": 3, "size": "huge"},
+                   {"id": "h", "x": 0, "y": 600, "width": 2, "height": 2, "size": "large",
+                    "flags": {"covercast": {"mount": "g"}}},
+                   {"id": "p", "x": 0, "y": 600, "size": "small",
+                    "flags": {"covercast": {"mount": "h"}}}])),
+        INVALID, "$.tokens[2].flags.covercast.mount", ("'h'", "'g'"), "c"),
+    Bad("mount-unknown-in-scene-load",
+        mp(reload(tokens=[{"id": "a", "x": 0, "y": 0},
+                          {"id": "b", "x": 100, "y": 0, "size": "small",
+                           "flags": {"covercast": {"mount": "pony"}}}])),
+        "unknown_token", "$.scene.tokens[1].flags.covercast.mount", ("'pony'",), "l"),
+    Bad("mount-not-a-string", mp(update([{"id": "a", "flags": {"covercast": {"mount": 7}}}])),
+        INVALID, "$.tokens[0].flags.covercast.mount", ("7",), "u"),
+    Bad("take-cover-not-bool",
+        mp(update([{"id": "a", "flags": {"covercast": {"takeCover": "yes"}}}])),
+        INVALID, "$.tokens[0].flags.covercast.takeCover", ("'yes'",), "u"),
     # -- queries that make no sense
     Bad("query-attacker-is-target", mp(cover(target="a")), INVALID, "$.target",
         ("'a'",), "q"),
@@ -288,6 +324,17 @@ CASES = [
         "$.attacker", ("'ghost'",), "q"),
     Bad("query-unknown-target", mp(cover(target="ghost")), "unknown_token", "$.target",
         ("'ghost'",), "q"),
+    # -- an area template's elevation
+    Bad("template-elevation-as-string", mp(area(elevation="high")), INVALID,
+        "$.template.elevation", ("'high'",), "ar"),
+    Bad("template-elevation-absurd", mp(area(elevation=1e12)), INVALID,
+        "$.template.elevation", ("1000000000000.0", "10000000"), "ar"),
+    Bad("template-elevation-nan", '{"type": "area.query", "scene": "arena", "id": "ar", '
+                                  '"template": {"t": "circle", "x": 50, "y": 50, '
+                                  '"distance": 10, "elevation": NaN}}', INVALID,
+        "$.template.elevation", ("NaN",), "ar"),
+    Bad("template-elevation-null", mp(area(elevation=None)), INVALID,
+        "$.template.elevation", ("None",), "ar"),
 ]
 
 
@@ -460,3 +507,21 @@ def test_scene_limit(live_server: LiveServer, peer: Peer) -> None:
     assert "s64" not in live_server.core.scenes
     # a scene already held can still be reloaded
     assert ok(peer, {"type": "scene.load", "scene": arena()})["revision"] == 2
+
+
+def test_ridden_mount_cannot_vanish_or_shrink(live_server: LiveServer, peer: Peer) -> None:
+    """A rider's mount is part of the scene's consistency: deleting it, or making it no
+    larger than its rider, is rejected naming the batch item, and changes nothing."""
+    ok(peer, create([{"id": "h", "x": 0, "y": 600, "width": 2, "height": 2, "size": "large"},
+                     {"id": "k", "x": 0, "y": 600, "size": "medium",
+                      "flags": {"covercast": {"mount": "h"}}}]))
+    check_rejected(live_server, peer, Bad(
+        "delete-ridden-mount",
+        mp({"type": "token.delete", "scene": "arena", "ids": ["h"], "id": "d"}),
+        INVALID, "$.ids[0]", ("'h'", "'k'"), "d"))
+    check_rejected(live_server, peer, Bad(
+        "shrink-ridden-mount", mp(update([{"id": "h", "size": "medium"}])),
+        INVALID, "$.tokens[0]", ("'h'", "'k'", "medium"), "u"))
+    # Dismounting first makes both fine.
+    ok(peer, update([{"id": "k", "flags": {"covercast": {"-=mount": None}}}]))
+    ok(peer, {"type": "token.delete", "scene": "arena", "ids": ["h"]})

@@ -37,21 +37,29 @@ def _scene(rng: random.Random, ruleset: str) -> dict[str, Any]:
         tokens.append({"id": f"t{k}", "x": x * 100, "y": y * 100,
                        "disposition": rng.choice([-1, 1])})
     tokens[0].update(width=2, height=2, size="large")
+    # A lake (surface 8 ft) over a third of the map: aquatic combat for `degrees`.
+    lake = {"id": "lake", "kind": "water", "surface": 8,
+            "points": [0, 0, 400, 0, 400, 1200, 0, 1200]}
     return {"type": "scene.load", "ruleset": ruleset, "options": {},
             "scene": {"id": "s", "grid": {"type": 1, "size": 100, "distance": 5},
-                      "walls": walls, "tokens": tokens}}
+                      "walls": walls, "tokens": tokens, "regions": [lake]}}
 
 
 def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
     scene = core.scenes["s"]
     tokens, walls = list(scene.tokens), list(scene.walls)
     kind = rng.choice(["move", "move", "move", "create", "delete", "resize", "wall",
-                       "wall-move", "wall-delete", "door"])
+                       "wall-move", "wall-delete", "door", "swim"])
     if kind == "move" or (kind == "delete" and len(tokens) < 4):
         t = rng.choice(tokens)
         return {"type": "token.update", "scene": "s",
                 "tokens": [{"id": t, "x": rng.randrange(0, 12) * 100,
-                            "y": rng.randrange(0, 12) * 100}]}
+                            "y": rng.randrange(0, 12) * 100,
+                            "elevation": rng.choice([0, 0, 5])}]}
+    if kind == "swim":
+        return {"type": "token.update", "scene": "s",
+                "tokens": [{"id": rng.choice(tokens),
+                            "flags": {"covercast": {"swim": rng.choice([True, False])}}}]}
     if kind == "create":
         return {"type": "token.create", "scene": "s",
                 "tokens": [{"id": f"n{step}", "x": rng.randrange(0, 12) * 100,
@@ -80,7 +88,7 @@ def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
 
 def _full(core: Core) -> dict[Key, Any]:
     scene = core.scenes["s"]
-    results = scene.ruleset.evaluate(scene.geometry, scene.options)
+    results = scene.ruleset.annotate(scene.geometry, scene.options)
     return {a.key(): msgspec.to_builtins(annotation_out(a)) for a in results}
 
 
@@ -223,3 +231,43 @@ def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
     assert got is not None and not pair & (got.whole | got.in_the_way)
     hull = affected(old, corner)
     assert hull is not None and pair <= hull.in_the_way
+
+
+def test_shared_delta_frames_carry_each_subscribers_air() -> None:
+    # Air changes at a turn end without a new revision, and each subscriber's record of the
+    # air it was sent is its own: one that catches up after a turn end must get the air
+    # with the annotations even when another subscriber at its revision caught up before
+    # it (the frame that one got carried no air), and never get it twice.
+    core = Core()
+    gm, first, second = core.connect(), core.connect(), core.connect()
+    for conn in (gm, first, second):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(random.Random(6), "degrees"))
+    for conn in (first, second):
+        _send(core, conn, {"type": "subscribe", "scene": "s"})
+    move = core.receive(gm, msgpack.packb({"type": "token.update", "scene": "s",
+                                           "tokens": [{"id": "t1", "x": 0, "y": 0}]}))
+    # Only the first subscriber reads the move's delta now.
+    frames = _frames(core.drain([o for o in move if getattr(o, "conn", None) != second]))
+    (moved,) = frames[first]
+    assert moved["annotations"] and not moved.get("breath")
+    turn = core.receive(gm, msgpack.packb({"type": "turn.end", "scene": "s", "token": "t2",
+                                           "spoke": True}))
+    frames = _frames(core.drain(turn))
+    (air,) = frames[first]
+    assert [b["token"] for b in air["breath"]] == ["t2"] and not air["annotations"]
+    (late,) = frames[second]
+    assert [b["token"] for b in late["breath"]] == ["t2"]
+    assert late["annotations"] == moved["annotations"]
+    # Both have the air now: the next move's frames carry none, and are the same frame.
+    frames = _send(core, gm, {"type": "token.update", "scene": "s",
+                              "tokens": [{"id": "t1", "x": 100, "y": 0}]})
+    assert not frames[first][0].get("breath") and frames[first] == frames[second]
+
+
+def _frames(outputs: list[Any]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for o in outputs:
+        if isinstance(o, Send) and isinstance(o.frame, bytes):
+            out.setdefault(o.conn, []).append(msgpack.unpackb(o.frame))
+    return out

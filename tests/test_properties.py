@@ -100,7 +100,7 @@ def evaluate(doc: Doc, options: Doc | None = None,
              lines: bool = False, ruleset: str = "dnd35"
              ) -> dict[tuple[str, str, str], Annotation]:
     scene = load(doc, options, ruleset)
-    anns = scene.ruleset.evaluate(scene.geometry, scene.options, pairs=pairs, modes=modes,
+    anns = scene.ruleset.annotate(scene.geometry, scene.options, pairs=pairs, modes=modes,
                                   lines=lines)
     out = {a.key(): a for a in anns}
     assert len(out) == len(anns)

@@ -1,0 +1,464 @@
+/**
+ * A small stand-in for the parts of Foundry VTT the module touches: Hooks, game (users,
+ * settings, socket, modules), canvas (scene, token layer, placeables), ui.notifications,
+ * PIXI, and the world's documents. One World holds the users and scenes every client shares;
+ * each Client is one browser (its own hooks, settings, canvas and module instance). World
+ * changes fire the same hooks on every client, as Foundry's server broadcast does.
+ */
+
+import { install } from "../scripts/core.mjs";
+
+export class FakeHooks {
+  constructor() {
+    this.handlers = new Map();
+  }
+
+  on(name, fn) {
+    if (!this.handlers.has(name)) this.handlers.set(name, []);
+    this.handlers.get(name).push({ fn, once: false });
+    return fn;
+  }
+
+  once(name, fn) {
+    this.on(name, fn);
+    this.handlers.get(name).at(-1).once = true;
+    return fn;
+  }
+
+  callAll(name, ...args) {
+    const list = this.handlers.get(name) ?? [];
+    this.handlers.set(name, list.filter((h) => !h.once));
+    for (const h of list) h.fn(...args);
+    return true;
+  }
+}
+
+/** Foundry's mergeObject for update diffs: nested maps merge, `-=key` deletes. */
+export function mergeDiff(target, diff) {
+  for (const [key, value] of Object.entries(diff)) {
+    if (key.startsWith("-=")) {
+      delete target[key.slice(2)];
+    } else if (value && typeof value === "object" && !Array.isArray(value)
+               && target[key] && typeof target[key] === "object") {
+      mergeDiff(target[key], value);
+    } else {
+      target[key] = structuredClone(value);
+    }
+  }
+  return target;
+}
+
+/** Every attempt to write a document (the module must make none). */
+export const writes = [];
+const write = (what) => (...args) => { writes.push({ what, args }); return Promise.resolve(); };
+
+class Collection extends Array {
+  get(id) {
+    return this.find((d) => d.id === id);
+  }
+}
+
+/** An embedded document (TokenDocument, WallDocument): source data, parent, toObject(). */
+class FakeDocument {
+  constructor(parent, source, actor = null) {
+    this.parent = parent;
+    this._source = structuredClone(source);
+    this.actor = actor;
+  }
+
+  get id() { return this._source._id; }
+  get name() { return this._source.name; }
+  get hidden() { return Boolean(this._source.hidden); }
+  get flags() { return this._source.flags ?? {}; }
+  toObject() { return structuredClone(this._source); }
+  update = write("update");
+  setFlag = write("setFlag");
+  unsetFlag = write("unsetFlag");
+  toggleStatusEffect = write("toggleStatusEffect");
+  createEmbeddedDocuments = write("createEmbeddedDocuments");
+}
+
+// Every field Foundry v13's TokenDocument#toObject() has, so the server sees the real shape.
+export function tokenSource(id, name, x, y, extra = {}) {
+  return {
+    _id: id, name, displayName: 20, actorId: null, actorLink: false, delta: { _id: id, system: {}, items: [], effects: [], flags: {} },
+    width: 1, height: 1, texture: { src: `tokens/${id}.webp`, anchorX: 0.5, anchorY: 0.5, scaleX: 1, scaleY: 1 },
+    shape: 4, x, y, elevation: 0, sort: 0, locked: false, lockRotation: false, rotation: 0, alpha: 1,
+    hidden: false, disposition: -1, displayBars: 0, bar1: { attribute: "attributes.hp" }, bar2: { attribute: null },
+    light: { dim: 0, bright: 0 }, sight: { enabled: false, range: 0 }, detectionModes: [], occludable: { radius: 0 },
+    ring: { enabled: false }, turnMarker: { mode: 1 }, movementAction: null, _movementHistory: [], _regions: [],
+    flags: { "some-module": { note: "ignored" } }, _stats: { coreVersion: "13.345" }, ...extra,
+  };
+}
+
+export function wallSource(id, c, extra = {}) {
+  return {
+    _id: id, c, light: 20, move: 20, sight: 20, sound: 20, dir: 0, door: 0, ds: 0, doorSound: "",
+    threshold: { light: null, sight: null, sound: null, attenuation: false },
+    animation: null, flags: {}, _stats: { coreVersion: "13.345" }, ...extra,
+  };
+}
+
+export class FakeScene {
+  constructor(id, { tokens = [], walls = [], actors = {} } = {}) {
+    this.id = id;
+    this.name = `Scene ${id}`;
+    this._source = {
+      _id: id, name: this.name, active: true, navigation: true, navOrder: 0, navName: "",
+      background: { src: "maps/keep.webp" }, foreground: null, foregroundElevation: 20, thumb: null,
+      width: 2000, height: 1000, padding: 0.25, initial: { x: null, y: null, scale: null },
+      backgroundColor: "#999999",
+      grid: { type: 1, size: 100, style: "solidLines", thickness: 1, color: "#000000", alpha: 0.2, distance: 5, units: "ft" },
+      tokenVision: true, fog: { exploration: true }, environment: { darknessLevel: 0 },
+      drawings: [], lights: [], notes: [], sounds: [], regions: [], templates: [], tiles: [],
+      playlist: null, playlistSound: null, journal: null, journalEntryPage: null, weather: "",
+      folder: null, sort: 0, ownership: { default: 0 }, flags: {}, _stats: { coreVersion: "13.345" },
+    };
+    this.tokens = new Collection(...tokens.map((t) => new FakeDocument(this, t, actors[t._id] ?? null)));
+    this.walls = new Collection(...walls.map((w) => new FakeDocument(this, w)));
+  }
+
+  toObject() {
+    return {
+      ...structuredClone(this._source),
+      tokens: this.tokens.map((t) => t.toObject()),
+      walls: this.walls.map((w) => w.toObject()),
+    };
+  }
+}
+
+// -- PIXI ---------------------------------------------------------------------------------------
+
+class Point {
+  constructor() { this.x = 0; this.y = 0; }
+  set(x, y) { this.x = x; this.y = y; }
+}
+
+export class Container {
+  constructor() {
+    this.children = [];
+    this.position = new Point();
+    this.destroyed = false;
+    this.name = null;
+  }
+
+  addChild(...children) {
+    this.children.push(...children);
+    return children[0];
+  }
+
+  removeChild(child) {
+    this.children = this.children.filter((c) => c !== child);
+    return child;
+  }
+
+  removeChildren() {
+    const out = this.children;
+    this.children = [];
+    return out;
+  }
+
+  destroy() { this.destroyed = true; }
+}
+
+class Graphics extends Container {
+  beginFill() { return this; }
+  drawRoundedRect(x, y, w, h) { this.width = w; this.height = h; return this; }
+  endFill() { return this; }
+}
+
+class Text extends Container {
+  constructor(text, style) {
+    super();
+    this.text = text;
+    this.style = style;
+    this.width = text.length * 9;
+    this.height = 22;
+  }
+}
+
+export const PIXI = { Container, Graphics, Text };
+
+/** A token on the canvas (the placeable): a PIXI container holding the module's badge. */
+class FakeToken extends Container {
+  constructor(document, gridSize) {
+    super();
+    this.document = document;
+    this.w = document._source.width * gridSize;
+  }
+
+  get id() { return this.document.id; }
+
+  /** The text of the Covercast badge drawn on this token, or null. */
+  badge() {
+    const badge = this.children.find((c) => c.name === "covercast-status");
+    return badge ? badge.children.find((c) => c instanceof Text).text : null;
+  }
+}
+
+// -- users, socket, world -------------------------------------------------------------------------
+
+export class FakeUser {
+  constructor(id, name, isGM) {
+    this.id = id;
+    this.name = name;
+    this.isGM = isGM;
+    this.active = false;
+    this.targets = new Set();
+    this.character = null;
+  }
+}
+
+class FakeSocket {
+  constructor(world, client) {
+    this.world = world;
+    this.client = client;
+    this.handlers = new Map();
+  }
+
+  on(event, fn) { this.handlers.set(event, fn); }
+
+  /** Like Foundry's socket: every other connected client gets it, a little later. */
+  emit(event, data) {
+    const copy = structuredClone(data);
+    for (const other of this.world.clients) {
+      if (other === this.client || !other.user.active) continue;
+      setImmediate(() => other.game.socket.handlers.get(event)?.(structuredClone(copy)));
+    }
+    this.world.socketLog.push({ from: this.client.user.id, data: copy });
+  }
+}
+
+class FakeSettings {
+  constructor(values) {
+    this.defs = new Map();
+    this.values = new Map(Object.entries(values));
+  }
+
+  register(module, key, def) { this.defs.set(`${module}.${key}`, def); }
+
+  get(module, key) {
+    const full = `${module}.${key}`;
+    if (!this.defs.has(full)) throw new Error(`setting ${full} is not registered`);
+    return this.values.has(key) ? this.values.get(key) : this.defs.get(full).default;
+  }
+
+  async set(module, key, value) {
+    this.values.set(key, value);
+    this.defs.get(`${module}.${key}`).onChange?.(value);
+  }
+}
+
+/** One browser: its user, hooks, settings, canvas and the module running in it. */
+export class Client {
+  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes }) {
+    this.world = world;
+    this.user = user;
+    this.notifications = [];
+    const notify = (level) => (text) => this.notifications.push({ level, text });
+    this.Hooks = new FakeHooks();
+    this.game = {
+      user, users: world.users, release: { generation: 13 },
+      settings: new FakeSettings(settings),
+      socket: new FakeSocket(world, this),
+      modules: new Map([["covercast", { id: "covercast", active: true }]]),
+    };
+    this.canvas = { ready: false, scene: null, tokens: { placeables: [], controlled: [] } };
+    this.env = {
+      Hooks: this.Hooks, game: this.game, PIXI,
+      get canvas() { return client.canvas; },
+      ui: { notifications: { info: notify("info"), warn: notify("warn"), error: notify("error") } },
+      document: { querySelectorAll: () => [] },
+      ChatMessage: { create: write("ChatMessage.create") },
+      ActiveEffect: { create: write("ActiveEffect.create") },
+      WebSocket,
+    };
+    const client = this;
+    this.module = install(this.env, { backoffBase, backoffMax, maxFrameBytes });
+  }
+
+  /** Log in: Foundry's init, ready, then the canvas of the scene. */
+  login(scene) {
+    this.user.active = true;
+    for (const other of this.world.clients) {
+      if (other !== this) other.Hooks.callAll("userConnected", this.user, true);
+    }
+    this.Hooks.callAll("init");
+    this.Hooks.callAll("ready");
+    this.view(scene);
+  }
+
+  logout() {
+    this.module.stop();
+    this.user.active = false;
+    for (const other of this.world.clients) {
+      if (other !== this) other.Hooks.callAll("userConnected", this.user, false);
+    }
+  }
+
+  /** Draw the canvas for a scene, as Foundry does on scene activation. */
+  view(scene) {
+    this.canvas.scene = scene;
+    this.canvas.ready = true;
+    this.canvas.tokens.placeables = scene.tokens.map((doc) => new FakeToken(doc, scene._source.grid.size));
+    this.canvas.tokens.controlled = [];
+    this.Hooks.callAll("canvasReady", this.canvas);
+  }
+
+  token(id) {
+    return this.canvas.tokens.placeables.find((t) => t.id === id);
+  }
+
+  control(id) {
+    this.canvas.tokens.controlled = [this.token(id)];
+    this.Hooks.callAll("controlToken", this.token(id), true);
+  }
+
+  /** Target a token, as the T key does: the targets set changes, then targetToken fires on
+   * every client (Foundry broadcasts targeting). */
+  target(id) {
+    const token = this.token(id);
+    this.user.targets.add(token);
+    for (const c of this.world.activeClients()) c.Hooks.callAll("targetToken", this.user, c.token(id), true);
+  }
+
+  untargetAll() {
+    for (const token of [...this.user.targets]) {
+      this.user.targets.delete(token);
+      for (const c of this.world.activeClients()) c.Hooks.callAll("targetToken", this.user, c.token(token.id), false);
+    }
+  }
+
+  badge(id) {
+    return this.token(id)?.badge() ?? null;
+  }
+
+  /** Foundry redraws a token from scratch (its children are destroyed), then calls drawToken. */
+  redraw(id) {
+    const token = this.token(id);
+    for (const child of token.removeChildren()) child.destroy();
+    this.Hooks.callAll("drawToken", token);
+  }
+}
+
+export class World {
+  constructor() {
+    this.users = [];
+    this.clients = [];
+    this.socketLog = [];
+    this.nextMessage = 1;
+  }
+
+  addUser(id, name, isGM) {
+    const user = new FakeUser(id, name, isGM);
+    this.users.push(user);
+    return user;
+  }
+
+  client(user, options) {
+    const client = new Client(this, user, options);
+    this.clients.push(client);
+    return client;
+  }
+
+  activeClients() {
+    return this.clients.filter((c) => c.user.active);
+  }
+
+  /** Document changes, broadcast to every connected client's hooks as Foundry does. */
+  updateToken(scene, id, changed) {
+    const doc = scene.tokens.get(id);
+    const diff = { _id: id, ...changed };
+    mergeDiff(doc._source, changed);
+    for (const c of this.activeClients()) c.Hooks.callAll("updateToken", doc, diff, { diff: true }, "user");
+  }
+
+  createToken(scene, source) {
+    const doc = new FakeDocument(scene, source);
+    scene.tokens.push(doc);
+    for (const c of this.activeClients()) {
+      if (c.canvas.scene === scene) c.canvas.tokens.placeables.push(new FakeToken(doc, 100));
+      c.Hooks.callAll("createToken", doc, {}, "user");
+    }
+    return doc;
+  }
+
+  deleteToken(scene, id) {
+    const doc = scene.tokens.get(id);
+    scene.tokens.splice(scene.tokens.indexOf(doc), 1);
+    for (const c of this.activeClients()) {
+      c.canvas.tokens.placeables = c.canvas.tokens.placeables.filter((t) => t.id !== id);
+      c.Hooks.callAll("deleteToken", doc, {}, "user");
+    }
+  }
+
+  /** An actor change (its size, say), seen by every client; the actor's tokens are those
+   * whose document holds it. */
+  updateActor(scene, actor, changed) {
+    mergeDiff(actor, changed);
+    actor.getActiveTokens = (linked, document) => scene.tokens.filter((t) => t.actor === actor)
+      .map((t) => (document ? t : { document: t }));
+    for (const c of this.activeClients()) c.Hooks.callAll("updateActor", actor, changed, {}, "user");
+  }
+
+  updateScene(scene, changed) {
+    mergeDiff(scene._source, changed);
+    for (const c of this.activeClients()) c.Hooks.callAll("updateScene", scene, { _id: scene.id, ...changed }, {}, "user");
+  }
+
+  updateWall(scene, id, changed) {
+    const doc = scene.walls.get(id);
+    const diff = { _id: id, ...changed };
+    mergeDiff(doc._source, changed);
+    for (const c of this.activeClients()) c.Hooks.callAll("updateWall", doc, diff, { diff: true }, "user");
+  }
+
+  createWall(scene, source) {
+    const doc = new FakeDocument(scene, source);
+    scene.walls.push(doc);
+    for (const c of this.activeClients()) c.Hooks.callAll("createWall", doc, {}, "user");
+    return doc;
+  }
+
+  deleteWall(scene, id) {
+    const doc = scene.walls.get(id);
+    scene.walls.splice(scene.walls.indexOf(doc), 1);
+    for (const c of this.activeClients()) c.Hooks.callAll("deleteWall", doc, {}, "user");
+  }
+
+  /** A chat message from `author`, spoken by a token, as a system's attack roll creates it;
+   * returns the message and, per client, the card element the render hook was given. */
+  chat(author, speakerToken, flags) {
+    const message = {
+      id: `msg${this.nextMessage++}`, author, speaker: { token: speakerToken }, flags, rolls: [{}],
+    };
+    const cards = new Map();
+    for (const c of this.activeClients()) {
+      c.Hooks.callAll("createChatMessage", message, {}, author.id);
+      const card = new FakeCard();
+      c.Hooks.callAll("renderChatMessageHTML", message, card, {});
+      cards.set(c, card);
+    }
+    return { message, cards };
+  }
+}
+
+/** A rendered chat card: records the HTML the module appends. */
+class FakeCard {
+  constructor() {
+    this.appended = [];
+  }
+
+  querySelector(selector) {
+    if (selector === ".covercast-line" && this.appended.length > 0) return {};
+    return null;
+  }
+
+  insertAdjacentHTML(position, html) {
+    this.appended.push(html);
+  }
+
+  get text() {
+    return this.appended.join("").replace(/<[^>]+>/g, "\n").replace(/&#(\d+);/g, (_, n) => String.fromCharCode(n)).trim();
+  }
+}

@@ -1,0 +1,631 @@
+// Covercast live overlay: draws a scene and, live, the cover of the selected pair.
+//
+// It talks the Covercast protocol (docs/protocol.md) in JSON text frames, so no msgpack
+// decoder is needed: hello (with the token from the URL fragment, asking for a viewer role),
+// then scene.get and a subscription to every attack mode of the scene. Every annotations
+// push brings the scene to a new revision; the page then asks scene.get again (at most one
+// in flight: a burst of moves costs one fetch) and cover.query with lines for the selected
+// pair. Nothing here changes the scene: viewer roles cannot.
+//
+// Read-only debug state for tests and curious streamers: window.__covercastOverlay.
+'use strict';
+
+(function () {
+  const query = new URLSearchParams(location.search);
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const MODES = ['melee', 'reach', 'ranged'];
+  const PANEL_WIDTH = 392; // px: #panel's width, padding and margins (overlay.css)
+  const config = {
+    scene: query.get('scene') || 'demo',
+    token: fragment.get('token') || query.get('token') || null,
+    role: query.get('role') || 'overlay',
+    mode: MODES.includes(query.get('mode')) ? query.get('mode') : 'ranged',
+    transparent: query.get('transparent') === '1',
+    panel: query.get('panel') !== '0',
+    grid: query.get('grid') !== '0',
+  };
+  if (query.get('token')) {
+    // A token in the query string travels to the server (and its logs); say so once.
+    console.warn('covercast overlay: put the token in the fragment (#token=...), not ?token=');
+  }
+
+  // Foundry's disposition colours: secret, hostile, neutral, friendly.
+  const DISPOSITION = { '-2': '#a612d4', '-1': '#e72124', '0': '#f1d836', '1': '#43dfdf' };
+  const DEGREE = {
+    none: '#5cd65c', soft: '#9ad0ff', partial: '#ffe066', lesser: '#ffe066',
+    cover: '#ffa94d', standard: '#ffa94d', improved: '#d291ff', greater: '#d291ff',
+    total: '#ff5c5c',
+  };
+  const REGION = {
+    blocking: 'rgba(120, 124, 135, 0.9)', cover: 'rgba(160, 110, 60, 0.35)',
+    improved: 'rgba(80, 140, 230, 0.35)', obscuring: 'rgba(180, 180, 180, 0.25)',
+  };
+
+  const canvas = document.getElementById('map');
+  const panel = document.getElementById('panel');
+  const statusBox = document.getElementById('status');
+  const ctx = canvas.getContext('2d');
+  if (config.transparent) document.documentElement.classList.add('transparent');
+
+  const state = {
+    connected: false,
+    role: null,
+    problem: null,
+    scene: null,            // the scene message's `scene` (documents), or null
+    sceneRevision: 0,
+    annotations: new Map(), // "attacker|target|mode" -> annotation
+    annotationRevision: 0,
+    subscribed: false,
+    sceneInFlight: false,
+    queryInFlight: false,
+    pairLines: null,        // {attacker, target, mode, revision, annotation} from cover.query
+    attacker: query.get('attacker'),
+    target: query.get('target'),
+    mode: config.mode,
+    bounds: null,           // grow-only scene rectangle, so the view does not jump
+    view: { scale: 1, ox: 0, oy: 0 },
+    draws: 0,
+  };
+
+  let ws = null;
+  let nextId = 1;
+  const pending = new Map(); // request id -> what it was for
+  let backoff = 500;
+  let retryTimer = null;
+
+  // -- connection ------------------------------------------------------------------------
+
+  function connect() {
+    const scheme = location.protocol === 'https:' ? 'wss://' : 'ws://';
+    ws = new WebSocket(scheme + location.host + '/');
+    setStatus('connecting to ' + location.host + '…');
+    ws.onopen = () => {
+      const hello = { type: 'hello', protocol: 1, client: 'covercast-overlay', role: config.role };
+      if (config.token) hello.token = config.token;
+      ws.send(JSON.stringify(hello));
+    };
+    ws.onmessage = (event) => {
+      if (typeof event.data !== 'string') return; // we only send text: replies are JSON
+      handle(JSON.parse(event.data));
+    };
+    ws.onclose = (event) => {
+      state.connected = false;
+      state.subscribed = false;
+      state.sceneInFlight = false;
+      state.queryInFlight = false;
+      pending.clear();
+      const why = event.reason ? ' (' + event.reason + ')' : '';
+      const wait = event.reason === 'access denied' ? 10000 : backoff;
+      setStatus('disconnected' + why + '; retrying in ' + Math.round(wait / 1000) + ' s', true);
+      backoff = Math.min(backoff * 2, 10000);
+      // Jitter, so a room full of overlays does not reconnect in lockstep.
+      setTimeout(connect, wait * (0.75 + Math.random() * 0.5));
+      draw();
+    };
+  }
+
+  function send(message, purpose) {
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    const id = nextId++;
+    pending.set(id, purpose);
+    ws.send(JSON.stringify(Object.assign({}, message, { id })));
+  }
+
+  function follow() {
+    clearTimeout(retryTimer);
+    send({ type: 'subscribe', scene: config.scene }, 'subscribe');
+    fetchScene();
+  }
+
+  function fetchScene() {
+    if (state.sceneInFlight) return;
+    state.sceneInFlight = true;
+    send({ type: 'scene.get', scene: config.scene }, 'scene');
+  }
+
+  function fetchPair() {
+    const { attacker, target, mode } = state;
+    if (!attacker || !target || state.queryInFlight || !state.scene) return;
+    if (!tokenById(attacker) || !tokenById(target)) return;
+    state.queryInFlight = true;
+    send({ type: 'cover.query', scene: config.scene, attacker, target, attack: mode,
+           lines: true }, 'pair');
+  }
+
+  function handle(msg) {
+    const purpose = msg.id !== undefined ? pending.get(msg.id) : undefined;
+    if (msg.id !== undefined) pending.delete(msg.id);
+    switch (msg.type) {
+      case 'welcome':
+        state.connected = true;
+        state.role = msg.role || 'gm';
+        state.problem = null;
+        backoff = 500;
+        follow();
+        break;
+      case 'scene':
+        state.sceneInFlight = false;
+        state.scene = msg.scene;
+        state.sceneRevision = msg.revision;
+        growBounds();
+        if (state.annotationRevision > state.sceneRevision) fetchScene();
+        fetchPair(); // the lines drawn stay until the new ones arrive: no flicker
+        break;
+      case 'annotations':
+        onAnnotations(msg);
+        break;
+      case 'cover.result':
+        state.queryInFlight = false;
+        state.pairLines = {
+          attacker: msg.annotation.attacker, target: msg.annotation.target,
+          mode: msg.annotation.mode, revision: msg.revision, annotation: msg.annotation,
+        };
+        if (msg.revision < state.sceneRevision || msg.annotation.attacker !== state.attacker
+            || msg.annotation.target !== state.target || msg.annotation.mode !== state.mode) {
+          fetchPair(); // the selection or the scene moved on while it was asked
+        }
+        break;
+      case 'error':
+        onError(msg, purpose);
+        break;
+    }
+    draw();
+  }
+
+  function onAnnotations(msg) {
+    if (msg.full) {
+      state.annotations.clear();
+      if (msg.id === undefined) {
+        // A full set nobody asked for: the scene was unloaded (section 3.14). Wait for it.
+        state.scene = null;
+        state.subscribed = false;
+        problem('scene ' + config.scene + ' was unloaded; waiting for it');
+        retryTimer = setTimeout(follow, 3000);
+        return;
+      }
+      state.subscribed = true;
+      state.problem = null;
+    }
+    for (const key of msg.removed || []) state.annotations.delete(key.join('|'));
+    for (const a of msg.annotations) {
+      state.annotations.set(a.attacker + '|' + a.target + '|' + a.mode, a);
+    }
+    state.annotationRevision = msg.revision;
+    if (msg.revision > state.sceneRevision) fetchScene();
+  }
+
+  function onError(msg, purpose) {
+    if (purpose === 'scene') state.sceneInFlight = false;
+    if (purpose === 'pair') {
+      state.queryInFlight = false;
+      state.pairLines = null;
+      if (msg.code === 'unknown_token') {
+        // The token left the scene (or was hidden from us): forget it.
+        if (msg.path === '$.attacker') state.attacker = null;
+        if (msg.path === '$.target') state.target = null;
+      }
+      return;
+    }
+    if (msg.code === 'unknown_scene' && (purpose === 'subscribe' || purpose === 'scene')) {
+      state.scene = null;
+      problem('no scene ' + config.scene + ' on the server yet; waiting for it');
+      clearTimeout(retryTimer);
+      retryTimer = setTimeout(follow, 3000);
+      return;
+    }
+    problem(msg.message);
+  }
+
+  function problem(text) {
+    state.problem = text;
+  }
+
+  function setStatus(text, bad) {
+    statusBox.textContent = text;
+    statusBox.classList.toggle('problem', !!bad);
+  }
+
+  // -- geometry helpers ---------------------------------------------------------------------
+
+  function tokenById(id) {
+    if (!state.scene) return null;
+    return state.scene.tokens.find((t) => t.id === id) || null;
+  }
+
+  function gridSize() {
+    return state.scene ? state.scene.grid.size || 100 : 100;
+  }
+
+  function tokenRect(t) {
+    const g = gridSize();
+    return { x: t.x, y: t.y, w: (t.width || 1) * g, h: (t.height || 1) * g };
+  }
+
+  function growBounds() {
+    const s = state.scene;
+    const xs = [];
+    const ys = [];
+    for (const w of s.walls) { xs.push(w.c[0], w.c[2]); ys.push(w.c[1], w.c[3]); }
+    for (const t of s.tokens) {
+      const r = tokenRect(t);
+      xs.push(r.x, r.x + r.w); ys.push(r.y, r.y + r.h);
+    }
+    for (const r of s.regions || []) {
+      const pts = r.points || [];
+      for (let i = 0; i + 1 < pts.length; i += 2) { xs.push(pts[i]); ys.push(pts[i + 1]); }
+    }
+    if (!xs.length) return;
+    const pad = gridSize() / 2;
+    const b = { x0: Math.min(...xs) - pad, y0: Math.min(...ys) - pad,
+                x1: Math.max(...xs) + pad, y1: Math.max(...ys) + pad };
+    const old = state.bounds;
+    state.bounds = old ? { x0: Math.min(old.x0, b.x0), y0: Math.min(old.y0, b.y0),
+                           x1: Math.max(old.x1, b.x1), y1: Math.max(old.y1, b.y1) } : b;
+  }
+
+  function fitView() {
+    const dpr = window.devicePixelRatio || 1;
+    const cw = canvas.clientWidth;
+    const h = canvas.clientHeight;
+    // The panel has a column of its own on wide screens, so it never covers the map (and the
+    // map does not jump when a pair is selected).
+    const w = config.panel && cw > 800 ? cw - PANEL_WIDTH : cw;
+    if (canvas.width !== Math.round(cw * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(cw * dpr);
+      canvas.height = Math.round(h * dpr);
+    }
+    const b = state.bounds || { x0: 0, y0: 0, x1: 1000, y1: 1000 };
+    const scale = Math.min(w / (b.x1 - b.x0), h / (b.y1 - b.y0));
+    const ox = (w - (b.x1 - b.x0) * scale) / 2 - b.x0 * scale;
+    const oy = (h - (b.y1 - b.y0) * scale) / 2 - b.y0 * scale;
+    state.view = { scale, ox, oy, dpr };
+    ctx.setTransform(dpr * scale, 0, 0, dpr * scale, dpr * ox, dpr * oy);
+  }
+
+  function toScene(clientX, clientY) {
+    const r = canvas.getBoundingClientRect();
+    const v = state.view;
+    return { x: (clientX - r.left - v.ox) / v.scale, y: (clientY - r.top - v.oy) / v.scale };
+  }
+
+  function annotation(attacker, target, mode) {
+    return state.annotations.get(attacker + '|' + target + '|' + mode) || null;
+  }
+
+  // -- drawing -----------------------------------------------------------------------------
+
+  function draw() {
+    fitView();
+    const v = state.view;
+    ctx.save();
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    ctx.restore();
+    const px = 1 / v.scale; // one screen pixel in scene units
+    if (state.scene) {
+      if (!config.transparent && state.bounds) {
+        const b = state.bounds;
+        ctx.fillStyle = '#22252d';
+        ctx.fillRect(b.x0, b.y0, b.x1 - b.x0, b.y1 - b.y0);
+      }
+      if (config.grid) drawGrid(px);
+      drawRegions();
+      drawWalls(px);
+      drawPair(px);
+      drawTokens(px);
+    }
+    drawPanel();
+    if (state.connected) {
+      setStatus(state.problem || (config.transparent ? ''
+        : config.scene + ' · revision ' + state.sceneRevision + ' · ' + state.role),
+        !!state.problem);
+    }
+    state.draws += 1;
+    publish();
+  }
+
+  function drawGrid(px) {
+    const b = state.bounds;
+    if (!b) return;
+    const g = gridSize();
+    ctx.strokeStyle = config.transparent ? 'rgba(255,255,255,0.12)' : 'rgba(255,255,255,0.07)';
+    ctx.lineWidth = px;
+    ctx.beginPath();
+    for (let x = Math.ceil(b.x0 / g) * g; x <= b.x1; x += g) {
+      ctx.moveTo(x, b.y0); ctx.lineTo(x, b.y1);
+    }
+    for (let y = Math.ceil(b.y0 / g) * g; y <= b.y1; y += g) {
+      ctx.moveTo(b.x0, y); ctx.lineTo(b.x1, y);
+    }
+    ctx.stroke();
+  }
+
+  function drawRegions() {
+    for (const r of state.scene.regions || []) {
+      const pts = r.points;
+      if (!pts || pts.length < 6) continue; // Foundry-shaped regions are not drawn
+      ctx.beginPath();
+      ctx.moveTo(pts[0], pts[1]);
+      for (let i = 2; i + 1 < pts.length; i += 2) ctx.lineTo(pts[i], pts[i + 1]);
+      ctx.closePath();
+      ctx.fillStyle = REGION[r.kind] || REGION.obscuring;
+      ctx.fill();
+    }
+  }
+
+  function wallStyle(w) {
+    const cover = w.flags && w.flags.covercast ? w.flags.covercast.cover : 'solid';
+    if (w.door) {
+      if (w.ds === 1) return { color: '#6fdc8c', width: 3, dash: [6, 6] };  // open
+      if (w.ds === 2) return { color: '#ff5c5c', width: 6, dash: [] };      // locked
+      return { color: '#ffa94d', width: 6, dash: [] };                      // closed
+    }
+    if (w.sight === 0) return { color: 'rgba(200,200,200,0.3)', width: 2, dash: [2, 6] };
+    if (cover === 'low') return { color: '#c8a66b', width: 4, dash: [10, 6] };
+    if (cover === 'improved') return { color: '#6ec6ff', width: 5, dash: [2, 5] };
+    return { color: '#f2f2f2', width: 5, dash: [] };
+  }
+
+  function drawWalls(px) {
+    ctx.lineCap = 'round';
+    for (const w of state.scene.walls) {
+      const s = wallStyle(w);
+      ctx.strokeStyle = s.color;
+      ctx.lineWidth = s.width * px;
+      ctx.setLineDash(s.dash.map((d) => d * px));
+      ctx.beginPath();
+      ctx.moveTo(w.c[0], w.c[1]);
+      ctx.lineTo(w.c[2], w.c[3]);
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+  }
+
+  function centre(t) {
+    const r = tokenRect(t);
+    return { x: r.x + r.w / 2, y: r.y + r.h / 2 };
+  }
+
+  function drawPair(px) {
+    const a = tokenById(state.attacker);
+    const t = tokenById(state.target);
+    if (!a || !t) return;
+    const got = state.pairLines;
+    if (got && got.attacker === a.id && got.target === t.id && got.mode === state.mode) {
+      for (const line of got.annotation.lines || []) {
+        const touched = (line.walls || []).length + (line.tokens || []).length
+          + (line.regions || []).length;
+        ctx.strokeStyle = line.blocked ? 'rgba(255,92,92,0.85)'
+          : touched ? 'rgba(255,224,102,0.9)' : 'rgba(92,214,92,0.9)';
+        ctx.setLineDash(line.blocked ? [8 * px, 6 * px] : []);
+        ctx.lineWidth = 2 * px;
+        ctx.beginPath();
+        ctx.moveTo(line.start[0], line.start[1]);
+        ctx.lineTo(line.end[0], line.end[1]);
+        ctx.stroke();
+      }
+      ctx.setLineDash([]);
+    }
+    // Flanking: the attacker's partners, from the melee annotation.
+    const melee = annotation(a.id, t.id, 'melee');
+    if (melee && melee.flags.flanking) {
+      const c = centre(t);
+      ctx.strokeStyle = '#ff9f1a';
+      ctx.lineWidth = 3 * px;
+      ctx.setLineDash([4 * px, 4 * px]);
+      for (const id of [a.id, ...(melee.flankers || [])]) {
+        const f = tokenById(id);
+        if (!f) continue;
+        const fc = centre(f);
+        ctx.beginPath();
+        ctx.moveTo(fc.x, fc.y);
+        ctx.lineTo(c.x, c.y);
+        ctx.stroke();
+      }
+      ctx.setLineDash([]);
+    }
+  }
+
+  function flanked() {
+    const out = new Set();
+    for (const a of state.annotations.values()) {
+      if (a.mode === 'melee' && a.flags.flanking) out.add(a.target);
+    }
+    return out;
+  }
+
+  function drawTokens(px) {
+    const marks = flanked();
+    const g = gridSize();
+    for (const t of state.scene.tokens) {
+      const r = tokenRect(t);
+      const c = centre(t);
+      const radius = Math.min(r.w, r.h) / 2 - g * 0.08;
+      ctx.globalAlpha = t.hidden ? 0.45 : 1; // only a gm connection ever sees hidden tokens
+      ctx.fillStyle = DISPOSITION[String(t.disposition === undefined ? -1 : t.disposition)]
+        || DISPOSITION['-1'];
+      ctx.beginPath();
+      ctx.arc(c.x, c.y, radius, 0, Math.PI * 2);
+      ctx.fill();
+      ctx.lineWidth = 2 * px;
+      ctx.strokeStyle = 'rgba(0,0,0,0.6)';
+      ctx.stroke();
+      ctx.globalAlpha = 1;
+      // The degree every other token has against the selected attacker.
+      if (state.attacker && t.id !== state.attacker) {
+        const ann = annotation(state.attacker, t.id, state.mode);
+        if (ann) {
+          ctx.strokeStyle = DEGREE[ann.cover] || '#ffffff';
+          ctx.lineWidth = (t.id === state.target ? 7 : 4) * px;
+          ctx.beginPath();
+          ctx.arc(c.x, c.y, radius + 5 * px, 0, Math.PI * 2);
+          ctx.stroke();
+        }
+      }
+      if (t.id === state.attacker) {
+        ctx.strokeStyle = '#ffffff';
+        ctx.lineWidth = 6 * px;
+        ctx.setLineDash([6 * px, 4 * px]);
+        ctx.beginPath();
+        ctx.arc(c.x, c.y, radius + 6 * px, 0, Math.PI * 2);
+        ctx.stroke();
+        ctx.setLineDash([]);
+      }
+      if (marks.has(t.id)) {
+        // A flanked creature: an orange double chevron at its top-right.
+        const x = r.x + r.w - g * 0.12;
+        const y = r.y + g * 0.12;
+        ctx.strokeStyle = '#ff9f1a';
+        ctx.lineWidth = 3 * px;
+        for (const d of [0, g * 0.08]) {
+          ctx.beginPath();
+          ctx.moveTo(x - g * 0.1, y + d + g * 0.08);
+          ctx.lineTo(x, y + d);
+          ctx.lineTo(x + g * 0.1, y + d + g * 0.08);
+          ctx.stroke();
+        }
+      }
+      const label = t.name || t.id;
+      const font = Math.max(11 * px, g * 0.16);
+      ctx.font = 'bold ' + font + 'px system-ui, "DejaVu Sans", sans-serif';
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'top';
+      ctx.lineWidth = 3 * px;
+      ctx.strokeStyle = 'rgba(0,0,0,0.85)';
+      ctx.strokeText(label, c.x, r.y + r.h - g * 0.02);
+      ctx.fillStyle = '#ffffff';
+      ctx.fillText(label, c.x, r.y + r.h - g * 0.02);
+    }
+  }
+
+  function cell(row, text, cls) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    if (cls) td.className = cls;
+    row.appendChild(td);
+    return td;
+  }
+
+  function modifiersText(a) {
+    if (!a.loe) return 'no line of effect';
+    const mods = a.modifiers.map((m) => (m.value >= 0 ? '+' : '') + m.value + ' ' + m.stat);
+    return mods.length ? mods.join(', ') : 'no modifiers';
+  }
+
+  function drawPanel() {
+    const a = tokenById(state.attacker);
+    const t = tokenById(state.target);
+    if (!config.panel || !a) {
+      panel.hidden = true;
+      return;
+    }
+    panel.hidden = false;
+    panel.replaceChildren();
+    const h = document.createElement('h2');
+    h.textContent = (a.name || a.id) + (t ? ' → ' + (t.name || t.id) : ' → (click a target)');
+    panel.appendChild(h);
+    if (!t) return;
+    const table = document.createElement('table');
+    for (const mode of MODES) {
+      const ann = annotation(a.id, t.id, mode);
+      const row = document.createElement('tr');
+      row.className = 'mode-row' + (mode === state.mode ? ' chosen' : '');
+      row.dataset.mode = mode;
+      cell(row, mode);
+      if (!ann) {
+        cell(row, '–');
+      } else {
+        const reachable = mode === 'ranged' || ann.flags.in_reach;
+        const degree = cell(row, reachable ? ann.cover : 'out of reach', 'degree');
+        degree.style.color = reachable ? DEGREE[ann.cover] || '#ffffff' : '#9aa0aa';
+        cell(row, reachable ? modifiersText(ann) : '');
+      }
+      table.appendChild(row);
+    }
+    panel.appendChild(table);
+    const melee = annotation(a.id, t.id, 'melee');
+    const notes = [];
+    if (melee && melee.flags.flanking) {
+      const partners = (melee.flankers || []).map((id) => {
+        const f = tokenById(id);
+        return f ? f.name || f.id : id;
+      });
+      notes.push('flanking' + (partners.length ? ' with ' + partners.join(', ') : ''));
+    }
+    const chosen = annotation(a.id, t.id, state.mode);
+    if (chosen && chosen.loe) {
+      if (chosen.flags.can_hide) notes.push('target may hide');
+      if (chosen.flags.improved_evasion) notes.push('improved evasion');
+      for (const m of chosen.modifiers) notes.push(m.reason);
+    }
+    for (const text of new Set(notes)) {
+      const p = document.createElement('div');
+      p.className = 'note';
+      p.textContent = text;
+      panel.appendChild(p);
+    }
+  }
+
+  // -- input -------------------------------------------------------------------------------
+
+  canvas.addEventListener('click', (event) => {
+    const p = toScene(event.clientX, event.clientY);
+    const hit = state.scene && state.scene.tokens.slice().reverse().find((t) => {
+      const r = tokenRect(t);
+      return p.x >= r.x && p.x <= r.x + r.w && p.y >= r.y && p.y <= r.y + r.h;
+    });
+    if (!hit) {
+      state.attacker = state.target = null;
+    } else if (!state.attacker || state.target) {
+      state.attacker = hit.id;
+      state.target = null;
+    } else if (hit.id === state.attacker) {
+      state.attacker = null;
+    } else {
+      state.target = hit.id;
+    }
+    state.pairLines = null;
+    fetchPair();
+    draw();
+  });
+
+  panel.addEventListener('click', (event) => {
+    const row = event.target.closest('tr.mode-row');
+    if (!row) return;
+    state.mode = row.dataset.mode;
+    state.pairLines = null;
+    fetchPair();
+    draw();
+  });
+
+  window.addEventListener('resize', draw);
+
+  // -- debug state -------------------------------------------------------------------------
+
+  function publish() {
+    const tokens = {};
+    for (const t of state.scene ? state.scene.tokens : []) tokens[t.id] = { x: t.x, y: t.y };
+    const pair = state.pairLines;
+    window.__covercastOverlay = Object.freeze({
+      connected: state.connected,
+      role: state.role,
+      problem: state.problem,
+      sceneRevision: state.sceneRevision,
+      annotationRevision: state.annotationRevision,
+      annotationCount: state.annotations.size,
+      annotationTokens: Array.from(new Set(Array.from(state.annotations.values())
+        .flatMap((a) => [a.attacker, a.target]))).sort(),
+      tokens,
+      attacker: state.attacker,
+      target: state.target,
+      mode: state.mode,
+      pair: pair ? { revision: pair.revision, cover: pair.annotation.cover,
+                     lines: (pair.annotation.lines || []).length } : null,
+      view: Object.assign({}, state.view),
+      draws: state.draws,
+    });
+  }
+
+  draw();
+  connect();
+})();

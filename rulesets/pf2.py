@@ -1,0 +1,299 @@
+"""Pathfinder 2e cover, flanking and mounted combat (Core Rulebook, and seed 002's "special
+battles") as a variant of the cover-degrees ruleset: only what differs is here.
+
+Rule of this module: the degrees procedure (one centre-to-centre line, lesser/standard/greater,
+no line of effect when no part of the target can be reached) is reused; this module overrides
+its tables (PF2's +1/+2/+4 and what each obstacle is worth), the creature rule (a creature is
+lesser cover, standard when it is at least two sizes larger than both attacker and target),
+flanking (the target is off-guard, -2 AC, instead of a growing bonus), and adds Take Cover and
+mounted combat: a rider attacks and is attacked from every square of its mount.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
+
+import msgspec
+import numpy as np
+
+from geometry.kernel import IntArray
+from geometry.model import CreatureGeom, SceneGeom, Size, point_creature
+from geometry.templates import Template, inside, shape
+from rulesets.base import (
+    Annotation,
+    AreaHit,
+    AttackMode,
+    Degree,
+    Flag,
+    Modifier,
+    ModKind,
+    Stat,
+    pair_indices,
+)
+from rulesets.degrees import (
+    GREATER,
+    LADDER,
+    LESSER,
+    NONE,
+    STANDARD,
+    TOTAL,
+    CoverDegrees,
+    _Context,
+    _Outcome,
+    _Row,
+)
+
+M = Modifier
+_AREA = "vs area effects"
+_STEALTH = "to Hide, Sneak or otherwise avoid detection"
+#: Rider reach on a Large or larger mount, measured from the mount's space (seed 002).
+_BIG_MOUNT = Size.LARGE.rank
+
+
+class Pf2Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    low_walls: Literal["standard", "lesser"] = "standard"
+    big_creature_standard: bool = True
+
+
+def rider_reach(rider_reach_ft: float, mount: CreatureGeom) -> float:
+    """The rider's reach measured from its mount's space (seed 002): its own on a Medium or
+    smaller mount; on a Large or bigger one, 5 and 10 ft reach only the squares adjacent to
+    the mount (5 ft from it), 15 ft reaches 10 ft from it, and longer reach 5 ft less."""
+    if mount.size.rank < _BIG_MOUNT or rider_reach_ft <= 0:
+        return rider_reach_ft
+    if rider_reach_ft <= 10:
+        return 5.0
+    return rider_reach_ft - 5.0
+
+
+def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]:
+    """The scene as a mounted rider fights in it: each rider occupies every square of its
+    mount (its footprint, elevation and cube), sitting on it (its drawn height reaches half
+    the mount's up plus its own), with its reach from the mount's space. Also returns each
+    rider's mount as it stands."""
+    by_id = {c.id: c for c in scene.creatures}
+    mounts: dict[str, CreatureGeom] = {}
+    creatures = []
+    for c in scene.creatures:
+        steed = by_id.get(c.mount) if c.mount is not None else None
+        if steed is None:
+            creatures.append(c)
+            continue
+        mounts[c.id] = steed
+        creatures.append(replace(
+            c, x=steed.x, y=steed.y, width=steed.width, height=steed.height,
+            elevation=steed.elevation, tall=max(steed.tall, steed.tall / 2 + c.tall),
+            reach=rider_reach(c.reach, steed)))
+    if not mounts:
+        return scene, mounts
+    return replace(scene, creatures=tuple(creatures)), mounts
+
+
+class Pf2(CoverDegrees):
+    """Pathfinder 2e: centre line, lesser/standard/greater, off-guard flanking, mounts."""
+
+    name: ClassVar[str] = "pf2"
+    title: ClassVar[str] = "Pathfinder 2e (Core Rulebook cover and flanking, seed 002)"
+    seed: ClassVar[str] = "002_42f49098cedf76be.txt"
+    Options: ClassVar[type[Pf2Options]] = Pf2Options  # type: ignore[assignment]
+    option_docs: ClassVar[Mapping[str, str]] = {
+        "lowWalls": "What a wall marked low (or waist-high by Wall Height) on the centre line "
+                    "gives: 'standard' (an object that blocks the effect, the CRB's rule) or "
+                    "'lesser' (light cover, as seed 000 rules it).",
+        "bigCreatureStandard": "A creature at least two sizes larger than both attacker and "
+                               "target gives standard cover instead of lesser.",
+    }
+
+    TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
+        Degree.NONE: (),
+        Degree.LESSER: (M(Stat.AC, 1, ModKind.CIRCUMSTANCE, "lesser cover"),),
+        Degree.STANDARD: (M(Stat.AC, 2, ModKind.CIRCUMSTANCE, "standard cover"),
+                          M(Stat.REFLEX, 2, ModKind.CIRCUMSTANCE, f"standard cover, {_AREA}"),
+                          M(Stat.STEALTH, 2, ModKind.CIRCUMSTANCE,
+                            f"standard cover, {_STEALTH}")),
+        Degree.GREATER: (M(Stat.AC, 4, ModKind.CIRCUMSTANCE, "greater cover"),
+                         M(Stat.REFLEX, 4, ModKind.CIRCUMSTANCE, f"greater cover, {_AREA}"),
+                         M(Stat.STEALTH, 4, ModKind.CIRCUMSTANCE,
+                           f"greater cover, {_STEALTH}")),
+        Degree.TOTAL: (),
+    }
+    REFLEX_BETTER_DEGREES: ClassVar[frozenset[Degree]] = frozenset()
+    WALL_LEVEL: ClassVar[Mapping[str, int]] = {"solid": STANDARD, "low": STANDARD,
+                                               "improved": GREATER}
+    #: Take Cover: standard becomes greater, anything less becomes standard.
+    TAKE_COVER: ClassVar[Mapping[Degree, Degree]] = {
+        Degree.NONE: Degree.STANDARD, Degree.LESSER: Degree.STANDARD,
+        Degree.STANDARD: Degree.GREATER, Degree.GREATER: Degree.GREATER,
+        Degree.TOTAL: Degree.TOTAL}
+    OFF_GUARD_AC: ClassVar[int] = -2
+    MOUNTED_REFLEX: ClassVar[int] = -2
+
+    def creature_level(self, ctx: _Context, c: int, a: int, t: int) -> int:
+        big = ctx.rank[c] >= ctx.rank[a] + 2 and ctx.rank[c] >= ctx.rank[t] + 2
+        return STANDARD if big and ctx.options.big_creature_standard else LESSER
+
+    def creature_levels(self, ctx: _Context, c: IntArray, a: IntArray,
+                        t: IntArray) -> IntArray:
+        big = (ctx.rank[c] >= ctx.rank[a] + 2) & (ctx.rank[c] >= ctx.rank[t] + 2)
+        out: IntArray = np.where(big & ctx.options.big_creature_standard, STANDARD, LESSER)
+        return out
+
+    def _wall_levels(self, options: Pf2Options) -> Mapping[str, int]:
+        low = STANDARD if options.low_walls == "standard" else LESSER
+        return {**self.WALL_LEVEL, "low": low}
+
+    #: Flags of an attacker by its part in mounted combat: none, a ridden mount, a rider.
+    MOUNT_FLAGS: ClassVar[tuple[frozenset[Flag], ...]] = (
+        frozenset(), frozenset({Flag.SHARES_MAP}),
+        frozenset({Flag.SHARES_MAP, Flag.DISMOUNT_ONLY_MOVE}))
+
+    # -- attacks ------------------------------------------------------------------------
+
+    def _context(self, scene: SceneGeom, options: Any, attack: bool = True) -> _Pf2Context:
+        """Attacks (True) or an area effect's origin (False) in the scene as mounted riders
+        fight in it."""
+        geom, mounts = mounted_scene(scene)
+        return _Pf2Context(geom, options, self, scene, mounts, attack)
+
+    def _degree(self, level: int, from_ground: bool, floor: str | None,
+                take_cover: bool) -> Degree:
+        """The target's cover: the centre line's degree; lesser at least for a rider
+        attacked from the ground (seed 002); the GM's floor; then Take Cover."""
+        if level == TOTAL:
+            return Degree.TOTAL
+        degree = LADDER[level]
+        if from_ground and degree is Degree.NONE:
+            degree = Degree.LESSER
+        degree = self.floored(degree, floor)
+        if take_cover:
+            degree = self.TAKE_COVER[degree]
+        return degree
+
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
+        """Per pair: attacked from the ground, the target has Taken Cover, the target rides,
+        the attacker's part in mounted combat (`MOUNT_FLAGS`)."""
+        assert isinstance(ctx, _Pf2Context)
+        cs = ctx.cs
+        rider = np.array([c.id in ctx.mounts for c in cs], dtype=bool)
+        steed = np.array([ctx.index[ctx.mounts[c.id].id] if c.id in ctx.mounts else -1
+                          for c in cs], dtype=np.intp)
+        steed_elev = np.array([ctx.mounts[c.id].elevation if c.id in ctx.mounts else np.nan
+                               for c in cs], dtype=np.float64)
+        before_elev = np.array([ctx.before[c.id].elevation for c in cs], dtype=np.float64)
+        role = np.where(rider, 2, np.where([c.id in ctx.ridden for c in cs], 1, 0))
+        take_cover = np.array([c.take_cover for c in cs], dtype=bool)
+        with np.errstate(invalid="ignore"):
+            ground = ctx.attack & rider[t] & (before_elev[a] <= steed_elev[t]) & (a != steed[t])
+        return list(zip(ground.tolist(), take_cover[t].tolist(), rider[t].tolist(),
+                        role[a].tolist(), strict=True))
+
+    def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode,
+                            row: _Row, flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
+        assert isinstance(ctx, _Pf2Context)
+        reach = ctx.cs[a].reach
+        in_reach = mode is AttackMode.RANGED or ctx.in_reach(a, t, reach)
+        if mode is AttackMode.REACH:
+            in_reach = ctx.in_reach(a, t, 2 * reach) and not ctx.in_reach(a, t, reach)
+        me = ctx.cs[a].id
+        role = 2 if me in ctx.mounts else 1 if me in ctx.ridden else 0
+        extra = (ctx.attack and ctx.from_ground(a, t), ctx.cs[t].take_cover,
+                 ctx.cs[t].id in ctx.mounts, role)
+        o = self._outcome(mode, row.level, ctx.cs[t].cover_floor, in_reach,
+                          ctx.adjacent(a, t), flank, extra)
+        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, o.loe, o.degree, o.modifiers,
+                          o.flags, o.flankers, row.lines)
+
+    def _outcome(self, mode: AttackMode, level: int, floor: str | None, in_reach: bool,
+                 adjacent: bool, flank: tuple[int, tuple[str, ...]] | None,
+                 extra: Any) -> _Outcome:
+        """CoverDegrees' outcome with PF2's degree (`_degree`), off-guard flanking with line
+        of effect, and mounted combat; `extra` as `_fast_extra` gives it."""
+        from_ground, take_cover, target_rides, role = extra
+        degree = self._degree(level, from_ground, floor, take_cover)
+        loe = degree is not Degree.TOTAL
+        flags = set()
+        if in_reach:
+            flags.add(Flag.IN_REACH)
+        if adjacent:
+            flags.add(Flag.ADJACENT)
+        if loe and in_reach:
+            flags.add(Flag.CAN_TARGET)
+        if degree in self.STEALTH_DEGREES:
+            flags.add(Flag.CAN_HIDE)
+        if mode is not AttackMode.RANGED and loe and in_reach and degree is Degree.NONE:
+            flags.add(Flag.CAN_AOO)
+        mods = list(self.TABLE[degree])
+        flankers: tuple[str, ...] = ()
+        if flank is not None and mode is not AttackMode.RANGED and in_reach and loe:
+            flankers = flank[1]
+            flags |= {Flag.FLANKING, Flag.OFF_GUARD}
+            mods.append(M(Stat.AC, self.OFF_GUARD_AC, ModKind.CIRCUMSTANCE,
+                          "off-guard: flanked with " + ", ".join(flankers)))
+        if target_rides:
+            mods.append(M(Stat.REFLEX, self.MOUNTED_REFLEX, ModKind.CIRCUMSTANCE,
+                          "mounted: -2 circumstance to all Reflex saves"))
+        flags |= self.MOUNT_FLAGS[role]
+        return _Outcome(loe, degree, tuple(mods), frozenset(flags), flankers)
+
+    def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:
+        """As every ruleset's, a rider measured from its mount's space."""
+        return super().distance(mounted_scene(scene)[0], attacker, target)
+
+    # -- areas --------------------------------------------------------------------------
+
+    def area_creatures(self, scene: SceneGeom) -> SceneGeom:
+        """A rider is in an area wherever its mount's space is."""
+        return mounted_scene(scene)[0]
+
+    def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
+        """Creatures in the area (a rider wherever its mount is) with line of effect from
+        the origin; cover from the line between the origin and the centre of their space
+        (CRB: 'draw the line from the effect's point of origin to the center of the
+        creature's space'), only its Reflex side applies, and a rider's -2 Reflex."""
+        geom, _ = mounted_scene(scene)
+        region = shape(template, scene.grid)
+        taken = {c.id for c in scene.creatures}
+        origin_id = next(f"origin#{k}" for k in itertools.count() if f"origin#{k}" not in taken)
+        point = point_creature(origin_id, template.x, template.y, scene.grid)
+        targets = [c.id for c in geom.creatures if inside(region, c, scene.grid)]
+        full = replace(scene, creatures=(*scene.creatures, point))
+        ctx = self._context(full, options, attack=False)
+        idx = pair_indices(len(ctx.cs), ctx.index, [(origin_id, t) for t in targets])
+        hits = []
+        for ann in self._fast(ctx, idx, (AttackMode.RANGED,), False):
+            if not ann.loe:
+                continue
+            hits.append(AreaHit(ann.target, ann.cover,
+                                tuple(m for m in ann.modifiers if m.stat is Stat.REFLEX),
+                                frozenset()))
+        return hits
+
+
+class _Pf2Context(_Context):
+    """The degrees context with PF2's wall levels and who rides whom."""
+
+    def __init__(self, scene: SceneGeom, options: Any, rules: Pf2, before: SceneGeom,
+                 mounts: dict[str, CreatureGeom], attack: bool) -> None:
+        super().__init__(scene, options, rules)
+        self.wall_level = rules._wall_levels(options)
+        #: Attacks (True) or an area effect's origin (False): only attacks see a rider's
+        #: lesser cover from the ground.
+        self.attack = attack
+        self.mounts = mounts
+        self.ridden = {m.id for m in mounts.values()}
+        self.before = {c.id: c for c in before.creatures}
+
+    def from_ground(self, a: int, t: int) -> bool:
+        """A rider (t) attacked from the ground: the attacker stands no higher than the
+        mount's base (a flyer above it, or a creature on a ledge above it, is not)."""
+        steed = self.mounts.get(self.cs[t].id)
+        if steed is None:
+            return False
+        return bool(self.before[self.cs[a].id].elevation <= steed.elevation
+                    and self.cs[a].id != steed.id)
+
+
+__all__ = ["GREATER", "NONE", "Pf2", "Pf2Options"]

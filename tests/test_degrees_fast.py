@@ -1,0 +1,200 @@
+"""The degrees procedure's fast path (every pair at once) equals its reference (pair by pair).
+
+`CoverDegrees.evaluate` and `Pf2.evaluate` trace every pair's centre line in one batch, prove
+most sample lines of blocked pairs blocked with a few plain walls, trace the rest, find who
+threatens whom with arrays and build one outcome per distinct combination of facts;
+`reference` is the straightforward computation they replaced. Both must give the same
+annotations, field by field (traced lines included), on:
+
+- seeded benchmark scenes dressed with the third dimension (elevations, heights, wall
+  bands), terrain regions of every kind, water, riders on mounts, Take Cover, GM floors,
+  other reaches and sizes, tokens gathered so that they flank (bench/dressing.py);
+- plain benchmark scenes of rooms, where most pairs are walled in;
+- random small scenes (Hypothesis) with wall bands, elevations, mounts and Take Cover;
+- every pair or a subset, all modes or one, with and without traced lines, default and
+  non-default options.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.dressing import dress
+from bench.scenes import generate
+from geometry.model import SceneGeom
+from rulesets import REGISTRY
+from rulesets.base import Annotation, AttackMode, Degree, Flag
+from rulesets.degrees import CoverDegrees, DegreesOptions
+from rulesets.pf2 import Pf2Options
+from tests.test_properties import PROPS, Doc, load
+from tests.test_properties_3d import banded_scene_docs
+
+SEEDS = range(1, 9)
+OPTIONS: dict[str, dict[str, Any]] = {
+    "degrees": {"default": DegreesOptions(),
+                "variant": DegreesOptions(size_shift=False, area_walls_count=False)},
+    "pf2": {"default": Pf2Options(),
+            "variant": Pf2Options(low_walls="lesser", big_creature_standard=False)},
+}
+CASES = [(name, opt) for name in OPTIONS for opt in OPTIONS[name]]
+
+
+def rules(name: str) -> CoverDegrees:
+    ruleset = REGISTRY.get(name)
+    assert isinstance(ruleset, CoverDegrees)
+    return ruleset
+
+
+def dressed(seed: int) -> SceneGeom:
+    return dress(generate(16, 40, seed).geom, seed)
+
+
+def assert_same(fast: list[Annotation], ref: list[Annotation]) -> None:
+    assert len(fast) == len(ref)
+    wrong = [(f, r) for f, r in zip(fast, ref, strict=True) if f != r]
+    assert not wrong, f"{len(wrong)} of {len(ref)} annotations differ; first:\n" \
+                      f"fast {wrong[0][0]}\nref  {wrong[0][1]}"
+
+
+@pytest.mark.parametrize(("name", "option_set"), CASES)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fast_equals_reference_on_dressed_scenes(name: str, option_set: str,
+                                                 seed: int) -> None:
+    geom, options = dressed(seed), OPTIONS[name][option_set]
+    lines = seed % 2 == 0
+    assert_same(rules(name).evaluate(geom, options, lines=lines),
+                rules(name).reference(geom, options, lines=lines))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fast_equals_reference_on_subsets(name: str, seed: int) -> None:
+    """Some pairs (as after a move), one mode or two, lines drawn: flanking then needs the
+    levels of pairs that were not asked for."""
+    geom = dressed(seed)
+    ids = [c.id for c in geom.creatures]
+    rng = random.Random(seed)
+    pairs = [(a, t) for a, t in (rng.sample(ids, 2) for _ in range(12))]
+    for modes in ([AttackMode.MELEE], [AttackMode.RANGED, AttackMode.REACH]):
+        options = OPTIONS[name]["default"]
+        assert_same(rules(name).evaluate(geom, options, pairs, modes, lines=True),
+                    rules(name).reference(geom, options, pairs, modes, lines=True))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@pytest.mark.parametrize(("tokens", "walls", "seed"), [(30, 150, 1), (24, 400, 2)])
+@pytest.mark.parametrize("topped", [False, True], ids=["walls", "topped-walls"])
+def test_fast_equals_reference_on_rooms(name: str, tokens: int, walls: int, seed: int,
+                                        topped: bool) -> None:
+    """Rooms; topped: every wall 12 ft high (Wall Height on the whole map) and the tokens
+    at several elevations, so some pairs see over walls and some walls span others."""
+    geom = generate(tokens, walls, seed).geom
+    if topped:
+        rng = random.Random(seed)
+        geom = replace(geom, walls=tuple(replace(w, top=12.0) for w in geom.walls),
+                       creatures=tuple(replace(c, elevation=rng.choice((0.0, 0.0, 5.0, 15.0)))
+                                       for c in geom.creatures))
+    options = OPTIONS[name]["default"]
+    assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
+
+
+def test_the_scenes_reach_the_interesting_cases() -> None:
+    """The comparisons above are only worth something if the scenes hold what the fast path
+    computes differently: flanking, no line of effect, every degree, riders, Take Cover."""
+    seen: Counter[str] = Counter()
+    for name in OPTIONS:
+        for seed in SEEDS:
+            geom = dressed(seed)
+            seen["riders"] += sum(c.mount is not None for c in geom.creatures)
+            seen["take cover"] += sum(c.take_cover for c in geom.creatures)
+            seen["raised"] += sum(c.elevation != 0 for c in geom.creatures)
+            seen["banded walls"] += sum(w.top is not None or w.bottom is not None
+                                        for w in geom.walls)
+            for ann in rules(name).evaluate(geom, OPTIONS[name]["default"]):
+                seen[ann.cover.value] += 1
+                seen["flanking " + name] += Flag.FLANKING in ann.flags
+                seen["mounted " + name] += Flag.SHARES_MAP in ann.flags
+    for key in ("riders", "take cover", "raised", "banded walls", "flanking degrees",
+                "flanking pf2", "mounted pf2", *(d.value for d in (
+                    Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER,
+                    Degree.TOTAL))):
+        assert seen[key] > 0, (key, seen)
+
+
+def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a map of rooms most sample lines of blocked pairs are proved blocked by a few plain
+    walls, the others traced: both ways are exercised (and equal the reference above)."""
+    geom = generate(30, 150, 1).geom
+    ruleset = rules("degrees")
+    ctx = ruleset._context(geom, DegreesOptions())
+    seen: Counter[str] = Counter()
+    covered, open_lines = ctx._covered, ctx._open_lines
+
+    def spy_covered(*args: Any) -> Any:
+        out = covered(*args)
+        seen["walled in"] += int(out.all(axis=1).sum())
+        seen["lines proved blocked"] += int(out.sum())
+        return out
+
+    def spy_open(*args: Any) -> Any:
+        seen["lines traced"] += len(args[2])
+        return open_lines(*args)
+
+    monkeypatch.setattr(ctx, "_covered", spy_covered)
+    monkeypatch.setattr(ctx, "_open_lines", spy_open)
+    n = len(geom.creatures)
+    idx = [(a, t) for a in range(n) for t in range(n) if a != t]
+    ruleset._fast(ctx, idx, tuple(AttackMode), False)
+    assert seen["walled in"] > 0 and seen["lines traced"] > 0, seen
+
+
+@st.composite
+def mounted_scene_docs(draw: st.DrawFn) -> Doc:
+    """Random small scenes with wall bands and elevations, some riders and Take Cover."""
+    doc = draw(banded_scene_docs())
+    tokens = doc["tokens"]
+    for t in tokens:
+        if draw(st.integers(0, 4)) == 0:
+            t.setdefault("flags", {}).setdefault("covercast", {})["takeCover"] = True
+        t["width"] = t["height"] = draw(st.sampled_from([1, 1, 1, 2, 0.5]))
+    if len(tokens) >= 2 and draw(st.booleans()):
+        rider, steed = draw(st.permutations(range(len(tokens))))[:2]
+        # A mount is at least one size larger than its rider (the server checks it).
+        tokens[rider]["width"] = tokens[rider]["height"] = 1
+        tokens[steed]["width"] = tokens[steed]["height"] = 2
+        tokens[rider].setdefault("flags", {}).setdefault("covercast", {})["mount"] = \
+            tokens[steed]["id"]
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@PROPS
+@given(doc=mounted_scene_docs(), lines=st.booleans())
+def test_fast_equals_reference_on_random_scenes(name: str, doc: Doc, lines: bool) -> None:
+    scene = load(doc, ruleset=name)
+    ruleset = rules(name)
+    assert_same(ruleset.evaluate(scene.geometry, scene.options, lines=lines),
+                ruleset.reference(scene.geometry, scene.options, lines=lines))
+
+
+def test_benchmark_compares_the_whole_matrix() -> None:
+    """bench.degrees times the three rulesets and checks fast against reference on the
+    whole matrix; the report shows the comparison."""
+    from bench import __main__ as bench_main
+    from bench import degrees as bench_degrees
+
+    result = bench_degrees.measure(12, 40, 1, dressed=True, max_runs=1)
+    for name in ("dnd35", "degrees", "pf2"):
+        assert result[name]["median_s"] > 0, result[name]
+    for name in ("degrees", "pf2"):
+        ref = result[f"{name}_reference"]
+        assert ref["compared"] == 3 * 12 * 11 and ref["mismatches"] == 0, ref
+    text = "\n".join(bench_main._degrees_report({"matrix": [result], "move": {}}))
+    assert "degrees equal 396, pf2 equal 396" in text
