@@ -118,12 +118,21 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _load(plan: Plan, label: str) -> None:
+    """Note the machine's 1-minute load average as a part starts (the machine may be
+    shared: figures taken under load are slower than the code)."""
+    if hasattr(os, "getloadavg"):
+        plan.results.setdefault("load", []).append((label, os.getloadavg()[0]))
+
+
 def run_plan(plan: Plan) -> None:
     r = plan.results
+    _load(plan, "start")
     if "matrix" in plan.sections:
         r["matrix"] = []
         for tokens, walls in plan.configs:
             _say(f"[bench] full matrix {tokens} tokens x {walls} walls ...")
+            _load(plan, f"{tokens}x{walls}")
             args = ["--tokens", str(tokens), "--walls", str(walls), "--seed", str(plan.seed)]
             if plan.quick:
                 args += ["--max-runs", "3", "--naive-budget", "1"]
@@ -137,13 +146,16 @@ def run_plan(plan: Plan) -> None:
     live_args = ["--tokens", str(plan.live_tokens), "--walls", str(plan.live_walls),
                  "--seed", str(plan.seed)]
     if "move" in plan.sections:
+        _load(plan, "move")
         _say(f"[bench] one move through the Core ({plan.live_tokens} x {plan.live_walls}) ...")
         r["move"] = _worker(plan, "bench.live", ["move", *live_args, "--moves",
                                                  str(plan.core_moves)], "move")
     if "memory" in plan.sections:
+        _load(plan, "memory")
         _say("[bench] peak memory (tracemalloc) ...")
         r["memory"] = _worker(plan, "bench.live", ["memory", *live_args], "memory")
     if "e2e" in plan.sections:
+        _load(plan, "e2e")
         _say(f"[bench] end to end: {plan.clients} subscribers, {plan.e2e_moves} moves, "
              f"{plan.seconds:g} s of throughput ...")
         scene = generate(plan.live_tokens, plan.live_walls, plan.seed)
@@ -173,6 +185,7 @@ def run_plan(plan: Plan) -> None:
                 plan, "bench.live", ["move", *live_args, "--moves", str(plan.core_moves),
                                      "--ruleset", name], f"move {name}")
     if "compression" in plan.sections:
+        _load(plan, "compression")
         _say(f"[bench] permessage-deflate on/off, {plan.clients} clients ...")
         r["compression"] = _worker(plan, "bench.live", ["compression", *live_args,
                                                         "--clients", str(plan.clients)],
@@ -437,7 +450,12 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
               f"- code: commit {info['commit']}",
               f"- scenes: bench/scenes.py, seed {plan.seed}; workers limited to "
               f"{plan.mem_limit_gb:g} GiB of address space, {plan.timeout:.0f} s each; "
-              f"whole run {elapsed:.0f} s", ""]
+              f"whole run {elapsed:.0f} s"]
+    if r.get("load"):
+        lines += [f"- machine shared with other jobs: {info['nproc']}-CPU load average (1 min) "
+                  "as each part started: " + ", ".join(f"{k} {v:.1f}" for k, v in r["load"])
+                  + f"; at the end {os.getloadavg()[0]:.1f}"]
+    lines += [""]
 
     lines += ["## Targets", "", "| target | verdict | detail |", "| --- | --- | --- |"]
     lines += [f"| {t.name} | **{t.verdict}** | {t.detail} |" for t in targets(plan)]
@@ -515,7 +533,9 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"subscriber's delta (`core.drain`), moving token {move['mover']} one square "
                 f"right and back (chosen as the movable token that sees the most).", "",
                 f"- median of {move['moves']} moves: **{_ms(move['median_s'])}** (min "
-                f"{_ms(min(move['times']))}, max {_ms(max(move['times']))})",
+                f"{_ms(min(move['times']))}, max {_ms(max(move['times']))}); CPU time of "
+                f"the Core's thread, median: {_ms(move.get('cpu_median_s'))} (the wall time "
+                f"above includes waiting for a core on a shared machine)",
                 f"- annotations changed per move: median {move['changed_median']:g}, max "
                 f"{move['changed_max']}; delta frame {move['delta_bytes_median']:.0f} bytes",
                 f"- the subscription itself (full matrix through the Core, snapshot "

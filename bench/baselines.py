@@ -310,8 +310,9 @@ def agreement(xs: Sequence[int], ys: Sequence[int]) -> float:
 class ReferenceEngine(CornerEngine):
     """The corner engine with `evaluate` answered by the straightforward `reference`."""
 
-    def evaluate(self, rows: Sequence[Row], want_lines: bool) -> list[PairFacts]:
-        return self.reference(rows, want_lines)
+    def evaluate(self, rows: Sequence[Row], want_lines: bool,
+                 want_probes: bool = True) -> list[PairFacts]:
+        return self.reference(rows, want_lines, want_probes)
 
 
 @contextlib.contextmanager

@@ -167,6 +167,7 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
     view = {_key(a): a for a in snapshot["annotations"]}
     mover = pick_mover(scene, snapshot["annotations"])
     times: list[float] = []
+    cpu_times: list[float] = []  # CPU time of this thread: what the Core itself costs
     changed: list[int] = []
     sizes: list[int] = []
     position = mover[1]
@@ -174,9 +175,11 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
         position = mover[2] if k % 2 == 0 else mover[1]
         frame = pack(move_frame(scene, mover[0], position, k))
         gc.collect()
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         outs = h.receive(h.gm, frame)
         elapsed = time.perf_counter() - t0
+        cpu = time.thread_time() - c0
         _one(outs, h.gm, "ack")
         delta = _one(outs, sub, "annotations")
         for a in delta["annotations"]:
@@ -185,6 +188,7 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
             view.pop((key[0], key[1], key[2]), None)
         if k < moves:
             times.append(elapsed)
+            cpu_times.append(cpu)
             changed.append(len(delta["annotations"]))
             sizes.append(len(_sends_to(outs, sub)[0]))
     expected = fresh_table(_moved(scene, mover[0], position))
@@ -192,6 +196,7 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
     return {
         "tokens": tokens, "walls": walls, "moves": moves, "mover": mover[0], "ruleset": ruleset,
         "median_s": statistics.median(times), "times": times,
+        "cpu_median_s": statistics.median(cpu_times),
         "changed_median": statistics.median(changed), "changed_max": max(changed),
         "delta_bytes_median": statistics.median(sizes),
         "subscribe_s": subscribe_s, "snapshot_bytes": len(snapshot_frame),

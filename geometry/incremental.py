@@ -5,23 +5,63 @@ creatures whose annotation may differ, erring only on the side of too many. Ever
 draws its lines inside the convex hull of the two creatures' spaces, so a pair can change
 only when one of its creatures changed, when something that changed (a creature's old or
 new space, a wall's old or new segment) meets that hull, or through flanking, which depends
-on who threatens the target.
+on who threatens the target. A ruleset that says where its lines start and end (its sight
+points) gets the exact test for creatures instead of the hull: does one of those lines
+enter the old or new space. Pairs reached only that way are told apart (`Affected`), since
+a creature in the way changes only what creatures in the way count for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
-from geometry.kernel import BoolArray, FloatArray, enter_paired
-from geometry.model import CreatureGeom, SceneGeom
+from geometry.kernel import BoolArray, FloatArray, IntArray, enter_paired
+from geometry.model import CreatureGeom, Grid, SceneGeom, WallGeom
 from geometry.square import grid_steps_many, space, within_reach_many
 
 Pair = tuple[str, str]
 
+# Pixels of slack on the slanted separating axis (rounding must never drop a pair).
+_SLACK = 1e-6
 
-def affected_pairs(old: SceneGeom, new: SceneGeom) -> set[Pair] | None:
+
+#: Where a ruleset's lines between two creatures may start and end: every line it draws
+#: between a and t runs between one of a's points and one of t's (None: anywhere in the
+#: hull of their spaces).
+SightPoints = Callable[[CreatureGeom, Grid], FloatArray]
+
+
+@dataclass(frozen=True, slots=True)
+class Affected:
+    """Pairs a change may affect: `whole`, in every respect; `in_the_way`, only because a
+    creature that moved, appeared or vanished may now stand, or no longer stand, in the way
+    of their lines (so only what creatures in the way count for can differ)."""
+
+    whole: frozenset[Pair]
+    in_the_way: frozenset[Pair]
+
+    def all(self) -> set[Pair]:
+        return set(self.whole | self.in_the_way)
+
+
+def affected_pairs(old: SceneGeom, new: SceneGeom,
+                   sight_points: SightPoints | None = None) -> set[Pair] | None:
     """Ordered (attacker, target) id pairs of `new` whose annotations may differ from
-    `old`'s; None when everything may (grid, regions or water changed)."""
+    `old`'s; None when everything may (grid, regions or water changed). See `affected`."""
+    found = affected(old, new, sight_points)
+    return None if found is None else found.all()
+
+
+def affected(old: SceneGeom, new: SceneGeom,
+             sight_points: SightPoints | None = None) -> Affected | None:
+    """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
+    says; None when everything may (grid, regions or water changed). With `sight_points`, a
+    creature that moved, appeared or vanished affects a pair of others only when one of the
+    segments between their points enters its space (old or new), the exact test the rules
+    apply to creatures in the way; otherwise when it meets the hull of their spaces."""
     if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
             or old.underwater != new.underwater):
         return None
@@ -31,38 +71,54 @@ def affected_pairs(old: SceneGeom, new: SceneGeom) -> set[Pair] | None:
     changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
     # A rider fights from its mount's squares: it changes whenever its mount does.
     changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
-    old_walls = {w.id: w for w in old.walls}
-    new_walls = {w.id: w for w in new.walls}
-    walls = [w for i in old_walls.keys() | new_walls.keys()
-             for w in (old_walls.get(i), new_walls.get(i))
-             if old_walls.get(i) != new_walls.get(i) and w is not None]
+    walls: list[WallGeom] = []
+    if old.walls is not new.walls:  # a token change keeps the walls' tuple
+        old_walls = {w.id: w for w in old.walls}
+        new_walls = {w.id: w for w in new.walls}
+        walls = [w for i in old_walls.keys() | new_walls.keys()
+                 for w in (old_walls.get(i), new_walls.get(i))
+                 if old_walls.get(i) != new_walls.get(i) and w is not None]
     ids = [c.id for c in new.creatures]
     n = len(ids)
     out: set[Pair] = set()
+    in_the_way: set[Pair] = set()
     if n < 2 or (not changed and not walls):
-        return out
-    # Obstacles that moved, appeared or vanished: boxes (creatures, walls' bounding boxes).
-    boxes = [space(c, grid) for i in changed for c in (before.get(i), after.get(i))
-             if c is not None]
-    boxes += [(min(w.x0, w.x1), min(w.y0, w.y1), max(w.x0, w.x1), max(w.y0, w.y1))
-              for w in walls]
+        return Affected(frozenset(), frozenset())
+    # Obstacles that moved, appeared or vanished: creatures' spaces (a line counts one only
+    # when it enters its open interior) and walls' bounding boxes (touching counts).
+    spaces_changed = [space(c, grid) for i in changed for c in (before.get(i), after.get(i))
+                      if c is not None]
+    boxes = [(min(w.x0, w.x1), min(w.y0, w.y1), max(w.x0, w.x1), max(w.y0, w.y1))
+             for w in walls]
     spaces = np.array([space(c, grid) for c in new.creatures], dtype=np.float64)
     a_idx, t_idx = np.triu_indices(n, k=1)
-    hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64))
+    # Pairs with a changed creature are recomputed whole (below): test only the others.
+    moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
+    keep = ~moved[a_idx] & ~moved[t_idx]
+    a_idx, t_idx = a_idx[keep], t_idx[keep]
+    hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
+    changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
+    near = _hulls_enter(spaces, a_idx, t_idx, changed_boxes) & ~hit
+    if sight_points is not None and near.any():
+        near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
+                                  changed_boxes, sight_points)
     for a, t in zip(a_idx[hit].tolist(), t_idx[hit].tolist(), strict=True):
         out.add((ids[a], ids[t]))
         out.add((ids[t], ids[a]))
+    for a, t in zip(a_idx[near].tolist(), t_idx[near].tolist(), strict=True):
+        in_the_way.add((ids[a], ids[t]))
+        in_the_way.add((ids[t], ids[a]))
     for i in changed & after.keys():
         out.update((i, j) for j in ids if j != i)
         out.update((j, i) for j in ids if j != i)
     # Flanking: attacks on a target whose threats may have changed (a pair above in which
     # the attacker can reach the target), or near a changed creature's old or new place,
     # by anyone who can reach that target.
-    targets = _threatened(new, out)
+    targets = _threatened(new, out | in_the_way)
     targets |= _near(new.creatures, [c for i in changed for c in (before.get(i), after.get(i))
                                      if c is not None], new)
     out |= _reaching(new, targets)
-    return out
+    return Affected(frozenset(out), frozenset(in_the_way - out))
 
 
 def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
@@ -74,9 +130,9 @@ def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
     index = {c.id: k for k, c in enumerate(scene.creatures)}
     spaces = np.array([space(c, grid) for c in scene.creatures], dtype=np.float64)
     reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)
-    ordered = sorted(pairs)
-    a = np.array([index[p[0]] for p in ordered], dtype=np.intp)
-    t = np.array([index[p[1]] for p in ordered], dtype=np.intp)
+    ordered = list(pairs)
+    at = np.array([(index[p], index[q]) for p, q in ordered], dtype=np.intp).reshape(-1, 2)
+    a, t = at[:, 0], at[:, 1]
     sx, sy = grid_steps_many(spaces[a], spaces[t], grid.size)
     near = within_reach_many(sx, sy, 2 * reach[a])
     return {p[1] for p, ok in zip(ordered, near.tolist(), strict=True) if ok}
@@ -105,6 +161,71 @@ def _hulls_meet(spaces: FloatArray, a: np.ndarray, t: np.ndarray,
         inside = ((ca[:, 0] > grown[:, 0]) & (ca[:, 0] < grown[:, 2])
                   & (ca[:, 1] > grown[:, 1]) & (ca[:, 1] < grown[:, 3]))
         out |= inside | enter_paired(ca, ct, grown)
+    return out
+
+
+def _hulls_enter(spaces: FloatArray, a: IntArray, t: IntArray,
+                 boxes: FloatArray) -> BoolArray:
+    """Per pair (a[k], t[k]): does the open interior of any of the boxes (creatures' spaces)
+    meet the convex hull of the two spaces? Only then can a line between them enter it.
+
+    Separating axes: x, y, and the normal of the line between the spaces' centres. For two
+    spaces of one size the hull is the bounding box cut by the strip along that line, so
+    the three axes are exact; for different sizes the strip is wider than the hull (still
+    never missing a box). A box that only touches the hull along x or y is not in it (a
+    line along its edge does not enter it); on the slanted axis a hair of slack keeps
+    rounding from dropping a box.
+    """
+    if len(a) == 0 or len(boxes) == 0:
+        return np.zeros(len(a), dtype=bool)
+    sa, st = spaces[a], spaces[t]
+    hx0, hy0 = np.minimum(sa[:, 0], st[:, 0]), np.minimum(sa[:, 1], st[:, 1])
+    hx1, hy1 = np.maximum(sa[:, 2], st[:, 2]), np.maximum(sa[:, 3], st[:, 3])
+    d = np.column_stack([(st[:, 0] + st[:, 2] - sa[:, 0] - sa[:, 2]) / 2,
+                         (st[:, 1] + st[:, 3] - sa[:, 1] - sa[:, 3]) / 2])
+    length = np.hypot(d[:, 0], d[:, 1])
+    nx = np.where(length > 0, -d[:, 1] / np.where(length > 0, length, 1.0), 0.0)
+    ny = np.where(length > 0, d[:, 0] / np.where(length > 0, length, 1.0), 0.0)
+
+    def extent(b: FloatArray) -> tuple[FloatArray, FloatArray]:
+        c = ((b[:, 0] + b[:, 2]) / 2) * nx + ((b[:, 1] + b[:, 3]) / 2) * ny
+        half = (np.abs(b[:, 2] - b[:, 0]) * np.abs(nx) + np.abs(b[:, 3] - b[:, 1]) * np.abs(ny)) / 2
+        return c - half, c + half
+
+    a_lo, a_hi = extent(sa)
+    t_lo, t_hi = extent(st)
+    lo, hi = np.minimum(a_lo, t_lo), np.maximum(a_hi, t_hi)
+    out = np.zeros(len(a), dtype=bool)
+    for box in boxes:
+        bb = np.broadcast_to(box, (len(a), 4))
+        b_lo, b_hi = extent(bb)
+        out |= ((box[0] < hx1) & (box[2] > hx0) & (box[1] < hy1) & (box[3] > hy0)
+                & (b_lo < hi + _SLACK) & (b_hi > lo - _SLACK))
+    return out
+
+
+def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t: IntArray,
+                 boxes: FloatArray, sight_points: SightPoints) -> BoolArray:
+    """Per pair (a[k], t[k]): does any segment from a point of a to a point of t enter the
+    open interior of any of the boxes (the kernel's own test for creatures' spaces)?"""
+    pts = {int(k): sight_points(creatures[k], grid) for k in np.union1d(a, t).tolist()}
+    counts = {k: len(p) for k, p in pts.items()}
+    ka = np.array([counts[i] for i in a.tolist()], dtype=np.intp)
+    kt = np.array([counts[j] for j in t.tolist()], dtype=np.intp)
+    starts, ends, owner = [], [], []
+    # Pairs grouped by how many points each side has: every segment of a group at once.
+    for p_n, q_n in set(zip(ka.tolist(), kt.tolist(), strict=True)):
+        sel = np.nonzero((ka == p_n) & (kt == q_n))[0]
+        p = np.stack([pts[i] for i in a[sel].tolist()])  # (G, P, 2)
+        q = np.stack([pts[j] for j in t[sel].tolist()])  # (G, Q, 2)
+        starts.append(np.repeat(p, q_n, axis=1).reshape(-1, 2))
+        ends.append(np.tile(q, (1, p_n, 1)).reshape(-1, 2))
+        owner.append(np.repeat(sel, p_n * q_n))
+    s, e, o = np.concatenate(starts), np.concatenate(ends), np.concatenate(owner)
+    out = np.zeros(len(a), dtype=bool)
+    for box in boxes:
+        entered = enter_paired(s, e, np.broadcast_to(box, (len(s), 4)))
+        out[o[entered]] = True
     return out
 
 

@@ -39,8 +39,72 @@ def _orient(px: FloatArray, py: FloatArray, qx: FloatArray, qy: FloatArray,
     return (qx - px) * (xy - py) - (qy - py) * (xx - px)
 
 
+# Slack (pixels) on the projected-interval test: it only prunes, so it must never drop a
+# pair that rounding puts a hair apart.
+_AXIS_SLACK = 1e-6
+
+
+def _unit_normals(d: FloatArray) -> FloatArray:
+    """Unit normals (-dy, dx) of directions d; zero where d is (nearly) zero, which makes
+    the projected test below pass everything."""
+    norm = np.hypot(d[:, 0], d[:, 1])
+    safe = np.where(norm > 1e-12, norm, 1.0)
+    n = np.column_stack([-d[:, 1], d[:, 0]]) / safe[:, None]
+    n[norm <= 1e-12] = 0.0
+    return n
+
+
+def _thing_extent(things: FloatArray, normals: FloatArray, segments: bool
+                  ) -> tuple[FloatArray, FloatArray]:
+    """Row-paired: the interval a wall (segments) or box covers along each normal."""
+    p0 = things[:, 0] * normals[:, 0] + things[:, 1] * normals[:, 1]
+    p1 = things[:, 2] * normals[:, 0] + things[:, 3] * normals[:, 1]
+    if segments:
+        return np.minimum(p0, p1), np.maximum(p0, p1)
+    # A box's other two corners project to the ends of the same interval's complement:
+    # centre +- half-extents against |n|.
+    centre = (p0 + p1) / 2
+    half = (np.abs(things[:, 2] - things[:, 0]) * np.abs(normals[:, 0])
+            + np.abs(things[:, 3] - things[:, 1]) * np.abs(normals[:, 1])) / 2
+    return centre - half, centre + half
+
+
+def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatArray,
+                axis: tuple[FloatArray, FloatArray, FloatArray] | None, segments: bool,
+                ) -> Iterator[tuple[IntArray, IntArray]]:
+    """(group, thing) pairs whose bounding boxes overlap and, with `axis` (per group: unit
+    normal of its general direction, and the interval its lines' ends cover along it),
+    whose extents along that normal overlap too, in chunks of about CHUNK_CELLS lines.
+
+    Both tests are separating axes of the convex hull of a group's lines: a thing outside
+    either interval cannot touch any of the lines, so the exact tests that follow see only
+    what could."""
+    m = len(boxes)
+    bx0 = np.minimum(boxes[:, 0], boxes[:, 2])[None, :]
+    bx1 = np.maximum(boxes[:, 0], boxes[:, 2])[None, :]
+    by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
+    by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
+    step = max(1, CHUNK_CELLS // (m * int(sizes.max())))
+    for g0 in range(0, len(glo), step):
+        sl = slice(g0, g0 + step)
+        near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
+                & (glo[sl, 1:2] <= by1) & (ghi[sl, 1:2] >= by0))
+        gi, bi = np.nonzero(near)
+        if gi.size == 0:
+            continue
+        gi += g0
+        if axis is not None:
+            normals, lo, hi = axis
+            n = normals[gi]
+            t_lo, t_hi = _thing_extent(boxes[bi], n, segments)
+            keep = (t_lo <= hi[gi] + _AXIS_SLACK) & (t_hi >= lo[gi] - _AXIS_SLACK)
+            gi, bi = gi[keep], bi[keep]
+        yield gi, bi
+
+
 def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
-                          boxes: FloatArray) -> Iterator[tuple[IntArray, IntArray]]:
+                          boxes: FloatArray, segments: bool | None = None,
+                          ) -> Iterator[tuple[IntArray, IntArray]]:
     """Spatial prune, in bounded chunks: (line, box) pairs whose line's *group* bounding box
     overlaps the box.
 
@@ -48,7 +112,10 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
     their bounding box, so the box test runs once per group instead of once per line; only
     the survivors reach the exact tests. group_start: first line of each group, ascending.
     boxes: (M, 4) as x0, y0, x1, y1 (any order within each axis). Each chunk holds at most
-    about CHUNK_CELLS pairs, whatever the scene's size.
+    about CHUNK_CELLS pairs, whatever the scene's size. With `segments` set (True: the
+    things are wall segments, False: boxes), a group must also overlap the thing along the
+    normal of the group's general direction (a long diagonal group's bounding box is mostly
+    empty).
     """
     n, m = len(starts), len(boxes)
     if n == 0 or m == 0 or len(group_start) == 0:
@@ -57,25 +124,37 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
     hi = np.maximum(starts, ends)
     glo = np.minimum.reduceat(lo, group_start, axis=0)
     ghi = np.maximum.reduceat(hi, group_start, axis=0)
-    bx0 = np.minimum(boxes[:, 0], boxes[:, 2])[None, :]
-    bx1 = np.maximum(boxes[:, 0], boxes[:, 2])[None, :]
-    by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
-    by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
     sizes = np.diff(np.append(group_start, n))
-    step = max(1, CHUNK_CELLS // (m * int(sizes.max())))
-    for g0 in range(0, len(group_start), step):
-        sl = slice(g0, g0 + step)
-        near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
-                & (glo[sl, 1:2] <= by1) & (ghi[sl, 1:2] >= by0))
-        gi, bi = np.nonzero(near)
-        if gi.size == 0:
-            continue
-        gi += g0
+    axis = None
+    if segments is not None:
+        direction = np.add.reduceat(ends - starts, group_start, axis=0)
+        normals = _unit_normals(direction)
+        line_n = np.repeat(normals, sizes, axis=0)
+        ps = starts[:, 0] * line_n[:, 0] + starts[:, 1] * line_n[:, 1]
+        pe = ends[:, 0] * line_n[:, 0] + ends[:, 1] * line_n[:, 1]
+        axis = (normals, np.minimum.reduceat(np.minimum(ps, pe), group_start),
+                np.maximum.reduceat(np.maximum(ps, pe), group_start))
+    for gi, bi in _candidates(glo, ghi, sizes, boxes, axis, bool(segments)):
         counts = sizes[gi]
         # Expand each (group, box) candidate to every line of the group.
         first = np.repeat(group_start[gi], counts)
         offset = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         yield first + offset, np.repeat(bi, counts)
+
+
+def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
+                      segments: bool) -> Iterator[tuple[IntArray, IntArray]]:
+    """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
+    the bounding-box and normal-axis tests of `_candidates`."""
+    lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
+    hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
+    normals = _unit_normals(ends.mean(axis=1) - starts.mean(axis=1))
+    ps = np.einsum("bpk,bk->bp", starts, normals)
+    pe = np.einsum("bqk,bk->bq", ends, normals)
+    axis = (normals, np.minimum(ps.min(axis=1), pe.min(axis=1)),
+            np.maximum(ps.max(axis=1), pe.max(axis=1)))
+    sizes = np.ones(len(starts), dtype=np.intp)
+    yield from _candidates(lo, hi, sizes, things, axis, segments)
 
 
 def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
@@ -87,12 +166,15 @@ def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray
 def _pruned(starts: FloatArray, ends: FloatArray, things: FloatArray,
             group_start: IntArray | None,
             exact: Callable[[FloatArray, FloatArray, FloatArray], BoolArray],
-            ) -> tuple[IntArray, IntArray]:
-    """(line, thing) pairs that pass the spatial prune and then the exact row-paired test."""
+            segments: bool) -> tuple[IntArray, IntArray]:
+    """(line, thing) pairs that pass the spatial prune and then the exact row-paired test
+    (each line its own group, bounding boxes only, when no groups are given)."""
+    axis: bool | None = segments
     if group_start is None:
         group_start = np.arange(len(starts), dtype=np.intp)
+        axis = None
     parts = []
-    for li, ti in iter_group_candidates(starts, ends, group_start, things):
+    for li, ti in iter_group_candidates(starts, ends, group_start, things, axis):
         hit = exact(starts[li], ends[li], things[ti])
         parts.append((li[hit], ti[hit]))
     return _collect(parts)
@@ -113,7 +195,7 @@ def segments_cross_walls(starts: FloatArray, ends: FloatArray, walls: FloatArray
     optionally names contiguous groups of lines for the spatial prune (default: every line
     its own group). Returns (line_index, wall_index) for every blocking pair.
     """
-    return _pruned(starts, ends, walls, group_start, _cross)
+    return _pruned(starts, ends, walls, group_start, _cross, True)
 
 
 def _cross(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> BoolArray:
@@ -153,42 +235,68 @@ def blocks_cross_walls(
     for all P * Q lines at once; the wall's ends are then tested densely, in chunks sized to
     stay in cache.
     """
+    line, wall, side, _ = blocks_cross_walls_any(starts, ends, walls, None)
+    return line, wall, side
+
+
+def blocks_cross_walls_any(
+        starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
+        ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
+    """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
+    reads the hits: it only asks whether a line crosses any of them) are not listed hit by
+    hit: the fourth array holds each line that crosses at least one of them, once. A dense
+    scene's lines cross dozens of walls each; this keeps the hits to what differs."""
     b, m = len(starts), len(walls)
-    empty = (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
-             np.empty(0, dtype=np.int8))
+    empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
-        return empty
+        return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), empty_i.copy()
     p_n, q_n = starts.shape[1], ends.shape[1]
-    lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
-    hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
+    any_alike = np.zeros((b, p_n, q_n), dtype=bool) if alike is not None else None
     step = max(1, 65536 // (p_n * q_n))
-    blocks = np.arange(b, dtype=np.intp)
-    for bi, wi in iter_group_candidates(lo, hi, blocks, walls):
+
+    def hits(cb: IntArray, cw: IntArray) -> tuple[BoolArray, FloatArray]:
+        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
+        s, e = starts[cb], ends[cb]
+        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
+        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
+        o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
+        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
+        dx, dy = qx - px, qy - py  # (C, P, Q)
+        o1 = dx * (ay - py) - dy * (ax - px)
+        o2 = dx * (by - py) - dy * (bx - px)
+        # Dense over the block's lines: cheaper than gathering the few that survive.
+        hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
+        return hit, o3
+
+    for bi, wi in _block_candidates(starts, ends, walls, True):
+        if any_alike is not None and alike is not None:
+            same = alike[wi]
+            # Candidates come block by block (ascending): OR each run of a block's rows.
+            ab, aw = bi[same], wi[same]
+            for c0 in range(0, len(ab), step):
+                cb, cw = ab[c0:c0 + step], aw[c0:c0 + step]
+                hit, _ = hits(cb, cw)
+                first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
+                blocks = cb[first]
+                any_alike[blocks] |= np.logical_or.reduceat(hit, first, axis=0)
+            bi, wi = bi[~same], wi[~same]
         for c0 in range(0, len(bi), step):
             cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
-            bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
-            s, e = starts[cb], ends[cb]
-            px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
-            qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
-            o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
-            o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
-            dx, dy = qx - px, qy - py  # (C, P, Q)
-            o1 = dx * (ay - py) - dy * (ax - px)
-            o2 = dx * (by - py) - dy * (bx - px)
-            # Dense over the block's lines: cheaper than gathering the few that survive.
-            hit = (o3 * o4 < 0) & (o1 * o2 <= 0)
+            hit, o3 = hits(cb, cw)
             ci, k, el = np.nonzero(hit)
             if ci.size == 0:
                 continue
             # Foundry's orient2dFast is the negative of this orientation: positive is left.
             side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
             parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
+    crossed = (np.flatnonzero(any_alike.reshape(-1)) if any_alike is not None
+               else empty_i.copy())
     if not parts:
-        return empty
+        return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), crossed
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+            np.concatenate([p[2] for p in parts]), crossed)
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
@@ -230,7 +338,54 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
     an edge is not entering. group_start as for segments_cross_walls. Returns
     (line_index, box_index) pairs.
     """
-    return _pruned(starts, ends, boxes, group_start, enter_paired)
+    return _pruned(starts, ends, boxes, group_start, enter_paired, False)
+
+
+def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
+    """`enter_paired` on broadcast shapes (starts (C, P, 1, 2), ends (C, 1, Q, 2), boxes
+    (C, 1, 1, 4)): the same operations element for element, without copying each line's
+    points and box out first."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tlo: FloatArray = np.zeros(1)
+        thi: FloatArray = np.ones(1)
+        for axis in (0, 1):
+            p = starts[..., axis]
+            d = ends[..., axis] - p
+            b0, b1 = boxes[..., axis], boxes[..., axis + 2]
+            ta, tb = (b0 - p) / d, (b1 - p) / d
+            still = d == 0
+            inside = (p > b0) & (p < b1)
+            tlo = np.maximum(tlo, np.where(still, np.where(inside, -np.inf, np.inf),
+                                           np.minimum(ta, tb)))
+            thi = np.minimum(thi, np.where(still, np.where(inside, np.inf, -np.inf),
+                                           np.maximum(ta, tb)))
+    entered: BoolArray = thi - tlo > _INSIDE_EPS
+    return entered
+
+
+def blocks_enter_boxes(starts: FloatArray, ends: FloatArray,
+                       boxes: FloatArray) -> tuple[IntArray, IntArray]:
+    """`segments_enter_boxes` for blocks of P x Q lines (as `blocks_cross_walls` numbers
+    them): the same test, element for element, on every line of each candidate block at
+    once instead of gathering lines one by one."""
+    b, m = len(starts), len(boxes)
+    if b == 0 or m == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
+    p_n, q_n = starts.shape[1], ends.shape[1]
+    parts: list[tuple[IntArray, IntArray]] = []
+    step = max(1, 65536 // (p_n * q_n))
+    for bi, ti in _block_candidates(starts, ends, boxes, False):
+        for c0 in range(0, len(bi), step):
+            cb, ct = bi[c0:c0 + step], ti[c0:c0 + step]
+            hit = _enter_block(starts[cb][:, :, None, :], ends[cb][:, None, :, :],
+                               boxes[ct][:, None, None, :]).reshape(-1)
+            ci = np.nonzero(hit)[0]
+            if ci.size == 0:
+                continue
+            blk = ci // (p_n * q_n)
+            parts.append((cb[blk] * (p_n * q_n) + ci % (p_n * q_n), ct[blk]))
+    return _collect(parts)
 
 
 def segments_enter_polygons(starts: FloatArray, ends: FloatArray,

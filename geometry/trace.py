@@ -3,7 +3,9 @@
 Rule of this module: a Tracer is built once per scene snapshot (arrays of walls, spaces and
 regions) and answers batches of lines with sparse hit lists; it decides what *physically*
 meets a line (doors open or shut, one-way walls seen from the line's start, limited walls),
-never what that means in a game. Rulesets classify the hits.
+never what that means in a game. Rulesets classify the hits. What depends only on the
+walls is kept across snapshots of the same walls (their arrays, and the wall hits of small
+batches for the next snapshot), never anything that depends on where creatures stand.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class _WallArrays:
     cover_code: npt.NDArray[np.int8]
     top: FloatArray
     bottom: FloatArray
+    #: Plain walls: two-way, unlimited, solid, full height (no Wall Height band at all: a
+    #: banded wall is one the third dimension may let a line pass over or under). A line
+    #: crossing any of them is blocked whatever else it meets, from either end, for every
+    #: target.
+    plain: BoolArray
     index: dict[str, int]
 
 
@@ -82,6 +89,9 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
         top=np.array([np.nan if w.top is None else w.top for w in walls], dtype=np.float64),
         bottom=np.array([np.nan if w.bottom is None else w.bottom for w in walls],
                         dtype=np.float64),
+        plain=np.array([w.direction == Direction.BOTH and not w.limited
+                        and w.cover is WallCover.SOLID and w.top is None and w.bottom is None
+                        for w in walls], dtype=bool),
         index={w.id: k for k, w in enumerate(walls)})
     if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
         del _WALL_CACHE[next(iter(_WALL_CACHE))]
@@ -96,6 +106,28 @@ def _box_hex(poly: shapely.Polygon) -> FloatArray:
     out: FloatArray = np.array([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0), (x0, y0)],
                                dtype=np.float64)
     return out
+
+
+#: Batches of at most this many blocks (of one shape) reuse earlier wall hits (a move's
+#: few hundred pairs); a full matrix traces everything once and keeps nothing.
+REUSE_MAX_BLOCKS = 512
+_BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
+
+
+@dataclass(slots=True)
+class _BlockGeneration:
+    """Wall hits of blocks (by their points) traced over one walls tuple (held, so its id
+    stays unique) for the scene geometry `geom` and for the one before it."""
+
+    walls: tuple[WallGeom, ...]
+    geom: SceneGeom
+    current: dict[bytes, _BlockHits]
+    previous: dict[bytes, _BlockHits]
+
+
+# Per (walls tuple id, block shape, every wall listed).
+_BLOCK_HITS: dict[tuple[int, int, int, bool], _BlockGeneration] = {}
+_BLOCK_HITS_SLOTS = 16
 
 
 class Tracer:
@@ -116,6 +148,7 @@ class Tracer:
         #: Walls with a height band (Wall Height's bottom or top): the only ones the third
         #: dimension can let a line pass over or under.
         self.wall_banded: BoolArray = ~(np.isnan(w.top) & np.isnan(w.bottom))
+        self.wall_plain: BoolArray = w.plain
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
@@ -214,20 +247,84 @@ class Tracer:
         return cl[hit], ci[hit]
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
-                     space_starts: FloatArray, space_ends: FloatArray) -> LineHits:
+                     space_starts: FloatArray, space_ends: FloatArray,
+                     every_wall: bool = True) -> LineHits:
         """Trace blocks of P x Q lines (all lines from P start points to Q end points, line
         index block * P * Q + p * Q + q), for both directions at once: one-way walls are
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
-        tested on the `space_*` points, as in `trace`."""
+        tested on the `space_*` points, as in `trace`. Without `every_wall`, a line that
+        crosses plain walls (`_WallArrays.plain`) lists one of them, not each: enough for
+        rules that ask what a line meets, not for drawing it."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
-        wl, wi, side = kernel.blocks_cross_walls(starts, ends, self.wall_xy)
-        flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
-        flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
-        groups = np.arange(b, dtype=np.intp) * (p_n * q_n)
-        cl, ci = kernel.segments_enter_boxes(flat_s, flat_e, self.boxes, groups)
-        cl, ci = self._exact_footprints(flat_s, flat_e, cl, ci)
-        rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
+        if b <= REUSE_MAX_BLOCKS:
+            wl, wi, side = self._walls_reused(starts, ends, every_wall)
+        else:
+            wl, wi, side = self._walls(starts, ends, every_wall)
+        cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes)
+        rl = ri = np.empty(0, dtype=np.intp)
+        if self.region_polys or self.creature_polys is not None:
+            flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
+            flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
+            # Hex grids: the boxes found above are the footprints' bounds; keep the hits
+            # whose line enters a hex of the footprint.
+            cl, ci = self._exact_footprints(flat_s, flat_e, cl, ci)
+            if self.region_polys:
+                rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
+
+    def _walls(self, starts: FloatArray, ends: FloatArray,
+               every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """Wall hits of blocks, plain walls collapsed to one per line unless every_wall."""
+        if every_wall or not self.wall_plain.any():
+            return kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+        wl, wi, side, crossed = kernel.blocks_cross_walls_any(starts, ends, self.wall_xy,
+                                                              self.wall_plain)
+        first_plain = int(np.argmax(self.wall_plain))
+        return (np.concatenate([wl, crossed]),
+                np.concatenate([wi, np.full(len(crossed), first_plain, dtype=np.intp)]),
+                np.concatenate([side, np.ones(len(crossed), dtype=np.int8)]))
+
+    def _walls_reused(self, starts: FloatArray, ends: FloatArray,
+                      every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """`kernel.blocks_cross_walls`, reusing the hits of blocks traced for this scene
+        geometry or the one before it over the same walls (a token moving changes what
+        creatures are in the way of other pairs' lines, never which walls those lines
+        cross). Nothing older is kept: a token moving back to where it stood two changes
+        ago is traced again, as during a real drag."""
+        b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
+        slot = (id(self.scene.walls), p_n, q_n, every_wall)
+        held = _BLOCK_HITS.get(slot)
+        if held is None or held.walls is not self.scene.walls:
+            held = _BlockGeneration(self.scene.walls, self.scene, {}, {})
+        elif held.geom is not self.scene:
+            held = _BlockGeneration(self.scene.walls, self.scene, {}, held.current)
+        keys = [starts[k].tobytes() + ends[k].tobytes() for k in range(b)]
+        current, previous = held.current, held.previous
+        found = [current.get(key) or previous.get(key) for key in keys]
+        todo = [k for k, f in enumerate(found) if f is None]
+        if todo:
+            wl, wi, side = self._walls(starts[todo], ends[todo], every_wall)
+            per = p_n * q_n
+            blk = wl // per
+            order = np.argsort(blk, kind="stable")
+            wl, wi, side, blk = wl[order], wi[order], side[order], blk[order]
+            cuts = np.searchsorted(blk, np.arange(len(todo) + 1))
+            for j, k in enumerate(todo):
+                lo, hi = cuts[j], cuts[j + 1]
+                found[k] = (wl[lo:hi] - j * per, wi[lo:hi], side[lo:hi])
+        complete = [f for f in found if f is not None]  # every block, now
+        current.update(zip(keys, complete, strict=True))
+        if len(_BLOCK_HITS) >= _BLOCK_HITS_SLOTS and slot not in _BLOCK_HITS:
+            del _BLOCK_HITS[next(iter(_BLOCK_HITS))]
+        _BLOCK_HITS[slot] = held
+        per = p_n * q_n
+        parts = [(hits[0] + k * per, hits[1], hits[2])
+                 for k, hits in enumerate(complete) if len(hits[0])]
+        if not parts:
+            return (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
+                    np.empty(0, dtype=np.int8))
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]))
 
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
         """Per line: whether any of its hits (given by line indices) passes `mask`."""

@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from geometry.incremental import SightPoints
 from geometry.model import GridKind, SceneGeom
 from geometry.square import distance_feet_3d, within_reach_many
 from geometry.templates import Template, in_area_3d, shape
@@ -262,6 +263,23 @@ class Ruleset(abc.ABC):
         """Feet from the attacker to the target, between the nearest cubes of their spaces,
         diagonals alternating 5/10 ft on the vertical too: what range increments count."""
         return distance_feet_3d(scene.creature(attacker), scene.creature(target), scene.grid)
+
+    def sight_points(self) -> SightPoints | None:
+        """Where this ruleset's lines between two creatures can start and end (each line
+        between a and t joins one of a's points to one of t's), so a change elsewhere is
+        tested against those lines exactly; None: anywhere in the hull of their spaces."""
+        return None
+
+    def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
+        """The attack modes whose annotation a creature standing in the way of the lines
+        (or no longer standing there) can change, under these options; the others are
+        not recomputed for such a change."""
+        return tuple(AttackMode)
+
+    def in_the_way_may_change(self, cover: Degree) -> bool:
+        """Whether an annotation at this degree (lines not drawn) can change when a creature
+        steps into or out of the way of its lines; the safe answer is yes."""
+        return True
 
     def default_options(self) -> Any:
         return self.Options()

@@ -17,7 +17,6 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -188,6 +187,7 @@ class _Plan:
 
 
 _NO_POINTS: FloatArray = np.empty((0, 2))
+_COMMON_FACTS: dict[tuple[int, bool, bool], PairFacts] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,17 +206,43 @@ class _Layout:
     square_boxes: FloatArray
 
 
-@functools.lru_cache(maxsize=16384)
+_LAYOUTS: dict[tuple[float, float, float, float, float], _Layout] = {}
+_LAYOUTS_MAX = 16384
+
+
 def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
-    # Creatures are frozen values: a token that did not move keeps its layout across
-    # revisions (the arrays are never written to).
+    # A layout depends only on where the creature stands on the map, its size and the
+    # grid's: a token that did not move keeps its layout across revisions (the arrays are
+    # never written to). Keyed by those numbers, not the creature (hashing a whole creature
+    # is slower). The third dimension (elevation, tall, mount) is never part of a layout:
+    # the engine reads it from the creatures themselves (_elev, _side, _partner).
+    key = (c.x, c.y, c.width, c.height, grid.size)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = _new_layout(c, grid)
+    return found
+
+
+def _new_layout(c: CreatureGeom, grid: Grid) -> _Layout:
     box = space(c, grid)
     sqs = squares(c, grid)
     pts = _distinct_corners(sqs)
     return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
                    np.array([_indices(pts, corners(sq)) for sq in sqs]),
                    np.array(sqs, dtype=np.float64))
-# Row shapes (CornerEngine._row_shape), in planning order.
+
+
+def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
+    """Every point a corner-rule line to or from this creature can end at: the corners of
+    every square it occupies (creatures in the way are tested on these exact lines)."""
+    return _layout(c, grid).points
+
+
+# Attack modes as row codes (CornerEngine._row_arrays).
+_MELEE_CODE, _REACH_CODE, _RANGED_CODE = 0, 1, 2
+# Row shapes (CornerEngine._row_shapes), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
 
@@ -357,6 +383,10 @@ class CornerEngine:
         self._square_boxes = [lay.square_boxes for lay in layouts]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self._stacks: dict[tuple[int, tuple[int, ...]],
+                           tuple[npt.NDArray[Any], IntArray]] = {}
+        self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
+                               tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
         self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index}
@@ -365,6 +395,44 @@ class CornerEngine:
             self._partner = np.full(len(self.cs), -1, dtype=np.intp)
             for rider, steed in riders.items():
                 self._partner[rider], self._partner[steed] = steed, rider
+
+    def _row_arrays(self, rows: Sequence[tuple[int, int, AttackMode]],
+                    ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
+        """Attacker, target and mode (_MELEE_CODE, _REACH_CODE, _RANGED_CODE) of each row as
+        arrays, read once per list of rows (planning and evaluation read the same list)."""
+        memo = self._rows_memo
+        if memo is not None and memo[0] is rows:
+            return memo[1]
+        n = len(rows)
+        melee, reach = AttackMode.MELEE, AttackMode.REACH
+        arrays = (np.fromiter((r[0] for r in rows), dtype=np.intp, count=n),
+                  np.fromiter((r[1] for r in rows), dtype=np.intp, count=n),
+                  np.fromiter((_MELEE_CODE if r[2] is melee else _REACH_CODE
+                               if r[2] is reach else _RANGED_CODE for r in rows),
+                              dtype=np.int8, count=n))
+        self._rows_memo = (rows, arrays)
+        return arrays
+
+    def _gather(self, items: list[npt.NDArray[Any]], idx: IntArray) -> npt.NDArray[Any]:
+        """np.stack([items[c] for c in idx]) for creatures whose arrays (one of the per
+        creature lists above) share one shape, gathered from one stack per list and shape
+        instead of row by row."""
+        if len(idx) == 0:
+            return np.stack([items[c] for c in idx.tolist()])
+        shape = items[int(idx[0])].shape
+        key = (id(items), shape)
+        hit = self._stacks.get(key)
+        if hit is None:
+            members = [c for c, x in enumerate(items) if x.shape == shape]
+            pos = np.full(len(items), -1, dtype=np.intp)
+            pos[members] = np.arange(len(members))
+            hit = self._stacks[key] = (np.stack([items[c] for c in members]), pos)
+        big, pos = hit
+        at = pos[idx]
+        if (at < 0).any():  # not one shape after all: row by row
+            return np.stack([items[c] for c in idx.tolist()])
+        out: npt.NDArray[Any] = big[at]
+        return out
 
     def _vsteps(self, a: IntArray, t: IntArray) -> npt.NDArray[np.int64]:
         """Vertical grid steps between row-paired creatures' cubes."""
@@ -586,43 +654,64 @@ class CornerEngine:
         measured once, however many lines cross that wall."""
         tr = self.tracer
         keys = creatures * len(tr.walls) + walls
-        unique, back = np.unique(keys, return_inverse=True)
+        # np.unique(keys, return_inverse=True) by marking (keys are dense small integers).
+        mark = np.zeros(len(self.cs) * len(tr.walls), dtype=bool)
+        mark[keys] = True
+        unique = np.flatnonzero(mark)
+        back = (np.cumsum(mark) - 1)[keys]
         uc, uw = unique // len(tr.walls), unique % len(tr.walls)
         boxes = shapely.box(*tr.boxes[uc].T)
         lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
         feet = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
             self.grid.px_per_foot)
-        out: FloatArray = feet[back.reshape(-1)]
+        out: FloatArray = feet[back]
         return out
 
     # -- evaluation --------------------------------------------------------------------
 
     def evaluate(self, rows: Sequence[tuple[int, int, AttackMode]],
-                 want_lines: bool) -> list[PairFacts]:
+                 want_lines: bool, want_probes: bool = True) -> list[PairFacts]:
         """Facts for each (attacker, target, mode) row, planned with whole-array operations:
         each unordered pair's lines (every corner of one creature's squares to every corner
         of the other's) are traced once, for all modes and both directions, and each row
         reads its probes from them. Rows of one-square creatures (nearly all) are planned
-        all at once; the others row by row. `reference` gives the same facts."""
+        all at once; the others row by row. `reference` gives the same facts. Without
+        `want_probes`, rows at cover leave out which probes reached it (`PairFacts.best`,
+        for rules that look closer at cover)."""
         if not rows:
             return []
-        keys = [self._row_shape(row) for row in rows]
-        order = sorted(range(len(rows)), key=lambda i: keys[i])
-        ordered = [rows[i] for i in order]
-        segments: list[tuple[tuple[int, ...], int, int]] = []
-        for pos, i in enumerate(order):
+        # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
+        # only the others need their shape worked out one by one.
+        a, t, code = self._row_arrays(rows)
+        simple = (self._k[a] == 4) & (self._k[t] == 4)
+        simple_idx = np.flatnonzero(simple)
+        others = np.flatnonzero(~simple).tolist()
+        keys = self._row_shapes(rows, others, a, t)
+        others.sort(key=keys.__getitem__)
+        n_simple = len(simple_idx)
+        segments: list[tuple[tuple[int, ...], int, int]] = (
+            [((_SIMPLE,), 0, n_simple)] if n_simple else [])
+        for pos, i in enumerate(others, start=n_simple):
             if segments and segments[-1][0] == keys[i] and keys[i][0] != _ONE_BY_ONE:
                 segments[-1] = (keys[i], segments[-1][1], pos + 1)
             else:
                 segments.append((keys[i], pos, pos + 1))
-        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines)
+        if not others:
+            return self._evaluate_plan(self._block_plan(rows, segments), rows, want_lines,
+                                       want_probes)
+        order = simple_idx.tolist() + others
+        ordered = [rows[i] for i in order]
+        at = np.array(order, dtype=np.intp)
+        self._rows_memo = (ordered, (a[at], t[at], code[at]))
+        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines,
+                                    want_probes)
         out: list[PairFacts | None] = [None] * len(rows)
         for pos, i in enumerate(order):
             out[i] = facts[pos]
         return [f for f in out if f is not None]
 
     def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
-                  want_lines: bool) -> list[PairFacts]:
+                  want_lines: bool, want_probes: bool = True) -> list[PairFacts]:
         """The straightforward computation: every row planned probe by probe, every line
         traced against every wall and space with no spatial prune. Tests and benchmarks hold
         `evaluate` to it."""
@@ -631,28 +720,41 @@ class CornerEngine:
             self._plan_row(plan, a, t, mode)
         if not rows:
             return []
-        return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines)
+        return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines,
+                                   want_probes)
 
-    def _row_shape(self, row: tuple[int, int, AttackMode]) -> tuple[int, ...]:
-        """Rows of one shape share their probe layout and are planned together: both
-        creatures of one square; space corners to space corners; every corner to each
-        target square; or, one by one, adjacent melee with a big creature."""
-        a, t, mode = row
-        ka, kt = int(self._k[a]), int(self._k[t])
-        if ka == 4 and kt == 4:
-            return (_SIMPLE,)
-        if mode is AttackMode.MELEE and self._adjacent(a, t):
-            return (_ONE_BY_ONE,)
-        if mode is AttackMode.RANGED and not self.options.big_creatures_ranged:
-            return (_SPACES, ka, kt)
-        return (_SQUARES, ka, kt, len(self.squares[t]))
+    def _row_shapes(self, rows: Sequence[tuple[int, int, AttackMode]], which: list[int],
+                    a: IntArray, t: IntArray) -> dict[int, tuple[int, ...]]:
+        """The shape of each row in `which` (indices into rows, a and t). Rows of one shape
+        share their probe layout and are planned together: both creatures of one square;
+        space corners to space corners; every corner to each target square; or, one by one,
+        adjacent melee with a big creature."""
+        if not which:
+            return {}
+        idx = np.array(which, dtype=np.intp)
+        sx, sy = grid_steps_many(self._space_arr[a[idx]], self._space_arr[t[idx]],
+                                 self.grid.size)
+        adj = ((sx <= 1) & (sy <= 1) & (self._vsteps(a[idx], t[idx]) <= 1)).tolist()
+        ka, kt = self._k[a[idx]].tolist(), self._k[t[idx]].tolist()
+        big_ranged = self.options.big_creatures_ranged
+        out: dict[int, tuple[int, ...]] = {}
+        for j, i in enumerate(which):
+            _, ti, mode = rows[i]
+            if ka[j] == 4 and kt[j] == 4:
+                out[i] = (_SIMPLE,)
+            elif mode is AttackMode.MELEE and adj[j]:
+                out[i] = (_ONE_BY_ONE,)
+            elif mode is AttackMode.RANGED and not big_ranged:
+                out[i] = (_SPACES, ka[j], kt[j])
+            else:
+                out[i] = (_SQUARES, ka[j], kt[j], len(self.squares[ti]))
+        return out
 
     def _block_plan(self, rows: Sequence[tuple[int, int, AttackMode]],
                     segments: Sequence[tuple[tuple[int, ...], int, int]]) -> PlanArrays:
-        """The plan for `rows`, laid out in segments of one shape each (`_row_shape`)."""
+        """The plan for `rows`, laid out in segments of one shape each (`_row_shapes`)."""
         n = len(self.cs)
-        a = np.array([r[0] for r in rows], dtype=np.intp)
-        t = np.array([r[1] for r in rows], dtype=np.intp)
+        a, t, code = self._row_arrays(rows)
         low, high = np.minimum(a, t), np.maximum(a, t)
         keys, block = np.unique(low * n + high, return_inverse=True)
         block = block.reshape(-1)
@@ -671,10 +773,10 @@ class CornerEngine:
         for sk in np.unique(shape_key):
             idx = order[shape_key[order] == sk]
             p_n, q_n = int(self._k[bl[idx[0]]]), int(self._k[bh[idx[0]]])
-            s_in = np.stack([self._points_in[c] for c in bl[idx]])
-            e_in = np.stack([self._points_in[c] for c in bh[idx]])
-            s_raw = np.stack([self._points[c] for c in bl[idx]])
-            e_raw = np.stack([self._points[c] for c in bh[idx]])
+            s_in = self._gather(self._points_in, bl[idx])
+            e_in = self._gather(self._points_in, bh[idx])
+            s_raw = self._gather(self._points, bl[idx])
+            e_raw = self._gather(self._points, bh[idx])
             first = int(base[idx[0]])
             span = slice(first, first + len(idx) * p_n * q_n)
             real_starts[span] = np.repeat(s_in, q_n, axis=1).reshape(-1, 2)
@@ -687,11 +789,11 @@ class CornerEngine:
         for shape, lo, hi in segments:
             sub, b = rows[lo:hi], base[block[lo:hi]]
             if shape[0] == _SIMPLE:
-                parts.append(self._simple_rows(sub, a[lo:hi], t[lo:hi], b))
+                parts.append(self._simple_rows(code[lo:hi], a[lo:hi], t[lo:hi], b))
             elif shape[0] == _ONE_BY_ONE:
                 parts.append(self._general_row(sub[0], int(b[0])))
             else:
-                parts.append(self._shaped_rows(shape, sub, a[lo:hi], t[lo:hi], b))
+                parts.append(self._shaped_rows(shape, code[lo:hi], a[lo:hi], t[lo:hi], b))
         virt, rev, kind, att, tgt, pstart, porigin, pbox, rstart = [], [], [], [], [], [], \
             [], [], []
         lines = probes = 0
@@ -717,13 +819,13 @@ class CornerEngine:
             probe_box=np.concatenate(pbox).reshape(-1, 4),
             row_probe_start=np.concatenate(rstart))
 
-    def _simple_rows(self, rows: Sequence[tuple[int, int, AttackMode]], a: IntArray,
+    def _simple_rows(self, code: npt.NDArray[np.int8], a: IntArray,
                      t: IntArray, base: IntArray) -> PlanArrays:
         """Rows between one-square creatures: every mode reads the 16 lines between the
         spaces' corners, as 4 probes (one per attacker corner) or, for adjacent melee, as
         one probe of 16."""
-        ranged = np.array([r[2] is AttackMode.RANGED for r in rows], dtype=bool)
-        melee = np.array([r[2] is AttackMode.MELEE for r in rows], dtype=bool)
+        ranged = code == _RANGED_CODE
+        melee = code == _MELEE_CODE
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         melee_adj = melee & (sx <= 1) & (sy <= 1) & (self._vsteps(a, t) <= 1)
         kind = np.where(ranged, RANGED_LINE, np.where(melee_adj, ADJACENT_LINE, REACH_LINE))
@@ -735,9 +837,9 @@ class CornerEngine:
         virt_real = (base[:, None] + within).reshape(-1)
         nprobes = np.where(melee_adj, 1, 4)
         row_probe_start = np.concatenate([[0], np.cumsum(nprobes)[:-1]]).astype(np.intp)
-        probe_row = np.repeat(np.arange(len(rows)), nprobes)
+        probe_row = np.repeat(np.arange(len(code)), nprobes)
         corner = np.arange(len(probe_row)) - np.repeat(row_probe_start, nprobes)
-        origin = np.array([self._points[c] for c in a], dtype=np.float64).reshape(
+        origin = self._gather(self._points, a).reshape(
             -1, 4, 2)[probe_row, corner]
         origin[melee_adj[probe_row]] = np.nan
         return PlanArrays(
@@ -749,17 +851,17 @@ class CornerEngine:
             probe_origin=origin.reshape(-1, 2), probe_box=self._space_arr[t[probe_row]],
             row_probe_start=row_probe_start)
 
-    def _shaped_rows(self, shape: tuple[int, ...], rows: Sequence[tuple[int, int, AttackMode]],
+    def _shaped_rows(self, shape: tuple[int, ...], code: npt.NDArray[np.int8],
                      a: IntArray, t: IntArray, base: IntArray) -> PlanArrays:
         """Rows of one shape with a big creature, all at once, probes as `_plan_row` makes
         them: from each space corner to the target's space corners (ranged), or from every
         corner of the attacker's squares to each of the target's squares (reach, melee that
         is not adjacent, and ranged with the big-creature option)."""
         ka, kt = shape[1], shape[2]
-        g = len(rows)
+        g = len(code)
         if shape[0] == _SPACES:
-            origins = np.stack([self._space_idx[c] for c in a])  # (G, 4) origin per probe
-            targets = np.stack([self._space_idx[c] for c in t])[:, None, :]  # (G, 1, 4)
+            origins = self._gather(self._space_idx, a)  # (G, 4) origin per probe
+            targets = self._gather(self._space_idx, t)[:, None, :]  # (G, 1, 4)
             targets = np.broadcast_to(targets, (g, 4, 4))
             boxes = np.broadcast_to(self._space_arr[t][:, None, :], (g, 4, 4))
             kind = np.full(g, RANGED_LINE)
@@ -767,19 +869,18 @@ class CornerEngine:
             n_sq = shape[3]
             # Probes square-major, then origin: (square j, origin o) -> j * ka + o.
             origins = np.tile(np.arange(ka), (g, n_sq))  # (G, n_sq * ka)
-            sq = np.stack([self._square_idx[c] for c in t])  # (G, n_sq, 4)
+            sq = self._gather(self._square_idx, t)  # (G, n_sq, 4)
             targets = np.repeat(sq, ka, axis=1)  # (G, n_sq * ka, 4)
-            sq_boxes = np.stack([self._square_boxes[c] for c in t])  # (G, n_sq, 4)
+            sq_boxes = self._gather(self._square_boxes, t)  # (G, n_sq, 4)
             boxes = np.repeat(sq_boxes, ka, axis=1)
-            kind = np.array([RANGED_LINE if r[2] is AttackMode.RANGED else REACH_LINE
-                             for r in rows])
+            kind = np.where(code == _RANGED_CODE, RANGED_LINE, REACH_LINE)
         n_probes = origins.shape[1]
         o = np.repeat(origins[:, :, None], 4, axis=2)  # (G, P, 4)
         forward = (a < t)[:, None, None]
         within = np.where(forward, o * kt + targets, targets * ka + o)
         virt_real = (base[:, None, None] + within).reshape(-1)
         lines_per_row = n_probes * 4
-        origin_pts = np.stack([self._points[c] for c in a])  # (G, ka, 2)
+        origin_pts = self._gather(self._points, a)  # (G, ka, 2)
         probe_origin = np.take_along_axis(origin_pts, origins[:, :, None], axis=1)
         return PlanArrays(
             real_starts=_NO_POINTS, real_ends=_NO_POINTS, space_starts=_NO_POINTS,
@@ -836,9 +937,10 @@ class CornerEngine:
             row_probe_start=np.array([0], dtype=np.intp))
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
-                       want_lines: bool) -> list[PairFacts]:
+                       want_lines: bool, want_probes: bool) -> list[PairFacts]:
         if plan.blocks is not None:
-            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw))
+            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
+                                                                  want_lines))
                                  for first, s_in, e_in, s_raw, e_raw in plan.blocks],
                                 len(plan.real_starts))
         else:
@@ -846,8 +948,12 @@ class CornerEngine:
                                      (plan.space_starts, plan.space_ends))
         # Each traced line is read from one end or the other: compute what it meets once per
         # direction used, then apply each mode's rule per virtual line.
-        used, at = np.unique(plan.virt_real * 2 + plan.virt_reversed, return_inverse=True)
-        at = at.reshape(-1)
+        # np.unique(key, return_inverse=True), by marking: keys are dense small integers.
+        key = plan.virt_real * 2 + plan.virt_reversed
+        mark = np.zeros(2 * max(len(plan.real_starts), 1), dtype=bool)
+        mark[key] = True
+        used = np.flatnonzero(mark)
+        at = (np.cumsum(mark) - 1)[key]
         d_real, d_rev = used // 2, (used % 2).astype(bool)
         hits = _expand(real, d_real, d_rev, self.tracer.wall_dir)
         att = np.empty(len(used), dtype=np.intp)
@@ -870,38 +976,50 @@ class CornerEngine:
         probe_n = np.diff(np.append(pstart, len(level)))
         rend = np.append(rstart[1:], len(pstart))
 
-        a = np.array([r[0] for r in rows], dtype=np.intp)
-        t = np.array([r[1] for r in rows], dtype=np.intp)
+        a, t, mode_code = self._row_arrays(rows)
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         sz = self._vsteps(a, t)
         adj = (sx <= 1) & (sy <= 1) & (sz <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a], sz)
 
+        in_reach_l = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
+                                           reach_by_mode[AttackMode.REACH],
+                                           reach_by_mode[AttackMode.RANGED]]).tolist()
+        adj_list = adj.tolist()
+        level_list = row_level.tolist()
+        rstart_l, rend_l = rstart.tolist(), rend.tolist()
+        plevel_l, popen_l, pn_l = probe_level.tolist(), probe_open.tolist(), probe_n.tolist()
         out: list[PairFacts] = []
-        for r, (_, _, mode) in enumerate(rows):
-            in_reach = bool(reach_by_mode[mode][r])
-            lvl = int(row_level[r])
+        for r in range(len(rows)):
+            in_reach = in_reach_l[r]
+            lvl = level_list[r]
+            if (lvl != COVER or not want_probes) and not want_lines:
+                # Facts with nothing but the level are values: share one per kind.
+                fact_key = (lvl, adj_list[r], in_reach)
+                common = _COMMON_FACTS.get(fact_key)
+                if common is None:
+                    common = PairFacts(lvl, adj_list[r], in_reach, None)
+                    _COMMON_FACTS[fact_key] = common
+                out.append(common)
+                continue
             best: tuple[Probe, ...] = ()
             traced = None
-            if lvl == COVER or want_lines:
-                tied = [p for p in range(int(rstart[r]), int(rend[r]))
-                        if probe_level[p] == lvl]
-                if lvl == COVER:
-                    best = tuple(self._probe(plan, p, int(probe_open[p]), int(probe_n[p]))
-                                 for p in tied)
-                if want_lines:
-                    first = tied[0]
-                    traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,
-                                          int(pstart[first]),
-                                          int(pstart[first] + probe_n[first]))
-            out.append(PairFacts(lvl, bool(adj[r]), in_reach, traced, best))
+            tied = [p for p in range(rstart_l[r], rend_l[r]) if plevel_l[p] == lvl]
+            if lvl == COVER and want_probes:
+                best = tuple(self._probe(plan, p, popen_l[p], pn_l[p]) for p in tied)
+            if want_lines:
+                first = tied[0]
+                traced = self._traced(hits, comps, at, plan.kind, level, starts, ends,
+                                      int(pstart[first]),
+                                      int(pstart[first] + probe_n[first]))
+            out.append(PairFacts(lvl, adj_list[r], in_reach, traced, best))
         return out
 
     @staticmethod
     def _probe(plan: PlanArrays, p: int, open_lines: int, lines: int) -> Probe:
-        ox, oy = plan.probe_origin[p]
-        origin = None if np.isnan(ox) else (float(ox), float(oy))
-        x0, y0, x1, y1 = (float(v) for v in plan.probe_box[p])
+        ox, oy = plan.probe_origin[p].tolist()
+        origin = None if ox != ox else (ox, oy)  # NaN: several origins
+        x0, y0, x1, y1 = plan.probe_box[p].tolist()
         return Probe(origin, (x0, y0, x1, y1), open_lines, lines)
 
     def _traced(self, hits: LineHits, comps: dict[str, BoolArray], at: IntArray,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from geometry.incremental import SightPoints
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, inside, shape
 from rulesets.base import (
@@ -37,8 +38,11 @@ from rulesets.corner import (
     CornerOptions,
     PairFacts,
 )
+from rulesets.corner import sight_points as corner_sight_points
 
 M = Modifier
+_OUTCOMES: dict[tuple[type, Degree, bool, bool, bool],
+                tuple[frozenset[Flag], tuple[Modifier, ...]]] = {}
 _BEYOND = "vs effects originating beyond the cover"
 
 
@@ -90,12 +94,28 @@ class Dnd35(Ruleset):
         extra = [] if not any(m is not AttackMode.RANGED for m in modes) else [
             (b, t, AttackMode.MELEE) for b, t in engine.threat_rows(idx_pairs)
             if (b, t) not in asked]
-        facts = engine.evaluate(rows + extra, lines)
+        # The 3.5 degree is the level; a variant overriding _degree may look at the probes.
+        facts = engine.evaluate(rows + extra, lines,
+                                want_probes=type(self)._degree is not Dnd35._degree)
         threatens = {(a, t): f.in_reach and f.level != TOTAL
                      for (a, t, m), f in zip(rows + extra, facts, strict=True)
                      if m is AttackMode.MELEE}
-        return [self._annotate(engine, a, t, m, f, threatens, options)
-                for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
+        return self._annotate_rows(engine, rows, facts[:len(rows)], threatens, options)
+
+    def sight_points(self) -> SightPoints:
+        return corner_sight_points
+
+    def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
+        # Creatures give soft cover on ranged lines, and on reach lines by option; never
+        # total cover, so never who threatens (flanking), and never on adjacent melee.
+        if options.soft_cover_vs_reach:
+            return tuple(AttackMode)
+        return (AttackMode.RANGED,)
+
+    def in_the_way_may_change(self, cover: Degree) -> bool:
+        # A creature only adds soft cover to a line: a corner (or the best one) already at
+        # cover, improved or total stays there, and a GM's floor only raises the degree.
+        return cover in (Degree.NONE, Degree.SOFT)
 
     def area(self, scene: SceneGeom, options: Any, template: Template) -> list[AreaHit]:
         """Creatures in the area with line of effect from its origin; cover is traced from
@@ -130,36 +150,70 @@ class Dnd35(Ruleset):
         """Whether this creature may be one of a flanking pair at all."""
         return True
 
-    def _annotate(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
-                  facts: PairFacts, threatens: dict[tuple[int, int], bool],
-                  options: Any) -> Annotation:
-        degree, visible = self._degree(engine, a, t, facts, options)
-        degree = self.floored(degree, engine.cs[t].cover_floor)
+    def _annotate_rows(self, engine: CornerEngine, rows: Sequence[tuple[int, int, AttackMode]],
+                       facts: Sequence[PairFacts], threatens: dict[tuple[int, int], bool],
+                       options: Any) -> list[Annotation]:
+        """Each row's annotation: its degree (floored by the GM's override), the flags and
+        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks.
+        One loop over thousands of rows: what does not change per row is looked up once."""
+        ids = [c.id for c in engine.cs]
+        floors = [c.cover_floor for c in engine.cs]
+        # The 3.5 degree needs no more than the level; a variant may look closer.
+        by_level = type(self)._degree is Dnd35._degree
+        degrees = self.DEGREES
+        cls = type(self)
+        ranged, total = AttackMode.RANGED, Degree.TOTAL
+        local: dict[tuple[int, bool, bool, bool],
+                    tuple[frozenset[Flag], tuple[Modifier, ...]]] = {}
+        out = []
+        for (a, t, mode), f in zip(rows, facts, strict=True):
+            if by_level:
+                degree, visible = degrees[f.level], None
+            else:
+                degree, visible = self._degree(engine, a, t, f, options)
+            if floors[t] is not None:
+                degree = self.floored(degree, floors[t])
+            loe = degree is not total
+            melee = mode is not ranged
+            # Enum members hash slowly: the per-call table is keyed by identity.
+            local_key = (id(degree), f.in_reach, f.adjacent, melee)
+            outcome = local.get(local_key)
+            if outcome is None:
+                key = (cls, degree, f.in_reach, f.adjacent, melee)
+                outcome = _OUTCOMES.get(key)
+                if outcome is None:
+                    outcome = _OUTCOMES[key] = self._outcome(degree, f.in_reach, f.adjacent,
+                                                             melee)
+                local[local_key] = outcome
+            flags, mods = outcome
+            flankers: tuple[str, ...] = ()
+            if melee and loe and f.in_reach and self._can_flank(engine, a):
+                flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
+                                 if self._can_flank(engine, engine.index[fl]))
+                if flankers:
+                    flags = flags | {Flag.FLANKING}
+                    mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                                     "flanking with " + ", ".join(flankers)))
+            out.append(Annotation(ids[a], ids[t], mode, loe, degree, mods, flags, flankers,
+                                  f.best_lines, visible))
+        return out
+
+    def _outcome(self, degree: Degree, in_reach: bool, adjacent: bool,
+                 melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
+        """Flags and modifiers of an attack at this degree, flanking aside (kept per
+        ruleset and outcome in _OUTCOMES: thousands of rows share a handful of them)."""
         loe = degree is not Degree.TOTAL
         flags = set()
-        if facts.in_reach:
+        if in_reach:
             flags.add(Flag.IN_REACH)
-        if facts.adjacent:
+        if adjacent:
             flags.add(Flag.ADJACENT)
-        if loe and facts.in_reach:
+        if loe and in_reach:
             flags.add(Flag.CAN_TARGET)
         if degree in self.HIDE_DEGREES:
             flags.add(Flag.CAN_HIDE)
         if degree in self.EVASION_DEGREES:
             flags.add(Flag.IMPROVED_EVASION)
-        mods = list(self.TABLE[degree])
-        flankers: list[str] = []
-        if mode is not AttackMode.RANGED:
-            if loe and facts.in_reach and degree is Degree.NONE:
-                flags.add(Flag.CAN_AOO)
-            if loe and facts.in_reach and self._can_flank(engine, a):
-                flankers = [f for f in engine.flankers(a, t, threatens)
-                            if self._can_flank(engine, engine.index[f])]
-            if flankers:
-                flags.add(Flag.FLANKING)
-                mods.append(M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
-                              "flanking with " + ", ".join(flankers)))
-        return Annotation(
-            attacker=engine.cs[a].id, target=engine.cs[t].id, mode=mode, loe=loe,
-            cover=degree, modifiers=tuple(mods), flags=frozenset(flags),
-            flankers=tuple(flankers), lines=facts.best_lines, visible=visible)
+        if melee and loe and in_reach and degree is Degree.NONE:
+            flags.add(Flag.CAN_AOO)
+        return frozenset(flags), tuple(self.TABLE[degree])

@@ -554,7 +554,9 @@ class LineOut(_Strict, frozen=True):
     regions: list[str] = []
 
 
-class AnnotationOut(Struct, frozen=True, omit_defaults=True):
+# gc=False: a scene's table holds one per pair and mode (tens of thousands), and they
+# can hold no reference cycle; untracked, they no longer lengthen every full collection.
+class AnnotationOut(Struct, frozen=True, omit_defaults=True, gc=False):
     attacker: str
     target: str
     mode: str

@@ -22,7 +22,8 @@ from typing import Any
 import msgspec
 
 from geometry import hex as hexgrid
-from geometry.incremental import affected_pairs
+from geometry.incremental import Affected
+from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from geometry.water import submerged
@@ -86,10 +87,16 @@ SERVER_VERSION = "0.1.0"
 POLICY_VIOLATION = 1008
 #: Cached revisions whose changed keys are remembered for cheap deltas.
 CHANGE_LOG = 32
+#: Delta frames kept per scene for subscribers catching up to its current state.
+_FRAME_CACHE = 64
 
 Key = tuple[str, str, str]
 #: An annotation table: (scene, lines, without hidden tokens).
 CacheKey = tuple[str, bool, bool]
+#: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
+_FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None]
+#: A shared delta frame: the cache and table it leaves the subscriber with, and the frame.
+_Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
 
 
 class Role(enum.Enum):
@@ -203,12 +210,24 @@ def modifier_out(m: Modifier) -> ModifierOut:
 
 def annotation_out(a: Annotation) -> AnnotationOut:
     """A ruleset result as it travels on the wire."""
+    # Thousands of annotations share a handful of modifier lists and flag sets: each is
+    # converted once (the wire values are never modified after they are built).
+    mods = _MODS_OUT.get(a.modifiers)
+    if mods is None:
+        if len(_MODS_OUT) >= _OUT_CACHE:
+            _MODS_OUT.clear()
+        mods = _MODS_OUT[a.modifiers] = [modifier_out(m) for m in a.modifiers]
+    flags = _FLAGS_OUT.get(a.flags)
+    if flags is None:
+        flags = _FLAGS_OUT[a.flags] = _flag_map(a.flags)
+    # _value_ (the documented member attribute) rather than the slower .value property:
+    # this runs once per pair and mode.
     return AnnotationOut(
-        attacker=a.attacker, target=a.target, mode=a.mode.value, loe=a.loe,
-        cover=a.cover.value,
-        modifiers=[modifier_out(m) for m in a.modifiers],
-        flags=_flag_map(a.flags),
-        flankers=list(a.flankers),
+        attacker=a.attacker, target=a.target, mode=a.mode._value_, loe=a.loe,
+        cover=a.cover._value_,
+        modifiers=mods,
+        flags=flags,
+        flankers=list(a.flankers) if a.flankers else _NO_FLANKERS,
         lines=None if a.lines is None else [
             LineOut(ln.start, ln.end, ln.blocked, list(ln.walls), list(ln.tokens),
                     list(ln.regions)) for ln in a.lines],
@@ -218,6 +237,13 @@ def annotation_out(a: Annotation) -> AnnotationOut:
 
 _FLAGS = tuple(sorted(Flag, key=lambda f: f.value))
 _ALL_FALSE = {f.value: False for f in _FLAGS}
+_MODE_VALUES = tuple(m.value for m in AttackMode)
+#: Wire forms of modifier tuples and flag sets already converted (flag sets are few;
+#: modifier tuples name flankers, so that cache is bounded).
+_OUT_CACHE = 4096
+_MODS_OUT: dict[tuple[Modifier, ...], list[ModifierOut]] = {}
+_FLAGS_OUT: dict[frozenset[Flag], dict[str, bool]] = {}
+_NO_FLANKERS: list[str] = []
 #: The flags that mean something for a creature caught in an area effect.
 _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER, Flag.TARGET_SUBMERGED)
 
@@ -247,6 +273,10 @@ class Core:
         # Per scene, lines flag and view (True: without hidden tokens): annotations at the
         # revision they were last computed for.
         self._cache: dict[CacheKey, _Cached] = {}
+        # Per scene, delta frames to its current state (the scene value they lead to) by
+        # (lines, modes, binary, view, from revision, from table): the table they leave the
+        # subscriber with, and the frame.
+        self._frames: dict[str, tuple[scenes.Scene, dict[_FrameKey, _Frame]]] = {}
         # Per scene: the geometry without hidden tokens, and the revision it is of.
         self._visible: dict[str, tuple[int, SceneGeom]] = {}
         self.store = store if store is not None else Store()
@@ -413,6 +443,7 @@ class Core:
         for lines in (False, True):
             for hidden_out in (False, True):
                 self._cache.pop((sid, lines, hidden_out), None)
+        self._frames.pop(sid, None)
         self._visible.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
@@ -462,6 +493,44 @@ class Core:
         sub = state.subscriptions.get(sid) if state is not None else None
         if sub is None or sid not in self.scenes:
             return None
+        scene = self.scenes[sid]
+        # Subscribers at the same revision with the same view get the same frame: build it
+        # once per revision (50 subscribers of a scene cost one diff and one encoding).
+        # Only frames leading to the scene's current state are kept: older ones (and the
+        # tables they hold) go as soon as the scene changes. The key holds everything the
+        # frame depends on: the table the subscriber holds (its revision and the cache it
+        # came from, so a viewer's table is never taken for the gm's), what it asked for,
+        # and its view (a viewer's frame never carries a hidden token).
+        held = self._frames.get(sid)
+        if held is None or held[0] is not scene:
+            held = self._frames[sid] = (scene, {})
+        frames = held[1]
+        # Air changes ride in deltas and each subscriber's record of the air it was sent is
+        # its own (a turn end changes the air, not the revision): a frame is shared only
+        # when it carries no air.
+        air = self._breath_visible(sid, sub.viewer)
+        breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
+        if breath:
+            return self._diff(sid, sub, air, breath)
+        fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.revision, sub.source)
+        cached_frame = frames.get(fkey)
+        if cached_frame is not None:
+            source, table, frame = cached_frame
+            sub.sent = table
+            sub.source = source
+            sub.revision = scene.revision
+            if frame is not None:
+                sub.breath_sent = air
+            return frame
+        frame = self._diff(sid, sub, air, breath)
+        if len(frames) < _FRAME_CACHE:
+            frames[fkey] = (sub.source, sub.sent, frame)
+        return frame
+
+    def _diff(self, sid: str, sub: Subscription, air: dict[str, BreathOut],
+              breath: list[BreathOut]) -> bytes | str | None:
+        """The delta frame from the subscriber's table to the current one, which becomes
+        its table, with the air that changed (`breath`, of its view's `air`)."""
         source, table = self._filtered(sid, sub)
         keys = self._touched_since(source, sub)
         if keys is None:
@@ -475,9 +544,11 @@ class Core:
             changed = [table[k] for k in keys if k in table and sub.sent.get(k) is not table[k]]
             removed = [k for k in keys if k not in table and k in sub.sent]
         revision = self.scenes[sid].revision
-        air = self._breath_visible(sid, sub.viewer)
-        breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
         if not changed and not removed and not breath and sub.revision == revision:
+            # Nothing to send: the subscriber's table equals this one (entry for entry
+            # the same objects, or equal ones), which it now holds.
+            sub.sent = table
+            sub.source = source
             return None
         sub.sent = table
         sub.source = source
@@ -568,9 +639,13 @@ class Core:
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
-            affected = affected_pairs(cached.geom, geom)
+            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points())
             if affected is not None:
-                affected = scene.ruleset.widen(cached.geom, geom, scene.options, affected)
+                # A ruleset reading more than the pair's lines and reach (who stands near the
+                # target) widens what must be recomputed in every respect.
+                whole = frozenset(scene.ruleset.widen(cached.geom, geom, scene.options,
+                                                      set(affected.whole)))
+                affected = Affected(whole, affected.in_the_way - whole)
         touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.annotate(geom, scene.options, lines=lines)
@@ -580,16 +655,33 @@ class Core:
             assert cached is not None
             table = dict(cached.table)
             gone = {c.id for c in cached.geom.creatures} - {c.id for c in geom.creatures}
-            stale = {(a, t, m.value) for a, t in affected for m in AttackMode}
+            # Pairs only a creature in the way may have changed: only the modes where
+            # creatures in the way count.
+            way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
+            way_values = tuple(m.value for m in way_modes)
+            in_the_way = set(affected.in_the_way)
+            if not lines:
+                # ...and only those whose degree a creature in the way can still change.
+                may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
+                in_the_way = {(a, t) for a, t in in_the_way
+                              if any((old := cached.table.get((a, t, m))) is None
+                                     or may[old.cover] for m in way_values)}
+            stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
+            stale.update((a, t, m) for a, t in in_the_way for m in way_values)
             if gone:
                 stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
             for k in stale:
                 table.pop(k, None)
-            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected),
-                                             lines=lines) if affected else []
+            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
+                                             lines=lines) if affected.whole else []
+            if in_the_way and way_modes:
+                results += scene.ruleset.annotate(geom, scene.options,
+                                                  pairs=sorted(in_the_way),
+                                                  modes=way_modes, lines=lines)
             changed: set[Key] = set()
             for a in results:
-                k, new = a.key(), annotation_out(a)
+                new = annotation_out(a)
+                k = (new.attacker, new.target, new.mode)
                 old = cached.table.get(k)
                 if old is not None and old == new:
                     table[k] = old  # the same object: unchanged for every diff

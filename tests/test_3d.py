@@ -160,7 +160,7 @@ def test_mounted_scene_puts_the_rider_on_its_mount() -> None:
     assert mounts == {"r": horse}
 
 
-def _scene(rng: random.Random) -> dict[str, Any]:
+def _scene(rng: random.Random, ruleset: str = "pf2") -> dict[str, Any]:
     walls = []
     for k in range(10):
         x, y = rng.randrange(0, 10) * 100, rng.randrange(0, 10) * 100
@@ -177,7 +177,7 @@ def _scene(rng: random.Random) -> dict[str, Any]:
     tokens[0].update(width=2, height=2, size="large", elevation=0)
     tokens[1].update(x=tokens[0]["x"], y=tokens[0]["y"], elevation=0,
                      flags={"covercast": {"mount": "t0"}})
-    return {"type": "scene.load", "ruleset": "pf2", "options": {},
+    return {"type": "scene.load", "ruleset": ruleset, "options": {},
             "scene": {"id": "s", "grid": {"type": 1, "size": 100, "distance": 5},
                       "walls": walls, "tokens": tokens}}
 
@@ -197,16 +197,19 @@ def _change(rng: random.Random, core: Core) -> dict[str, Any]:
                         "y": rng.randrange(0, 9) * 100}]}
 
 
+@pytest.mark.parametrize("ruleset", ["pf2", "dnd35", "pf1"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_incremental_matches_full_in_3d_with_a_mount(seed: int) -> None:
-    """Moving only the mount moves its rider's fighting space: every change's annotations
-    (recomputed for the pairs it can touch) equal a full evaluation."""
+def test_incremental_matches_full_in_3d_with_a_mount(seed: int, ruleset: str) -> None:
+    """Moving only the mount moves its rider's fighting space (pf2), a rider and its mount
+    never give each other soft cover (dnd35, pf1: only pairs a creature in the way can
+    still change are recomputed for it): every change's annotations (recomputed for the
+    pairs it can touch) equal a full evaluation."""
     rng = random.Random(seed)
     core = Core()
     gm, viewer = core.connect(), core.connect()
     for conn in (gm, viewer):
         _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
-    assert _send(core, gm, _scene(rng))[gm][0]["type"] == "ack"
+    assert _send(core, gm, _scene(rng, ruleset))[gm][0]["type"] == "ack"
     (full,) = _send(core, viewer, {"type": "subscribe", "scene": "s"})[viewer]
     held: dict[Key, Any] = {(a["attacker"], a["target"], a["mode"]): a
                             for a in full["annotations"]}

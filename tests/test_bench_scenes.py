@@ -121,3 +121,41 @@ def test_baselines_compute_the_engines_ranged_degree(small: BenchScene) -> None:
     sample = pairs[::7]
     naive = baselines.naive_pairs(small.geom, sample)
     assert naive == [engine[k] for k in range(0, len(pairs), 7)]
+
+
+def test_fast_engine_equals_reference_with_wall_heights(small: BenchScene) -> None:
+    # Walls with a top (Wall Height) are low obstacles to some targets and solid to others:
+    # never one of the plain walls a line's hits are collapsed to.
+    from dataclasses import replace
+
+    walls = tuple(replace(w, top=(2.0 if k % 3 == 0 else 30.0)) if k % 2 == 0 else w
+                  for k, w in enumerate(small.geom.walls))
+    geom = replace(small.geom, walls=walls)
+    rows = all_rows(len(geom.creatures))
+    engine = CornerEngine(geom, CornerOptions())
+    fast = engine.evaluate(rows, False)
+    ref = engine.reference(rows, False)
+    wrong = [(row, f, r) for row, f, r in zip(rows, fast, ref, strict=True) if f != r]
+    assert not wrong, f"{len(wrong)} rows differ, first: {wrong[0]}"
+    assert {f.level for f in fast} >= {0, 2, 4}
+
+
+def test_fast_engine_equals_reference_with_wall_bands_and_elevations(small: BenchScene) -> None:
+    # Walls with a bottom (a hanging wall, or a band) are what a line between creatures on
+    # the ground passes under, so they are never plain either: a line collapsed to another
+    # wall's hit would be blocked where the band lets it through.
+    from dataclasses import replace
+
+    bands = ((10.0, None), (3.0, 8.0), (0.0, 30.0))
+    walls = tuple(replace(w, bottom=bands[k // 2 % 3][0], top=bands[k // 2 % 3][1])
+                  if k % 2 == 0 else w for k, w in enumerate(small.geom.walls))
+    creatures = tuple(replace(c, elevation=(0.0, 0.0, 5.0, 15.0)[k % 4])
+                      for k, c in enumerate(small.geom.creatures))
+    geom = replace(small.geom, walls=walls, creatures=creatures)
+    rows = all_rows(len(geom.creatures))
+    engine = CornerEngine(geom, CornerOptions())
+    fast = engine.evaluate(rows, False)
+    ref = engine.reference(rows, False)
+    wrong = [(row, f, r) for row, f, r in zip(rows, fast, ref, strict=True) if f != r]
+    assert not wrong, f"{len(wrong)} rows differ, first: {wrong[0]}"
+    assert {f.level for f in fast} >= {0, 4}

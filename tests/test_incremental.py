@@ -159,3 +159,118 @@ def test_a_bug_while_computing_a_delta_is_reported_not_fatal(
                               "tokens": [{"id": "t1", "x": 100, "y": 0}]})
     (delta,) = frames[viewer]
     assert delta["type"] == "annotations" and delta["revision"] == core.scenes["s"].revision
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
+    # Subscribers at different revisions and with different modes each get a delta that
+    # brings exactly their own table to the current one (frames are shared only between
+    # subscribers that hold the same table).
+    rng = random.Random(seed)
+    core = Core()
+    gm = core.connect()
+    viewers = [core.connect() for _ in range(4)]
+    for conn in (gm, *viewers):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(rng, "dnd35"))
+    held: dict[int, dict[Key, Any]] = {}
+    modes = {viewers[0]: ["melee", "reach", "ranged"], viewers[1]: ["melee", "reach", "ranged"],
+             viewers[2]: ["ranged"], viewers[3]: ["melee", "reach", "ranged"]}
+    for step in range(12):
+        for v in viewers:
+            # The last viewer subscribes late, at a different revision from the others.
+            if v not in held and (v != viewers[3] or step == 5):
+                (full,) = _send(core, v, {"type": "subscribe", "scene": "s",
+                                          "modes": modes[v]})[v]
+                held[v] = {(a["attacker"], a["target"], a["mode"]): a
+                           for a in full["annotations"]}
+        # The second viewer reads only every other change (a slow reader): it catches up
+        # from an older revision than the first one.
+        outputs = core.receive(gm, msgpack.packb(_change(rng, core, step)))
+        if step % 2 == 0:
+            outputs = [o for o in outputs if getattr(o, "conn", None) != viewers[1]]
+        frames: dict[int, list[Any]] = {}
+        for o in core.drain(outputs):
+            if isinstance(o, Send) and isinstance(o.frame, bytes):
+                frames.setdefault(o.conn, []).append(msgpack.unpackb(o.frame))
+        current = {k: msgspec.to_builtins(v) for k, v in core._current("s", False).items()}
+        for v, table in held.items():
+            if v == viewers[1] and step % 2 == 0:
+                continue
+            for delta in frames.get(v, []):
+                apply(table, delta)
+            assert table == {k: a for k, a in current.items() if k[2] in modes[v]}, (step, v)
+        if step % 2 == 1 and viewers[0] in frames and viewers[3] in frames:
+            assert frames[viewers[0]] == frames[viewers[3]]
+        # Shared frames lead only to the current state: nothing older is kept alive.
+        assert all(held[0] is core.scenes[sid] and len(held[1]) <= 3
+                   for sid, held in core._frames.items())
+
+
+def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
+    # A creature stepping between two others is in the way of their lines. One stepping
+    # onto the corner of their hull (inside the hull bound, on none of the corner lines)
+    # is not, with the corner rule's points; without them, the hull bound keeps the pair.
+    from dataclasses import replace
+
+    from geometry.incremental import affected
+    from geometry.model import CreatureGeom, Grid, GridKind, SceneGeom, Size
+    from rulesets.corner import sight_points
+
+    grid = Grid(GridKind.SQUARE, 100, 5, "ft")
+
+    def c(cid: str, col: int, row: int) -> CreatureGeom:
+        return CreatureGeom(cid, col * 100, row * 100, 1, 1, Size.MEDIUM, 5.0, 6.0, 0.0, 1,
+                            False)
+
+    a, b, far = c("a", 0, 0), c("b", 3, 3), c("far", 0, 9)
+    old = SceneGeom(grid, (), (a, b, far, c("m", 8, 8)))
+    between = replace(old, creatures=(a, b, far, c("m", 1, 1)))
+    corner = replace(old, creatures=(a, b, far, c("m", 2, 0)))
+    pair = {("a", "b"), ("b", "a")}
+    got = affected(old, between, sight_points)
+    assert got is not None and pair <= got.in_the_way and not pair & got.whole
+    got = affected(old, corner, sight_points)
+    assert got is not None and not pair & (got.whole | got.in_the_way)
+    hull = affected(old, corner)
+    assert hull is not None and pair <= hull.in_the_way
+
+
+def test_shared_delta_frames_carry_each_subscribers_air() -> None:
+    # Air changes at a turn end without a new revision, and each subscriber's record of the
+    # air it was sent is its own: one that catches up after a turn end must get the air
+    # with the annotations even when another subscriber at its revision caught up before
+    # it (the frame that one got carried no air), and never get it twice.
+    core = Core()
+    gm, first, second = core.connect(), core.connect(), core.connect()
+    for conn in (gm, first, second):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(random.Random(6), "degrees"))
+    for conn in (first, second):
+        _send(core, conn, {"type": "subscribe", "scene": "s"})
+    move = core.receive(gm, msgpack.packb({"type": "token.update", "scene": "s",
+                                           "tokens": [{"id": "t1", "x": 0, "y": 0}]}))
+    # Only the first subscriber reads the move's delta now.
+    frames = _frames(core.drain([o for o in move if getattr(o, "conn", None) != second]))
+    (moved,) = frames[first]
+    assert moved["annotations"] and not moved.get("breath")
+    turn = core.receive(gm, msgpack.packb({"type": "turn.end", "scene": "s", "token": "t2",
+                                           "spoke": True}))
+    frames = _frames(core.drain(turn))
+    (air,) = frames[first]
+    assert [b["token"] for b in air["breath"]] == ["t2"] and not air["annotations"]
+    (late,) = frames[second]
+    assert [b["token"] for b in late["breath"]] == ["t2"]
+    assert late["annotations"] == moved["annotations"]
+    # Both have the air now: the next move's frames carry none, and are the same frame.
+    frames = _send(core, gm, {"type": "token.update", "scene": "s",
+                              "tokens": [{"id": "t1", "x": 100, "y": 0}]})
+    assert not frames[first][0].get("breath") and frames[first] == frames[second]
+
+
+def _frames(outputs: list[Any]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for o in outputs:
+        if isinstance(o, Send) and isinstance(o.frame, bytes):
+            out.setdefault(o.conn, []).append(msgpack.unpackb(o.frame))
+    return out

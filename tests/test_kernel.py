@@ -412,3 +412,69 @@ def test_block_kernel_empty() -> None:
     one = corners_of(0, 0)[None]
     li, wi, side = kernel.blocks_cross_walls(one, one + 5, np.empty((0, 4)))
     assert li.size == wi.size == side.size == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_block_box_kernel_matches_segment_kernel(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts, ends = _random_blocks(rng, 60, 6)
+    boxes = _random_boxes(rng, 50, 6)
+    li, bi = kernel.blocks_enter_boxes(starts, ends, boxes)
+    flat_s, flat_e = _flatten_blocks(starts, ends)
+    ref = kernel.segments_enter_boxes(flat_s, flat_e, boxes)
+    assert ref[0].size
+    assert _pairs(li, bi) == _pairs(*ref)
+
+
+def _square_blocks(rng: np.random.Generator, b: int) -> tuple[FloatArray, FloatArray]:
+    """Blocks between the corners of two unit squares anywhere on a 30 x 30 board: long
+    thin hulls whose bounding boxes are mostly empty (what the normal-axis prune is for)."""
+    a = rng.integers(0, 30, size=(b, 2)).astype(np.float64)
+    t = rng.integers(0, 30, size=(b, 2)).astype(np.float64)
+    unit = corners_of(0, 0)
+    return a[:, None, :] + unit[None], t[:, None, :] + unit[None]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_normal_axis_prune_keeps_every_hit(seed: int) -> None:
+    # Walls and boxes placed on the hulls' edges and corners (the prune's closest calls),
+    # checked against the unpruned per-line kernels; the prune must also actually prune.
+    rng = np.random.default_rng(seed)
+    starts, ends = _square_blocks(rng, 200)
+    pts = np.concatenate([starts.reshape(-1, 2), ends.reshape(-1, 2)])
+    pick = rng.integers(0, len(pts), size=(300, 2))
+    walls = np.concatenate([pts[pick[:, 0]], pts[pick[:, 1]]], axis=1)
+    walls = walls[np.any(walls[:, :2] != walls[:, 2:], axis=1)]
+    boxes = np.concatenate([pts[pick[:, 0]], pts[pick[:, 0]] + 1.0], axis=1)
+    flat_s, flat_e = _flatten_blocks(starts, ends)
+    li, wi, _ = kernel.blocks_cross_walls(starts, ends, walls)
+    assert li.size
+    assert _pairs(li, wi) == _pairs(*kernel.segments_cross_walls(flat_s, flat_e, walls))
+    lb, bb = kernel.blocks_enter_boxes(starts, ends, boxes)
+    assert lb.size
+    assert _pairs(lb, bb) == _pairs(*kernel.segments_enter_boxes(flat_s, flat_e, boxes))
+    groups = np.arange(len(starts), dtype=np.intp) * 16
+    assert _pairs(*kernel.segments_cross_walls(flat_s, flat_e, walls, groups)) == _pairs(li, wi)
+    bbox_only = sum(len(g) for g, _ in kernel._candidates(
+        np.minimum(starts.min(axis=1), ends.min(axis=1)),
+        np.maximum(starts.max(axis=1), ends.max(axis=1)),
+        np.ones(len(starts), dtype=np.intp), walls, None, True))
+    pruned = sum(len(g) for g, _ in kernel._block_candidates(starts, ends, walls, True))
+    assert pruned < bbox_only
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_alike_walls_collapse_to_one_mark_per_line(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts, ends = _square_blocks(rng, 120)
+    walls = rng.integers(0, 31, size=(200, 4)).astype(np.float64)
+    walls = walls[np.any(walls[:, :2] != walls[:, 2:], axis=1)]
+    alike = rng.random(len(walls)) < 0.6
+    li, wi, side = kernel.blocks_cross_walls(starts, ends, walls)
+    al, aw, aside, crossed = kernel.blocks_cross_walls_any(starts, ends, walls, alike)
+    keep = ~alike[wi]
+    assert _pairs(al, aw) == _pairs(li[keep], wi[keep])
+    assert sorted(zip(al.tolist(), aside.tolist(), strict=True)) == sorted(
+        zip(li[keep].tolist(), side[keep].tolist(), strict=True))
+    assert crossed.tolist() == sorted(set(li[~keep].tolist()))
+    assert crossed.size and al.size
