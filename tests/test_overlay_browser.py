@@ -1,7 +1,10 @@
 """The live overlay in a real headless browser (Debian's chromium driven by playwright): the
 page served by a real server connects as an overlay, draws the demo scene, follows a token
 moved over the protocol by a gm connection, never shows a hidden token until the gm shows
-it, and leaves a screenshot in tests/artifacts/.
+it, and leaves a screenshot in tests/artifacts/. On hex scenes (all four Foundry layouts) it
+draws the hex grid and every token's occupied hexes as geometry/hex.py computes them, hits
+clicks on those hexes, marks flanking inside the hex and shows realms' panel; its JS port
+of the hex formulas (clients/overlay/hex.js) is compared with geometry/hex.py directly.
 
 `make test` installs chromium and playwright first (`make browser`). Where they are missing
 the test is skipped, unless COVERCAST_REQUIRE_BROWSER=1 (set by `make test`), where it fails.
@@ -340,6 +343,44 @@ def test_overlay_draws_hex_grids_and_hex_tokens_like_foundry(
         assert not _near(_pixel(page, after, cx, cy), HOSTILE)
         page.screenshot(path=str(ARTIFACTS / f"overlay-{name}-moved.png"))
         assert not [c for c in console if c.startswith("error")], console
+    finally:
+        gm.close()
+
+
+ORANGE = (0xFF, 0x9F, 0x1A)  # the page's flanking colour
+
+
+@pytest.mark.parametrize("grid_type", [3, 4], ids=["HEXEVENR", "HEXODDQ"])
+def test_overlay_marks_flanking_on_hex_scenes(page: Any, server: LiveServer,
+                                              grid_type: int) -> None:
+    """pf2 on a hex grid: two allies on opposite sides of a goblin flank it; the page puts
+    the orange chevron inside the goblin's hex and names the partner in the panel."""
+    layout = _hex_layout(grid_type)
+    around = hexgrid.neighbours(layout, (2, 2))
+    tokens = [_hex_token(layout, "fighter", around[0], 1),
+              _hex_token(layout, "rogue", around[5], 1),
+              _hex_token(layout, "goblin", (2, 2), -1)]
+    gm = Peer.open(server.url)
+    assert gm.hello(GM)["role"] == "gm"
+    try:
+        reply = gm.request({"type": "scene.load", "ruleset": "pf2", "scene": {
+            "_id": "flank", "grid": {"type": grid_type, "size": 100}, "tokens": tokens}})
+        assert reply["type"] == "ack", reply
+        page.goto(f"{server.http_url}/overlay?scene=flank&attacker=fighter&target=goblin"
+                  f"&mode=melee#token={OVERLAY}")
+        state = _wait(page, "s.sceneRevision >= 1 && s.pair !== null && s.annotationCount > 0",
+                      "the flanking scene")
+        goblin = _footprint(layout, tokens[2])
+        cx, cy = goblin.centre
+        assert _near(_pixel(page, state, cx, cy), HOSTILE)
+        corners = hexgrid.vertices(layout, 2, 2)
+        apex = (cx, corners[:, 1].min() + 20)  # the chevron: a fifth of a hex below the top
+        assert goblin.polygon.contains(shapely.Point(apex))
+        assert _near(_pixel(page, state, *apex), ORANGE)
+        assert "flanking with Rogue" in page.inner_text("#panel")
+        name = {3: "hexevenr", 4: "hexoddq"}[grid_type]
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"overlay-{name}-flanking.png"))
     finally:
         gm.close()
 

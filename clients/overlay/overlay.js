@@ -42,7 +42,6 @@
   const FLAG_NOTES = {
     can_hide: ['target may hide', true],
     improved_evasion: ['improved evasion', true],
-    off_guard: ['target off-guard', true],
     friendly_fire: ['friendly fire: the shot goes to the friendly-fire rule', false],
     cannot_act_toward_cover: ['target cannot act toward its cover', false],
   };
@@ -587,23 +586,40 @@
         ctx.setLineDash([]);
       }
       if (marks.has(t.id)) {
-        // A flanked creature: an orange double chevron at its top-right.
-        const x = r.x + r.w - g * 0.12;
-        const y = r.y + g * 0.12;
-        ctx.strokeStyle = '#ff9f1a';
-        ctx.lineWidth = 3 * px;
-        for (const d of [0, g * 0.08]) {
-          ctx.beginPath();
-          ctx.moveTo(x - g * 0.1, y + d + g * 0.08);
-          ctx.lineTo(x, y + d);
-          ctx.lineTo(x + g * 0.1, y + d + g * 0.08);
-          ctx.stroke();
+        // A flanked creature: an orange double chevron at its top-right; on a hex grid (no
+        // empty corner there) inside its top hex, edged in black to stand out of the fill.
+        const [x, y] = f.hex ? chevronOnHex(f, g) : [r.x + r.w - g * 0.12, r.y + g * 0.12];
+        for (const [colour, width] of f.hex ? [['#000000', 6], ['#ff9f1a', 3]]
+          : [['#ff9f1a', 3]]) {
+          ctx.strokeStyle = colour;
+          ctx.lineWidth = width * px;
+          for (const d of [0, g * 0.08]) {
+            ctx.beginPath();
+            ctx.moveTo(x - g * 0.1, y + d + g * 0.08);
+            ctx.lineTo(x, y + d);
+            ctx.lineTo(x + g * 0.1, y + d + g * 0.08);
+            ctx.stroke();
+          }
         }
       }
       // On a hex grid a name hangs into the next row of hexes: names go on top, last.
       if (f.hex) labels.push([t, f]); else drawLabel(t, f, px);
     }
     for (const [t, f] of labels) drawLabel(t, f, px);
+  }
+
+  /** Where a hex token's flanking chevron goes: a fifth of a hex below the top of its
+   *  top-most (then right-most) hex, where the hex is wide enough on every layout. */
+  function chevronOnHex(f, g) {
+    let best = null;
+    for (const v of f.hex.hexes) {
+      const top = Math.min(...v.map((p) => p[1]));
+      const cx = (v[0][0] + v[3][0]) / 2; // opposite corners: the centre's x
+      if (!best || top < best[1] - 1e-6 || (Math.abs(top - best[1]) <= 1e-6 && cx > best[0])) {
+        best = [cx, top];
+      }
+    }
+    return [best[0], best[1] + g * 0.2];
   }
 
   function drawLabel(t, f, px) {
