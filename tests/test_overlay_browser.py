@@ -392,14 +392,14 @@ def test_overlay_hex_geometry_matches_geometry_hex_py(page: Any, server: LiveSer
     page.goto(f"{server.http_url}/overlay?scene=none#token={OVERLAY}")
     _wait(page, "true", "the page")
     rng = np.random.default_rng(7)
-    cases: list[list[float]] = []
-    for grid_type in (2, 3, 4, 5):
-        for w in (0.5, 1, 1.5, 2, 2.5, 3, 4, 5):
-            for h in (0.5, 1, 1.5, 2, 3, 4):
-                for shape in range(6):
-                    x, y = rng.uniform(-450, 950, 2).tolist()
-                    i, j = rng.integers(-7, 9, 2).tolist()
-                    cases.append([grid_type, x, y, w, h, shape, i, j])
+    cases: list[tuple[int, float, float, float, float, int, int, int]] = []
+    for kind in (2, 3, 4, 5):
+        for width in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0):
+            for height in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
+                for token_shape in range(6):
+                    px, py = rng.uniform(-450, 950, 2).tolist()
+                    ci, cj = rng.integers(-7, 9, 2).tolist()
+                    cases.append((kind, px, py, width, height, token_shape, ci, cj))
     got = page.evaluate("""(cases) => cases.map(([type, x, y, w, h, shape, i, j]) => {
         const H = window.CovercastHex, L = H.layout({type, size: 70});
         return {centre: H.centre(L, i, j), vertices: H.vertices(L, i, j),
@@ -408,16 +408,16 @@ def test_overlay_hex_geometry_matches_geometry_hex_py(page: Any, server: LiveSer
       })""", cases)
     shapes_seen = set()
     for (grid_type, x, y, w, h, shape, i, j), js in zip(cases, got, strict=True):
-        layout = hexgrid.HexLayout.of(Grid(GridKind(int(grid_type)), 70.0, 5.0, "ft"))
+        layout = hexgrid.HexLayout.of(Grid(GridKind(grid_type), 70.0, 5.0, "ft"))
         (cx,), (cy,) = hexgrid.centre_point(layout, np.array([i]), np.array([j]))
         assert js["centre"] == pytest.approx([cx, cy], abs=1e-9)
-        np.testing.assert_allclose(js["vertices"], hexgrid.vertices(layout, int(i), int(j)),
+        np.testing.assert_allclose(js["vertices"], hexgrid.vertices(layout, i, j),
                                    rtol=0, atol=1e-9)
         (pi,), (pj,) = hexgrid.point_to_offset(layout, np.array([x]), np.array([y]))
         assert js["at"] == [pi, pj]
-        cells = hexgrid.token_cells(layout, x, y, w, h, int(shape))
+        cells = hexgrid.token_cells(layout, x, y, w, h, shape)
         assert sorted(map(tuple, js["cells"])) == sorted(cells), (grid_type, x, y, w, h, shape)
         assert js["tokenCentre"] == pytest.approx(
-            hexgrid.token_centre(layout, x, y, w, h, int(shape)), abs=1e-9)
+            hexgrid.token_centre(layout, x, y, w, h, shape), abs=1e-9)
         shapes_seen.add(len(cells))
     assert {1, 3, 7, 12} <= shapes_seen  # ellipses of 1 to 4 hexes were among them
