@@ -1,7 +1,10 @@
 """The live overlay in a real headless browser (Debian's chromium driven by playwright): the
 page served by a real server connects as an overlay, draws the demo scene, follows a token
 moved over the protocol by a gm connection, never shows a hidden token until the gm shows
-it, and leaves a screenshot in tests/artifacts/.
+it, and leaves a screenshot in tests/artifacts/. On hex scenes (all four Foundry layouts) it
+draws the hex grid and every token's occupied hexes as geometry/hex.py computes them, hits
+clicks on those hexes, marks flanking inside the hex and shows realms' panel; its JS port
+of the hex formulas (clients/overlay/hex.js) is compared with geometry/hex.py directly.
 
 `make test` installs chromium and playwright first (`make browser`). Where they are missing
 the test is skipped, unless COVERCAST_REQUIRE_BROWSER=1 (set by `make test`), where it fails.
@@ -18,8 +21,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import shapely
 
+from geometry import hex as hexgrid
+from geometry.model import Grid, GridKind
 from tests.conftest import LiveServer, Peer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -190,3 +197,227 @@ def test_overlay_with_a_wrong_token_shows_access_denied(page: Any, server: LiveS
     page.goto(f"{server.http_url}/overlay?scene=demo#token=wrong")
     _wait(page, "document.getElementById('status').textContent.includes('access denied') "
                 "&& !s.connected && s.sceneRevision === 0", "access denied")
+
+
+# -- hex scenes ------------------------------------------------------------------------------
+
+NEUTRAL = (0xF1, 0xD8, 0x36)  # the page's colour for disposition 0
+BACKGROUND = (0x22, 0x25, 0x2D)  # the map's floor
+#: A realms shot on each layout with three-quarters cover and a bystander next to the target
+#: (so friendly fire): archer in cell (1, 0), bandit in (1, 4), squire in (2, 4), a
+#: three-hex ogre (2 x 2, ELLIPSE_1) in (3, 0); the wall covers most of the bandit.
+HEX_WALLS = {2: [380, 20, 380, 172], 5: [330, 50, 330, 170]}
+
+
+def _hex_layout(grid_type: int) -> hexgrid.HexLayout:
+    return hexgrid.HexLayout.of(Grid(GridKind(grid_type), 100.0, 5.0, "ft"))
+
+
+def _hex_token(layout: hexgrid.HexLayout, tid: str, cell: tuple[int, int], disposition: int,
+               width: float = 1, height: float = 1, shape: int = 4) -> dict[str, Any]:
+    x, y = hexgrid.token_position(layout, cell, width, height, shape)
+    return {"_id": tid, "name": tid.title(), "x": x, "y": y, "width": width, "height": height,
+            "shape": shape, "disposition": disposition}
+
+
+def _hex_scene(gm: Peer, grid_type: int) -> dict[str, dict[str, Any]]:
+    layout = _hex_layout(grid_type)
+    tokens = [_hex_token(layout, "archer", (1, 0), 1),
+              _hex_token(layout, "bandit", (1, 4), -1),
+              _hex_token(layout, "squire", (2, 4), 1),
+              _hex_token(layout, "ogre", (3, 0), 0, 2, 2, hexgrid.ELLIPSE_1)]
+    reply = gm.request({"type": "scene.load", "ruleset": "realms", "scene": {
+        "_id": "hex", "grid": {"type": grid_type, "size": 100},
+        "walls": [{"_id": "wall", "c": HEX_WALLS[grid_type]}], "tokens": tokens}})
+    assert reply["type"] == "ack", reply
+    return {t["_id"]: t for t in tokens}
+
+
+def _footprint(layout: hexgrid.HexLayout, t: dict[str, Any]) -> hexgrid.Footprint:
+    return hexgrid._footprint(layout, t["x"], t["y"], t["width"], t["height"], t["shape"])
+
+
+def _click(page: Any, state: dict[str, Any], x: float, y: float) -> None:
+    v = state["view"]
+    page.mouse.click(v["ox"] + x * v["scale"], v["oy"] + y * v["scale"])
+
+
+@pytest.mark.parametrize("grid_type", [2, 5], ids=["HEXODDR", "HEXEVENQ"])
+def test_overlay_draws_hex_grids_and_hex_tokens_like_foundry(
+        page: Any, server: LiveServer, grid_type: int) -> None:
+    layout = _hex_layout(grid_type)
+    gm = Peer.open(server.url)
+    assert gm.hello(GM)["role"] == "gm"
+    try:
+        tokens = _hex_scene(gm, grid_type)
+        console: list[str] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.goto(f"{server.http_url}/overlay?scene=hex&attacker=archer&target=bandit"
+                  f"#token={OVERLAY}")
+        state = _wait(page, "s.sceneRevision >= 1 && s.pair !== null && s.annotationCount > 0",
+                      "the hex scene with the pair")
+        assert state["gridType"] == grid_type and state["pair"]["lines"] > 0
+        assert state["pair"]["cover"] == "three_quarters"
+
+        # The bandit's hex: a point near the hex's corner that sticks out of the token's
+        # old square (grid size x grid size from its top-left) is drawn red; the square's
+        # top-left corner, outside the hex, is not.
+        bandit = _footprint(layout, tokens["bandit"])
+        assert bandit.cells == ((1, 4),)
+        x, y = tokens["bandit"]["x"], tokens["bandit"]["y"]
+        cx, cy = bandit.centre
+        out_of_square = [(vx, vy) for vx, vy in hexgrid.vertices(layout, 1, 4)
+                         if vx > x + 100 or vy > y + 100]
+        assert len(out_of_square) == 1  # the bottom corner (rows) or the right one (columns)
+        vx, vy = out_of_square[0]
+        inside = (cx + 0.75 * (vx - cx), cy + 0.75 * (vy - cy))
+        corner = (x + 6, y + 6)
+        assert bandit.polygon.contains(shapely.Point(inside))
+        assert not bandit.polygon.buffer(10).contains(shapely.Point(corner))
+        assert _near(_pixel(page, state, *inside), HOSTILE)
+        assert _near(_pixel(page, state, cx, cy), HOSTILE)
+        assert not _near(_pixel(page, state, *corner), HOSTILE)
+        # The page's token centre is Foundry's (geometry/hex.py token_centre).
+        for tid, t in tokens.items():
+            got = state["tokens"][tid]["centre"]
+            want = _footprint(layout, t).centre
+            assert got == pytest.approx(want, abs=1e-6), tid
+
+        # The three-hex ogre: every one of its hexes is yellow; points of its bounding box
+        # well outside the hexes are not.
+        ogre = _footprint(layout, tokens["ogre"])
+        assert len(ogre.cells) == 3
+        for px, py in ogre.cell_centres.tolist():
+            assert _near(_pixel(page, state, px, py), NEUTRAL), (px, py)
+        x0, y0, x1, y1 = ogre.bounds
+        outside = [(px, py) for px in np.linspace(x0 + 4, x1 - 4, 9)
+                   for py in np.linspace(y0 + 4, y1 - 4, 9)
+                   if not ogre.polygon.buffer(10).contains(shapely.Point(px, py))
+                   and py < y1 - 10]  # the name is written under the bounding box
+        assert len(outside) >= 4
+        for px, py in outside:
+            assert not _near(_pixel(page, state, px, py), NEUTRAL), (px, py)
+
+        # The grid is Foundry's: an empty hex's corner, where three grid lines meet, is
+        # lighter than the floor at its centre (and lies on no square-grid line).
+        empty = (2, 2)
+        assert all(empty not in _footprint(layout, t).cells for t in tokens.values())
+        (ex,), (ey,) = hexgrid.centre_point(layout, np.array([empty[0]]), np.array([empty[1]]))
+        vx, vy = next((vx, vy) for vx, vy in hexgrid.vertices(layout, *empty).tolist()
+                      if min(vx % 100, 100 - vx % 100, vy % 100, 100 - vy % 100) > 5)
+        assert _near(_pixel(page, state, ex, ey), BACKGROUND)
+        assert sum(_pixel(page, state, vx, vy)) >= sum(BACKGROUND) + 6
+
+        # The panel reads the realms annotation: degree, stats, friendly fire.
+        text = page.inner_text("#panel")
+        assert "three-quarters" in text and "+3 defense" in text and "+3 agility" in text
+        assert "friendly fire" in text
+
+        ARTIFACTS.mkdir(exist_ok=True)
+        name = {2: "hexoddr", 5: "hexevenq"}[grid_type]
+        page.screenshot(path=str(ARTIFACTS / f"overlay-{name}.png"))
+
+        # Clicking selects by the drawn hex: the corner sticking out of the square picks the
+        # bandit as attacker; the square's corner outside the hex is empty floor.
+        _click(page, state, *inside)
+        _wait(page, "s.attacker === 'bandit' && s.target === null", "the bandit picked")
+        _click(page, state, *corner)
+        _wait(page, "s.attacker === null", "the selection cleared")
+        _click(page, state, *_footprint(layout, tokens["archer"]).centre)
+        _click(page, state, cx, cy)
+        state = _wait(page, "s.attacker === 'archer' && s.target === 'bandit' && s.pair",
+                      "the pair picked again")
+
+        # The bandit steps to (3, 3): its new hex is red, its old one is not.
+        moved = hexgrid.token_position(layout, (3, 3), 1, 1)
+        reply = gm.request({"type": "token.update", "scene": "hex", "tokens": [
+            {"_id": "bandit", "x": moved[0], "y": moved[1]}]})
+        assert reply["type"] == "ack", reply
+        rev = reply["revision"]
+        after = _wait(page, f"s.sceneRevision >= {rev} && s.pair && s.pair.revision >= {rev}",
+                      "the bandit's move")
+        new = _footprint(layout, dict(tokens["bandit"], x=moved[0], y=moved[1]))
+        assert new.cells == ((3, 3),)
+        nx, ny = new.centre
+        assert _near(_pixel(page, after, nx, ny), HOSTILE)
+        assert not _near(_pixel(page, after, cx, cy), HOSTILE)
+        page.screenshot(path=str(ARTIFACTS / f"overlay-{name}-moved.png"))
+        assert not [c for c in console if c.startswith("error")], console
+    finally:
+        gm.close()
+
+
+ORANGE = (0xFF, 0x9F, 0x1A)  # the page's flanking colour
+
+
+@pytest.mark.parametrize("grid_type", [3, 4], ids=["HEXEVENR", "HEXODDQ"])
+def test_overlay_marks_flanking_on_hex_scenes(page: Any, server: LiveServer,
+                                              grid_type: int) -> None:
+    """pf2 on a hex grid: two allies on opposite sides of a goblin flank it; the page puts
+    the orange chevron inside the goblin's hex and names the partner in the panel."""
+    layout = _hex_layout(grid_type)
+    around = hexgrid.neighbours(layout, (2, 2))
+    tokens = [_hex_token(layout, "fighter", around[0], 1),
+              _hex_token(layout, "rogue", around[5], 1),
+              _hex_token(layout, "goblin", (2, 2), -1)]
+    gm = Peer.open(server.url)
+    assert gm.hello(GM)["role"] == "gm"
+    try:
+        reply = gm.request({"type": "scene.load", "ruleset": "pf2", "scene": {
+            "_id": "flank", "grid": {"type": grid_type, "size": 100}, "tokens": tokens}})
+        assert reply["type"] == "ack", reply
+        page.goto(f"{server.http_url}/overlay?scene=flank&attacker=fighter&target=goblin"
+                  f"&mode=melee#token={OVERLAY}")
+        state = _wait(page, "s.sceneRevision >= 1 && s.pair !== null && s.annotationCount > 0",
+                      "the flanking scene")
+        goblin = _footprint(layout, tokens[2])
+        cx, cy = goblin.centre
+        assert _near(_pixel(page, state, cx, cy), HOSTILE)
+        corners = hexgrid.vertices(layout, 2, 2)
+        apex = (cx, corners[:, 1].min() + 20)  # the chevron: a fifth of a hex below the top
+        assert goblin.polygon.contains(shapely.Point(apex))
+        assert _near(_pixel(page, state, *apex), ORANGE)
+        assert "flanking with Rogue" in page.inner_text("#panel")
+        name = {3: "hexevenr", 4: "hexoddq"}[grid_type]
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"overlay-{name}-flanking.png"))
+    finally:
+        gm.close()
+
+
+def test_overlay_hex_geometry_matches_geometry_hex_py(page: Any, server: LiveServer) -> None:
+    """The page's port of geometry/hex.py (clients/overlay/hex.js) gives the same cell
+    centres, corners, cell under a point, token cells and token centre on every layout, for
+    every token shape and size from half a hex to five, at scattered positions."""
+    page.goto(f"{server.http_url}/overlay?scene=none#token={OVERLAY}")
+    _wait(page, "true", "the page")
+    rng = np.random.default_rng(7)
+    cases: list[tuple[int, float, float, float, float, int, int, int]] = []
+    for kind in (2, 3, 4, 5):
+        for width in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0):
+            for height in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
+                for token_shape in range(6):
+                    px, py = rng.uniform(-450, 950, 2).tolist()
+                    ci, cj = rng.integers(-7, 9, 2).tolist()
+                    cases.append((kind, px, py, width, height, token_shape, ci, cj))
+    got = page.evaluate("""(cases) => cases.map(([type, x, y, w, h, shape, i, j]) => {
+        const H = window.CovercastHex, L = H.layout({type, size: 70});
+        return {centre: H.centre(L, i, j), vertices: H.vertices(L, i, j),
+                at: H.cellAt(L, x, y), cells: H.tokenCells(L, x, y, w, h, shape),
+                tokenCentre: H.tokenCentre(L, x, y, w, h, shape)};
+      })""", cases)
+    shapes_seen = set()
+    for (grid_type, x, y, w, h, shape, i, j), js in zip(cases, got, strict=True):
+        layout = hexgrid.HexLayout.of(Grid(GridKind(grid_type), 70.0, 5.0, "ft"))
+        (cx,), (cy,) = hexgrid.centre_point(layout, np.array([i]), np.array([j]))
+        assert js["centre"] == pytest.approx([cx, cy], abs=1e-9)
+        np.testing.assert_allclose(js["vertices"], hexgrid.vertices(layout, i, j),
+                                   rtol=0, atol=1e-9)
+        (pi,), (pj,) = hexgrid.point_to_offset(layout, np.array([x]), np.array([y]))
+        assert js["at"] == [pi, pj]
+        cells = hexgrid.token_cells(layout, x, y, w, h, shape)
+        assert sorted(map(tuple, js["cells"])) == sorted(cells), (grid_type, x, y, w, h, shape)
+        assert js["tokenCentre"] == pytest.approx(
+            hexgrid.token_centre(layout, x, y, w, h, shape), abs=1e-9)
+        shapes_seen.add(len(cells))
+    assert {1, 3, 7, 12} <= shapes_seen  # ellipses of 1 to 4 hexes were among them

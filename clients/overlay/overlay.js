@@ -37,6 +37,14 @@
     three_quarters: '#d291ff',
     total: '#ff5c5c',
   };
+  // Flags of the chosen mode's annotation worth a line in the panel (docs/protocol.md,
+  // flags): [text, shown only with line of effect].
+  const FLAG_NOTES = {
+    can_hide: ['target may hide', true],
+    improved_evasion: ['improved evasion', true],
+    friendly_fire: ['friendly fire: the shot goes to the friendly-fire rule', false],
+    cannot_act_toward_cover: ['target cannot act toward its cover', false],
+  };
   const REGION = {
     blocking: 'rgba(120, 124, 135, 0.9)', cover: 'rgba(160, 110, 60, 0.35)',
     improved: 'rgba(80, 140, 230, 0.35)', obscuring: 'rgba(180, 180, 180, 0.25)',
@@ -237,9 +245,63 @@
     return state.scene ? state.scene.grid.size || 100 : 100;
   }
 
+  // The scene's hex layout (clients/overlay/hex.js), or null on a square (or gridless) scene.
+  function hexLayout() {
+    return state.scene ? window.CovercastHex.layout(state.scene.grid) : null;
+  }
+
   function tokenRect(t) {
     const g = gridSize();
     return { x: t.x, y: t.y, w: (t.width || 1) * g, h: (t.height || 1) * g };
+  }
+
+  /** Foundry's token shape (v13 `shape`, v12 `hexagonalShape`; RECTANGLE_1 by default), as
+   *  server/scene.py _token_shape reads it. */
+  function tokenShapeId(t) {
+    for (const v of [t.shape, t.hexagonalShape]) {
+      if (Number.isInteger(v) && v >= 0 && v <= 5) return v;
+    }
+    return 4;
+  }
+
+  /** Where a token stands, as drawn and hit: on a square grid its rectangle and centre; on a
+   *  hex grid its occupied hexes (geometry/hex.py footprint), their outline (the hex edges
+   *  not shared by two of them), bounding box and Foundry's token centre. */
+  function footprint(t) {
+    const L = hexLayout();
+    if (!L) {
+      const r = tokenRect(t);
+      return { hex: null, rect: r, centre: { x: r.x + r.w / 2, y: r.y + r.h / 2 } };
+    }
+    const H = window.CovercastHex;
+    const fp = H.footprint(L, t.x, t.y, t.width || 1, t.height || 1, tokenShapeId(t));
+    const hexes = fp.cells.map(([i, j]) => H.vertices(L, i, j));
+    const edges = new Map(); // shared corners are bit-identical: exact string keys
+    for (const v of hexes) {
+      for (let k = 0; k < 6; k++) {
+        const a = v[k], b = v[(k + 1) % 6];
+        const ka = a.join(','), kb = b.join(',');
+        const key = ka < kb ? ka + '|' + kb : kb + '|' + ka;
+        edges.set(key, edges.has(key) ? null : [a, b]);
+      }
+    }
+    const all = hexes.flat();
+    const xs = all.map((p) => p[0]);
+    const ys = all.map((p) => p[1]);
+    const x0 = Math.min(...xs), y0 = Math.min(...ys);
+    return {
+      hex: { layout: L, cells: new Set(fp.cells.map((c) => c.join(','))), hexes,
+             outline: Array.from(edges.values()).filter((e) => e) },
+      rect: { x: x0, y: y0, w: Math.max(...xs) - x0, h: Math.max(...ys) - y0 },
+      centre: { x: fp.centre[0], y: fp.centre[1] },
+    };
+  }
+
+  /** Whether scene point p is on the token as drawn: its rectangle, or one of its hexes. */
+  function hits(f, p) {
+    if (f.hex) return f.hex.cells.has(window.CovercastHex.cellAt(f.hex.layout, p.x, p.y).join(','));
+    const r = f.rect;
+    return p.x >= r.x && p.x <= r.x + r.w && p.y >= r.y && p.y <= r.y + r.h;
   }
 
   function growBounds() {
@@ -248,7 +310,7 @@
     const ys = [];
     for (const w of s.walls) { xs.push(w.c[0], w.c[2]); ys.push(w.c[1], w.c[3]); }
     for (const t of s.tokens) {
-      const r = tokenRect(t);
+      const r = footprint(t).rect;
       xs.push(r.x, r.x + r.w); ys.push(r.y, r.y + r.h);
     }
     for (const r of s.regions || []) {
@@ -331,6 +393,11 @@
     const g = gridSize();
     ctx.strokeStyle = config.transparent ? 'rgba(255,255,255,0.12)' : 'rgba(255,255,255,0.07)';
     ctx.lineWidth = px;
+    const L = hexLayout();
+    if (L) {
+      drawHexGrid(L, b);
+      return;
+    }
     ctx.beginPath();
     for (let x = Math.ceil(b.x0 / g) * g; x <= b.x1; x += g) {
       ctx.moveTo(x, b.y0); ctx.lineTo(x, b.y1);
@@ -339,6 +406,32 @@
       ctx.moveTo(b.x0, y); ctx.lineTo(b.x1, y);
     }
     ctx.stroke();
+  }
+
+  /** Every hex meeting the scene rectangle b, clipped to it (one path: a shared edge is
+   *  painted once). Rows of hexes are 3/4 of a hex apart (columns, on column layouts). */
+  function drawHexGrid(L, b) {
+    const H = window.CovercastHex;
+    const along = L.columns ? [b.y0, b.y1, L.size] : [b.x0, b.x1, L.size];
+    const across = L.columns ? [b.x0, b.x1, 0.75 * L.sizeX] : [b.y0, b.y1, 0.75 * L.sizeY];
+    const n0 = Math.floor(across[0] / across[2]) - 1, n1 = Math.ceil(across[1] / across[2]) + 1;
+    const m0 = Math.floor(along[0] / along[2]) - 1, m1 = Math.ceil(along[1] / along[2]) + 1;
+    if ((n1 - n0) * (m1 - m0) > 40000) return; // hexes under a screen pixel or two: no grid
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(b.x0, b.y0, b.x1 - b.x0, b.y1 - b.y0);
+    ctx.clip();
+    ctx.beginPath();
+    for (let n = n0; n <= n1; n++) {
+      for (let m = m0; m <= m1; m++) {
+        const v = L.columns ? H.vertices(L, m, n) : H.vertices(L, n, m);
+        ctx.moveTo(v[0][0], v[0][1]);
+        for (let k = 1; k < 6; k++) ctx.lineTo(v[k][0], v[k][1]);
+        ctx.closePath();
+      }
+    }
+    ctx.stroke();
+    ctx.restore();
   }
 
   function drawRegions() {
@@ -383,8 +476,7 @@
   }
 
   function centre(t) {
-    const r = tokenRect(t);
-    return { x: r.x + r.w / 2, y: r.y + r.h / 2 };
+    return footprint(t).centre;
   }
 
   function drawPair(px) {
@@ -435,22 +527,47 @@
     return out;
   }
 
+  /** The token's body: a disc on a square grid (as always), its hexes on a hex grid. */
+  function tokenBody(f, radius) {
+    ctx.beginPath();
+    if (!f.hex) {
+      ctx.arc(f.centre.x, f.centre.y, radius, 0, Math.PI * 2);
+      return;
+    }
+    for (const v of f.hex.hexes) {
+      ctx.moveTo(v[0][0], v[0][1]);
+      for (let k = 1; k < 6; k++) ctx.lineTo(v[k][0], v[k][1]);
+      ctx.closePath();
+    }
+  }
+
+  /** A ring round the token `gap` outside its disc; on a hex grid, its hexes' outline. */
+  function ring(f, radius, gap) {
+    ctx.beginPath();
+    if (!f.hex) {
+      ctx.arc(f.centre.x, f.centre.y, radius + gap, 0, Math.PI * 2);
+    } else {
+      for (const [a, b] of f.hex.outline) { ctx.moveTo(a[0], a[1]); ctx.lineTo(b[0], b[1]); }
+    }
+    ctx.stroke();
+  }
+
   function drawTokens(px) {
     const marks = flanked();
     const g = gridSize();
+    const labels = [];
     for (const t of state.scene.tokens) {
-      const r = tokenRect(t);
-      const c = centre(t);
+      const f = footprint(t);
+      const r = f.rect;
       const radius = Math.min(r.w, r.h) / 2 - g * 0.08;
       ctx.globalAlpha = t.hidden ? 0.45 : 1; // only a gm connection ever sees hidden tokens
       ctx.fillStyle = DISPOSITION[String(t.disposition === undefined ? -1 : t.disposition)]
         || DISPOSITION['-1'];
-      ctx.beginPath();
-      ctx.arc(c.x, c.y, radius, 0, Math.PI * 2);
+      tokenBody(f, radius);
       ctx.fill();
       ctx.lineWidth = 2 * px;
       ctx.strokeStyle = 'rgba(0,0,0,0.6)';
-      ctx.stroke();
+      if (f.hex) ring(f, radius, 0); else ctx.stroke();
       ctx.globalAlpha = 1;
       // The degree every other token has against the selected attacker.
       if (state.attacker && t.id !== state.attacker) {
@@ -458,45 +575,66 @@
         if (ann) {
           ctx.strokeStyle = DEGREE[ann.cover] || '#ffffff';
           ctx.lineWidth = (t.id === state.target ? 7 : 4) * px;
-          ctx.beginPath();
-          ctx.arc(c.x, c.y, radius + 5 * px, 0, Math.PI * 2);
-          ctx.stroke();
+          ring(f, radius, 5 * px);
         }
       }
       if (t.id === state.attacker) {
         ctx.strokeStyle = '#ffffff';
         ctx.lineWidth = 6 * px;
         ctx.setLineDash([6 * px, 4 * px]);
-        ctx.beginPath();
-        ctx.arc(c.x, c.y, radius + 6 * px, 0, Math.PI * 2);
-        ctx.stroke();
+        ring(f, radius, 6 * px);
         ctx.setLineDash([]);
       }
       if (marks.has(t.id)) {
-        // A flanked creature: an orange double chevron at its top-right.
-        const x = r.x + r.w - g * 0.12;
-        const y = r.y + g * 0.12;
-        ctx.strokeStyle = '#ff9f1a';
-        ctx.lineWidth = 3 * px;
-        for (const d of [0, g * 0.08]) {
-          ctx.beginPath();
-          ctx.moveTo(x - g * 0.1, y + d + g * 0.08);
-          ctx.lineTo(x, y + d);
-          ctx.lineTo(x + g * 0.1, y + d + g * 0.08);
-          ctx.stroke();
+        // A flanked creature: an orange double chevron at its top-right; on a hex grid (no
+        // empty corner there) inside its top hex, edged in black to stand out of the fill.
+        const [x, y] = f.hex ? chevronOnHex(f, g) : [r.x + r.w - g * 0.12, r.y + g * 0.12];
+        for (const [colour, width] of f.hex ? [['#000000', 6], ['#ff9f1a', 3]]
+          : [['#ff9f1a', 3]]) {
+          ctx.strokeStyle = colour;
+          ctx.lineWidth = width * px;
+          for (const d of [0, g * 0.08]) {
+            ctx.beginPath();
+            ctx.moveTo(x - g * 0.1, y + d + g * 0.08);
+            ctx.lineTo(x, y + d);
+            ctx.lineTo(x + g * 0.1, y + d + g * 0.08);
+            ctx.stroke();
+          }
         }
       }
-      const label = t.name || t.id;
-      const font = Math.max(11 * px, g * 0.16);
-      ctx.font = 'bold ' + font + 'px system-ui, "DejaVu Sans", sans-serif';
-      ctx.textAlign = 'center';
-      ctx.textBaseline = 'top';
-      ctx.lineWidth = 3 * px;
-      ctx.strokeStyle = 'rgba(0,0,0,0.85)';
-      ctx.strokeText(label, c.x, r.y + r.h - g * 0.02);
-      ctx.fillStyle = '#ffffff';
-      ctx.fillText(label, c.x, r.y + r.h - g * 0.02);
+      // On a hex grid a name hangs into the next row of hexes: names go on top, last.
+      if (f.hex) labels.push([t, f]); else drawLabel(t, f, px);
     }
+    for (const [t, f] of labels) drawLabel(t, f, px);
+  }
+
+  /** Where a hex token's flanking chevron goes: a fifth of a hex below the top of its
+   *  top-most (then right-most) hex, where the hex is wide enough on every layout. */
+  function chevronOnHex(f, g) {
+    let best = null;
+    for (const v of f.hex.hexes) {
+      const top = Math.min(...v.map((p) => p[1]));
+      const cx = (v[0][0] + v[3][0]) / 2; // opposite corners: the centre's x
+      if (!best || top < best[1] - 1e-6 || (Math.abs(top - best[1]) <= 1e-6 && cx > best[0])) {
+        best = [cx, top];
+      }
+    }
+    return [best[0], best[1] + g * 0.2];
+  }
+
+  function drawLabel(t, f, px) {
+    const g = gridSize();
+    const r = f.rect;
+    const label = t.name || t.id;
+    const font = Math.max(11 * px, g * 0.16);
+    ctx.font = 'bold ' + font + 'px system-ui, "DejaVu Sans", sans-serif';
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'top';
+    ctx.lineWidth = 3 * px;
+    ctx.strokeStyle = 'rgba(0,0,0,0.85)';
+    ctx.strokeText(label, f.centre.x, r.y + r.h - g * 0.02);
+    ctx.fillStyle = '#ffffff';
+    ctx.fillText(label, f.centre.x, r.y + r.h - g * 0.02);
   }
 
   function cell(row, text, cls) {
@@ -537,7 +675,9 @@
         cell(row, '–');
       } else {
         const reachable = mode === 'ranged' || ann.flags.in_reach;
-        const degree = cell(row, reachable ? ann.cover : 'out of reach', 'degree');
+        // Degree names as words: three_quarters reads "three-quarters".
+        const degree = cell(row, reachable ? ann.cover.replace(/_/g, '-') : 'out of reach',
+                            'degree');
         degree.style.color = reachable ? DEGREE[ann.cover] || '#ffffff' : '#9aa0aa';
         cell(row, reachable ? modifiersText(ann) : '');
       }
@@ -554,10 +694,11 @@
       notes.push('flanking' + (partners.length ? ' with ' + partners.join(', ') : ''));
     }
     const chosen = annotation(a.id, t.id, state.mode);
-    if (chosen && chosen.loe) {
-      if (chosen.flags.can_hide) notes.push('target may hide');
-      if (chosen.flags.improved_evasion) notes.push('improved evasion');
-      for (const m of chosen.modifiers) notes.push(m.reason);
+    if (chosen) {
+      for (const [flag, [text, needsLoe]] of Object.entries(FLAG_NOTES)) {
+        if (chosen.flags[flag] && (chosen.loe || !needsLoe)) notes.push(text);
+      }
+      if (chosen.loe) for (const m of chosen.modifiers) notes.push(m.reason);
     }
     for (const text of new Set(notes)) {
       const p = document.createElement('div');
@@ -571,10 +712,8 @@
 
   canvas.addEventListener('click', (event) => {
     const p = toScene(event.clientX, event.clientY);
-    const hit = state.scene && state.scene.tokens.slice().reverse().find((t) => {
-      const r = tokenRect(t);
-      return p.x >= r.x && p.x <= r.x + r.w && p.y >= r.y && p.y <= r.y + r.h;
-    });
+    const hit = state.scene
+      && state.scene.tokens.slice().reverse().find((t) => hits(footprint(t), p));
     if (!hit) {
       state.attacker = state.target = null;
     } else if (!state.attacker || state.target) {
@@ -605,13 +744,17 @@
 
   function publish() {
     const tokens = {};
-    for (const t of state.scene ? state.scene.tokens : []) tokens[t.id] = { x: t.x, y: t.y };
+    for (const t of state.scene ? state.scene.tokens : []) {
+      const c = footprint(t).centre;
+      tokens[t.id] = { x: t.x, y: t.y, centre: [c.x, c.y] };
+    }
     const pair = state.pairLines;
     window.__covercastOverlay = Object.freeze({
       connected: state.connected,
       role: state.role,
       problem: state.problem,
       sceneRevision: state.sceneRevision,
+      gridType: state.scene ? state.scene.grid.type : null,
       annotationRevision: state.annotationRevision,
       annotationCount: state.annotations.size,
       annotationTokens: Array.from(new Set(Array.from(state.annotations.values())
