@@ -623,10 +623,21 @@ class _Context:
         per = covered.shape[1]
         step = max(1, _CHUNK_ROWS // per)
         xy = tr.wall_xy
+        # Hex samples padded with repeats of the centre: only the pair's own lines are tested.
+        padded = not self.sample_valid.all()
+        width = self.samples.shape[1]
         for c0 in range(0, len(cl), step):
             pc, wc = cl[c0:c0 + step], cw[c0:c0 + step]
-            s, e = self._sample_lines(a[pc], t[pc])
-            w = np.repeat(xy[wc], per, axis=0)
+            if padded:
+                k, line_col = np.nonzero(self._valid_lines(a[pc], t[pc]))
+                s = self.samples[a[pc[k]], line_col // width]
+                e = self.samples[t[pc[k]], line_col % width]
+                w, line_row = xy[wc[k]], pos[pc[k]]
+            else:
+                s, e = self._sample_lines(a[pc], t[pc])
+                w = np.repeat(xy[wc], per, axis=0)
+                line_row = np.repeat(pos[pc], per)
+                line_col = np.tile(np.arange(per), len(pc))
             lo, hi = np.minimum(s, e), np.maximum(s, e)
             # The tracer's prune (kernel.iter_group_candidates), line by line.
             near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
@@ -634,9 +645,7 @@ class _Context:
                     & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
                     & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
             hit = near & kernel.cross_paired(s, e, w)
-            rows = np.repeat(pos[pc], per)[hit]
-            cols = np.tile(np.arange(per), len(pc))[hit]
-            covered[rows, cols] = True
+            covered[line_row[hit], line_col[hit]] = True
 
     def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
                     cols: IntArray) -> BoolArray:
