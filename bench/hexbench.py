@@ -1,10 +1,11 @@
 """Degrees and pf2 on hex grids: the full matrix and one move, fast path against reference.
 
 `python -m bench.hexbench --tokens 100 --walls 1000` lays a dressed benchmark scene on each
-hex layout (bench/hexscenes.py) and times, per ruleset: `evaluate` on every ordered pair
-(all three modes), and one move as the session computes it (a token steps one hex; the pairs
-`geometry.incremental.affected_pairs` names are evaluated), through `evaluate` and through
-`reference` (the pair-by-pair computation), checking that both give the same annotations.
+hex layout (bench/hexscenes.py; `--kinds 1` adds the square scene itself) and times, per
+ruleset: `evaluate` on every ordered pair (all three modes), and one move as the session
+computes it (a token steps one hex; the pairs `geometry.incremental.affected_pairs` names
+are evaluated), through `evaluate` and through `reference` (the pair-by-pair computation),
+checking that both give the same annotations.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import hex as hexgrid
 from geometry.incremental import affected_pairs
-from geometry.model import SceneGeom
+from geometry.model import GridKind, SceneGeom
 from rulesets import REGISTRY
 from rulesets.degrees import CoverDegrees
 
@@ -31,11 +32,16 @@ Result = dict[str, Any]
 
 
 def moved(geom: SceneGeom, k: int) -> SceneGeom:
-    """The scene after creature k steps one hex (to the next column)."""
-    layout = hexgrid.HexLayout.of(geom.grid)
+    """The scene after creature k steps one hex (to the next column), or one square right
+    on a square grid."""
     c = geom.creatures[k]
-    cell = hexgrid.footprint(c, geom.grid).cells[0]
-    x, y = hexgrid.token_position(layout, (cell[0], cell[1] + 1), c.width, c.height, c.shape)
+    if not hexgrid.is_hex(geom.grid):
+        x, y = c.x + geom.grid.size, c.y
+    else:
+        layout = hexgrid.HexLayout.of(geom.grid)
+        cell = hexgrid.footprint(c, geom.grid).cells[0]
+        x, y = hexgrid.token_position(layout, (cell[0], cell[1] + 1), c.width, c.height,
+                                      c.shape)
     creatures = list(geom.creatures)
     creatures[k] = replace(c, x=x, y=y)
     return replace(geom, creatures=tuple(creatures))
@@ -54,10 +60,11 @@ def measure(tokens: int, walls: int, seed: int, kinds: Sequence[int], runs: int,
             reference: bool, moves: int) -> Result:
     base = dress(generate(tokens, walls, seed).geom, seed)
     out: Result = {"tokens": tokens, "walls": walls, "seed": seed, "layouts": {}}
-    for kind in HEX_KINDS:
+    for kind in (GridKind.SQUARE, *HEX_KINDS):
         if int(kind) not in kinds:
             continue
-        geom = on_hex(base, kind, seed)
+        # The square scene itself for comparison (kind 1), or laid on a hex layout.
+        geom = base if kind is GridKind.SQUARE else on_hex(base, kind, seed)
         row: Result = {}
         for name in ("degrees", "pf2"):
             ruleset = REGISTRY.get(name)
