@@ -14,9 +14,11 @@ How it is computed: `evaluate` takes every pair at once (all centre lines in one
 batch; for pairs whose centre line is blocked, the 'any part' lines proved blocked by a few
 plain walls, the rest traced; reach and threats as arrays; one outcome built per distinct
 combination of facts); `reference` keeps the pair-by-pair computation it replaced, which
-tests and the benchmark hold it to, annotation by annotation. On hex grids `evaluate` is the
-pair-by-pair computation (the fast path's boxes, block kernel and square steps are
-square-grid machinery).
+tests and the benchmark hold it to, annotation by annotation. On hex grids `evaluate` takes
+the same path with the reference's hex facts: Foundry's token centres, the footprint's corners
+as 'any part' samples (padded to one width per scene with repeats of the centre, whose lines
+are skipped), the tracer's exact hex footprint test for creatures on the centre line, and
+hexes between footprints for reach and adjacency.
 """
 
 from __future__ import annotations
@@ -194,17 +196,15 @@ class CoverDegrees(Ruleset):
               want_lines: bool) -> list[Annotation]:
         """Every pair's facts as arrays (one traced batch, one reach computation), then one
         Outcome per distinct combination of facts, shared by the annotations that have it.
-        On hex grids: the pair-by-pair computation (hex footprints, hex steps)."""
+        On hex grids the same, with hex centres, footprints, samples and steps."""
         if not idx:
             return []
-        if ctx.hex is not None:
-            return self._by_pairs(ctx, idx, modes, want_lines)
         a = np.array([p[0] for p in idx], dtype=np.intp)
         t = np.array([p[1] for p in idx], dtype=np.intp)
         levels, lines = ctx.fast_rows(a, t, want_lines)
         flanking = ctx.fast_flanking(idx, a, t, levels) \
             if any(m is not AttackMode.RANGED for m in modes) else {}
-        sx, sy = grid_steps_many(ctx.space_arr[a], ctx.space_arr[t], ctx.grid.size)
+        sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
         by_mode = in_reach_by_mode(sx, sy, ctx.reach[a], sz)
         reach = {m: by_mode[m].tolist() for m in modes}
@@ -314,6 +314,7 @@ class _Context:
         self.space_arr: FloatArray = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self.centres = [creature_centre(c, self.grid) for c in self.cs]
+        self.centre_arr: FloatArray = np.array(self.centres, dtype=np.float64).reshape(-1, 2)
         self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
@@ -330,6 +331,7 @@ class _Context:
         for k, p in self.partner.items():
             self.partner_arr[k] = p
         self._sample_arr: FloatArray | None = None
+        self._sample_valid: BoolArray | None = None
         self._sample_box_arr: FloatArray | None = None
 
     def ignored(self, a: int, t: int) -> set[int]:
@@ -348,6 +350,15 @@ class _Context:
         sz = vertical_steps_many(self.elev[a:a + 1], self.side[a:a + 1],
                                  self.elev[t:t + 1], self.side[t:t + 1])
         return int(self._hex_steps[a, t]), 0, int(sz[0])
+
+    def steps_many(self, a: IntArray, t: IntArray,
+                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Grid steps across the map between row-paired creatures' spaces, as `steps`
+        counts them (on a hex grid: hexes between their footprints, and 0)."""
+        if self.hex is None:
+            return grid_steps_many(self.space_arr[a], self.space_arr[t], self.grid.size)
+        sx: npt.NDArray[np.int64] = self._hex_steps[a, t].astype(np.int64)
+        return sx, np.zeros(len(sx), dtype=np.int64)
 
     @functools.cached_property
     def _hex_steps(self) -> np.ndarray:
@@ -420,14 +431,16 @@ class _Context:
         blocked by a few plain walls near the centre line (`_covered`); only the others are
         traced."""
         n = len(a)
-        cen = (self.space_arr[:, 0:2] + self.space_arr[:, 2:4]) / 2
-        starts, ends = cen[a], cen[t]
+        starts, ends = self.centre_arr[a], self.centre_arr[t]
         hits = self._trace_lines(starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
         if shut.size:
-            rows, cols = np.nonzero(~self._covered(shut, hits, starts, ends, a, t))
+            # Padding samples (hex footprints of fewer corners) repeat a real line: skipped.
+            todo = ~self._covered(shut, hits, starts, ends, a, t) & self._valid_lines(
+                a[shut], t[shut])
+            rows, cols = np.nonzero(todo)
             if rows.size:
                 open_any[shut] = self._open_lines(a[shut], t[shut], rows, cols)
         level = np.zeros(n, dtype=np.intp)
@@ -470,16 +483,45 @@ class _Context:
         empty = np.empty(0, dtype=np.intp)
         cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes) if creatures \
             else (empty, empty)
+        if creatures and self.hex is not None:
+            # The exact hex footprint test `Tracer.trace` applies after the box test.
+            cl, ci = tr._exact_footprints(starts, ends, cl, ci)
         rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
         return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
 
     @property
     def samples(self) -> FloatArray:
-        """Per creature, its 'any part' sample points (n, 5, 2), the centre last."""
+        """Per creature, its 'any part' sample points (n, P, 2), the centre last: 5 on a
+        square grid; on a hex grid its footprint's corners, as many as the creature with the
+        most has (others repeat their centre before it: see `sample_valid`)."""
         if self._sample_arr is None:
-            self._sample_arr = np.stack([self._samples(k) for k in range(len(self.cs))]) \
-                if self.spaces else np.empty((0, 5, 2))
+            each = [self._samples(k) for k in range(len(self.cs))]
+            width = max((len(s) for s in each), default=5)
+            arr = np.empty((len(each), width, 2), dtype=np.float64)
+            valid = np.zeros((len(each), width), dtype=bool)
+            for k, s in enumerate(each):
+                arr[k, :len(s) - 1] = s[:-1]
+                arr[k, len(s) - 1:] = s[-1]
+                valid[k, :len(s) - 1] = True
+                valid[k, -1] = True
+            self._sample_arr, self._sample_valid = arr, valid
         return self._sample_arr
+
+    @property
+    def sample_valid(self) -> BoolArray:
+        """Per creature and sample slot: a sample of its own (False: a repeat of its centre
+        filling the row)."""
+        if self._sample_valid is None:
+            _ = self.samples
+        assert self._sample_valid is not None
+        return self._sample_valid
+
+    def _valid_lines(self, a: IntArray, t: IntArray) -> BoolArray:
+        """Per pair and sample line (column p * P + q): both ends are samples of their own
+        (lines from or to a repeated centre repeat the centre's own lines)."""
+        va, vt = self.sample_valid[a], self.sample_valid[t]
+        out: BoolArray = (va[:, :, None] & vt[:, None, :]).reshape(len(a), -1)
+        return out
 
     @property
     def sample_boxes(self) -> FloatArray:
@@ -490,8 +532,9 @@ class _Context:
         return self._sample_box_arr
 
     def _sample_lines(self, a: IntArray, t: IntArray) -> tuple[FloatArray, FloatArray]:
-        """The 25 lines between the samples of each a's space and t's space, 25 per pair,
-        in `reference_rows`' order (a's sample p to t's sample q is line p * 5 + q)."""
+        """The P * P lines between the samples of each a's space and t's space (25 on a
+        square grid), in `reference_rows`' order (a's sample p to t's sample q is line
+        p * P + q)."""
         p_pts, q_pts = self.samples[a], self.samples[t]
         n_s = p_pts.shape[1]
         return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
@@ -580,10 +623,21 @@ class _Context:
         per = covered.shape[1]
         step = max(1, _CHUNK_ROWS // per)
         xy = tr.wall_xy
+        # Hex samples padded with repeats of the centre: only the pair's own lines are tested.
+        padded = not self.sample_valid.all()
+        width = self.samples.shape[1]
         for c0 in range(0, len(cl), step):
             pc, wc = cl[c0:c0 + step], cw[c0:c0 + step]
-            s, e = self._sample_lines(a[pc], t[pc])
-            w = np.repeat(xy[wc], per, axis=0)
+            if padded:
+                k, line_col = np.nonzero(self._valid_lines(a[pc], t[pc]))
+                s = self.samples[a[pc[k]], line_col // width]
+                e = self.samples[t[pc[k]], line_col % width]
+                w, line_row = xy[wc[k]], pos[pc[k]]
+            else:
+                s, e = self._sample_lines(a[pc], t[pc])
+                w = np.repeat(xy[wc], per, axis=0)
+                line_row = np.repeat(pos[pc], per)
+                line_col = np.tile(np.arange(per), len(pc))
             lo, hi = np.minimum(s, e), np.maximum(s, e)
             # The tracer's prune (kernel.iter_group_candidates), line by line.
             near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
@@ -591,9 +645,7 @@ class _Context:
                     & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
                     & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
             hit = near & kernel.cross_paired(s, e, w)
-            rows = np.repeat(pos[pc], per)[hit]
-            cols = np.tile(np.arange(per), len(pc))[hit]
-            covered[rows, cols] = True
+            covered[line_row[hit], line_col[hit]] = True
 
     def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
                     cols: IntArray) -> BoolArray:
@@ -645,7 +697,7 @@ class _Context:
         targets = np.unique(t)
         bb = np.repeat(np.arange(n, dtype=np.intp), len(targets))
         tt = np.tile(targets, n)
-        sx, sy = grid_steps_many(self.space_arr[bb], self.space_arr[tt], self.grid.size)
+        sx, sy = self.steps_many(bb, tt)
         sz = vertical_steps_many(self.elev[bb], self.side[bb], self.elev[tt], self.side[tt])
         near = (bb != tt) & (self.reach[bb] > 0) & within_reach_many(sx, sy, self.reach[bb], sz)
         bb, tt = bb[near], tt[near]

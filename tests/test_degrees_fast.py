@@ -12,7 +12,10 @@ annotations, field by field (traced lines included), on:
 - plain benchmark scenes of rooms, where most pairs are walled in;
 - random small scenes (Hypothesis) with wall bands, elevations, mounts and Take Cover;
 - every pair or a subset, all modes or one, with and without traced lines, default and
-  non-default options.
+  non-default options;
+- the same on Foundry's four hex layouts (bench/hexscenes.py: the dressed scenes and rooms
+  with tokens snapped to hexes, multi-hex tokens of every shape, Tiny ones; random small hex
+  scenes), where the fast path uses hex centres, footprint corners and hex steps.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.dressing import dress
+from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
-from geometry.model import SceneGeom
+from geometry.model import GridKind, SceneGeom
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.degrees import CoverDegrees, DegreesOptions
@@ -198,3 +202,123 @@ def test_benchmark_compares_the_whole_matrix() -> None:
         assert ref["compared"] == 3 * 12 * 11 and ref["mismatches"] == 0, ref
     text = "\n".join(bench_main._degrees_report({"matrix": [result], "move": {}}))
     assert "degrees equal 396, pf2 equal 396" in text
+
+
+# -- hex grids ---------------------------------------------------------------------------
+
+HEX_SEEDS = (1, 2)
+
+
+def hex_dressed(seed: int, kind: GridKind) -> SceneGeom:
+    return on_hex(dressed(seed), kind, seed)
+
+
+@pytest.mark.parametrize(("name", "option_set"), CASES)
+@pytest.mark.parametrize("seed", HEX_SEEDS)
+@pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
+def test_fast_equals_reference_on_hex_scenes(name: str, option_set: str, seed: int,
+                                             kind: GridKind) -> None:
+    geom, options = hex_dressed(seed, kind), OPTIONS[name][option_set]
+    lines = seed % 2 == 0
+    assert_same(rules(name).evaluate(geom, options, lines=lines),
+                rules(name).reference(geom, options, lines=lines))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
+def test_fast_equals_reference_on_hex_subsets(name: str, kind: GridKind) -> None:
+    """Some pairs of a hex scene, one mode or two, lines drawn (flanking then needs levels
+    of pairs not asked for)."""
+    geom = hex_dressed(3, kind)
+    ids = [c.id for c in geom.creatures]
+    rng = random.Random(int(kind))
+    pairs = [(a, t) for a, t in (rng.sample(ids, 2) for _ in range(12))]
+    for modes in ([AttackMode.MELEE], [AttackMode.RANGED, AttackMode.REACH]):
+        options = OPTIONS[name]["default"]
+        assert_same(rules(name).evaluate(geom, options, pairs, modes, lines=True),
+                    rules(name).reference(geom, options, pairs, modes, lines=True))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
+def test_fast_equals_reference_on_hex_rooms(name: str, kind: GridKind) -> None:
+    """Rooms on a hex grid (most pairs walled in: the plain-wall proofs run on hex
+    samples); on two layouts every wall 12 ft high and tokens at several elevations."""
+    geom = on_hex(generate(24, 150, 1).geom, kind, 1)
+    if int(kind) % 2:
+        rng = random.Random(int(kind))
+        geom = replace(geom, walls=tuple(replace(w, top=12.0) for w in geom.walls),
+                       creatures=tuple(replace(c, elevation=rng.choice((0.0, 0.0, 5.0, 15.0)))
+                                       for c in geom.creatures))
+    options = OPTIONS[name]["default"]
+    assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
+
+
+def test_the_hex_scenes_reach_the_interesting_cases() -> None:
+    """The hex comparisons hold the cases the hex fast path computes differently: tokens of
+    several hexes (footprints of many corners) and Tiny ones, every layout, flanking across
+    opposite hex sides, no line of effect, every degree, riders, Take Cover."""
+    seen: Counter[str] = Counter()
+    for kind in HEX_KINDS:
+        for seed in HEX_SEEDS:
+            geom = hex_dressed(seed, kind)
+            seen[kind.name] += 1
+            seen["multi-hex"] += sum(c.width >= 2 for c in geom.creatures)
+            seen["tiny"] += sum(c.width < 1 for c in geom.creatures)
+            seen["riders"] += sum(c.mount is not None for c in geom.creatures)
+            seen["take cover"] += sum(c.take_cover for c in geom.creatures)
+            seen["banded walls"] += sum(w.top is not None or w.bottom is not None
+                                        for w in geom.walls)
+            seen["angled walls"] += sum(w.x0 != w.x1 and w.y0 != w.y1 for w in geom.walls)
+            for name in OPTIONS:
+                for ann in rules(name).evaluate(geom, OPTIONS[name]["default"]):
+                    seen[ann.cover.value] += 1
+                    seen["flanking " + name] += Flag.FLANKING in ann.flags
+                    seen["mounted " + name] += Flag.SHARES_MAP in ann.flags
+                    seen["reach " + name] += (ann.mode is AttackMode.REACH
+                                              and Flag.IN_REACH in ann.flags)
+    for key in ("multi-hex", "tiny", "riders", "take cover", "banded walls", "angled walls",
+                "flanking degrees", "flanking pf2", "mounted pf2", "reach degrees",
+                *(k.name for k in HEX_KINDS), *(d.value for d in (
+                    Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER,
+                    Degree.TOTAL))):
+        assert seen[key] > 0, (key, seen)
+
+
+def test_hex_fast_path_is_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a hex grid `evaluate` takes the every-pair-at-once path (not the pair-by-pair one
+    it used to fall back to), and its samples hold every footprint corner."""
+    geom = hex_dressed(1, GridKind.HEXODDQ)
+    ruleset = rules("degrees")
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("evaluate fell back to the pair-by-pair computation")
+
+    monkeypatch.setattr(type(ruleset), "_by_pairs", refuse)
+    ruleset.evaluate(geom, DegreesOptions())
+    ctx = ruleset._context(geom, DegreesOptions())
+    own = ctx.sample_valid.sum(axis=1)
+    assert own.max() > 7 and own.min() <= 7  # a multi-hex footprint and a one-hex one
+    for k in range(len(geom.creatures)):
+        assert own[k] == len(ctx._samples(k))
+
+
+@st.composite
+def hex_scene_docs(draw: st.DrawFn) -> Doc:
+    """`mounted_scene_docs` on a hex layout, tokens of two hexes in any Foundry shape."""
+    doc = draw(mounted_scene_docs())
+    doc["grid"]["type"] = draw(st.sampled_from([2, 3, 4, 5]))
+    for t in doc["tokens"]:
+        if t.get("width") == 2:
+            t["shape"] = draw(st.integers(0, 5))
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+@PROPS
+@given(doc=hex_scene_docs(), lines=st.booleans())
+def test_fast_equals_reference_on_random_hex_scenes(name: str, doc: Doc, lines: bool) -> None:
+    scene = load(doc, ruleset=name)
+    ruleset = rules(name)
+    assert_same(ruleset.evaluate(scene.geometry, scene.options, lines=lines),
+                ruleset.reference(scene.geometry, scene.options, lines=lines))
