@@ -66,3 +66,40 @@ def test_a_move_replaces_table_entries_in_place() -> None:
         assert all(new[k] is old[k] for k in unchanged)
         moved += len(unchanged) < len(old)
     assert moved  # some move changed some annotation
+
+
+def test_an_engine_after_a_move_sees_the_moved_creatures_only() -> None:
+    # The corner engine patches the previous engine's per-creature stacks where creatures
+    # changed: facts after moves (one token stepping, one growing to a large one, a new
+    # one in the place of another) equal those of an engine built from nothing.
+    from dataclasses import replace
+
+    from bench.scenes import generate
+    from geometry.model import Size
+    from rulesets import corner
+    from rulesets.base import AttackMode
+    from rulesets.dnd35 import Dnd35
+
+    geom = generate(24, 60, 3).geom
+    options = Dnd35.Options()
+    rows = [(a, t, m) for a in range(len(geom.creatures)) for t in range(len(geom.creatures))
+            if a != t for m in AttackMode]
+    cs = list(geom.creatures)
+    big = next(k for k, c in enumerate(cs) if c.width == 1)
+    steps = [
+        {0: replace(cs[0], x=cs[0].x + geom.grid.size)},
+        {big: replace(cs[big], width=2, height=2, size=Size.LARGE)},
+        {3: replace(cs[5], id=cs[3].id)},
+    ]
+    corner.CornerEngine(geom, options).evaluate(rows, False)
+    for step in steps:
+        for k, c in step.items():
+            cs[k] = c
+        moved = replace(geom, creatures=tuple(cs))
+        patched = corner.CornerEngine(moved, options)
+        assert patched._moved == sorted(step)  # it did start from the last engine's stacks
+        after_move = patched.evaluate(rows, False)
+        corner._LAST_STACKS.clear()
+        fresh = corner.CornerEngine(moved, options).evaluate(rows, False)
+        assert after_move == fresh
+        geom = moved  # the last engine (the fresh one) is of this geometry
