@@ -1095,10 +1095,19 @@ class CornerEngine:
 
     # -- flanking ----------------------------------------------------------------------
 
-    def threat_rows(self, pairs: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The (creature, target) pairs flanking needs to know about for attacks on these
-        targets: only creatures within their natural reach of a target can threaten it."""
-        targets = sorted({t for _, t in pairs})
+    def threat_rows(self, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (creature, target) pairs flanking needs to know about for attacks of these
+        pairs: only creatures within their natural reach of a target can threaten it, and
+        only a target some attacker here may strike in melee or with a reach weapon (within
+        twice its natural reach, the widest of the two) can be flanked by one."""
+        if not pairs:
+            return []
+        at = np.array(pairs, dtype=np.intp).reshape(-1, 2)
+        sx, sy = grid_steps_many(self._space_arr[at[:, 0]], self._space_arr[at[:, 1]],
+                                 self.grid.size)
+        close = within_reach_many(sx, sy, 2 * self._reach[at[:, 0]],
+                                  self._vsteps(at[:, 0], at[:, 1]))
+        targets = sorted(set(at[close, 1].tolist()))
         if not targets:
             return []
         n = len(self.cs)

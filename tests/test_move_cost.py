@@ -6,8 +6,13 @@ place (a clone of the last one, never a rebuilt dict)."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import msgpack
+import msgspec
+import pytest
+
+from geometry.square import grid_steps_many, within_reach_many
 
 from server.scene import to_geometry
 from server.session import Core
@@ -103,3 +108,47 @@ def test_an_engine_after_a_move_sees_the_moved_creatures_only() -> None:
         fresh = corner.CornerEngine(moved, options).evaluate(rows, False)
         assert after_move == fresh
         geom = moved  # the last engine (the fresh one) is of this geometry
+
+
+def test_flanking_asks_only_for_targets_within_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    # threat_rows leaves out targets no attacker of the pairs asked for can reach with a
+    # melee or reach attack: the annotations (flanking included) are those computed with
+    # the threats of every target, on crowded scenes where flanking happens.
+    import numpy as np
+
+    from rulesets import REGISTRY
+    from rulesets.corner import CornerEngine
+    from server.scene import load
+    from server.messages import SceneLoad
+
+    def every_target(self: CornerEngine, pairs: Any) -> list[tuple[int, int]]:
+        targets = sorted({t for _, t in pairs})
+        n = len(self.cs)
+        tt = np.repeat(np.array(targets, dtype=np.intp), n)
+        bb = np.tile(np.arange(n), len(targets))
+        sx, sy = grid_steps_many(self._space_arr[bb], self._space_arr[tt], self.grid.size)
+        near = within_reach_many(sx, sy, self._reach[bb], self._vsteps(bb, tt)) & (bb != tt)
+        return list(zip(bb[near].tolist(), tt[near].tolist(), strict=True))
+
+    flanked = 0
+    for name in ("dnd35", "pf1"):
+        ruleset = REGISTRY.get(name)
+        for seed in range(12):
+            rng = random.Random(seed)
+            message = _scene(rng, name)
+            for t in message["scene"]["tokens"]:  # crowd them: 9 tokens in 4 x 4 squares
+                t["x"], t["y"] = rng.randrange(0, 4) * 100, rng.randrange(0, 4) * 100
+            request = msgspec.convert(message, SceneLoad)
+            geom = load(request.scene, request.ruleset, request.options, None).geometry
+            options = ruleset.Options()
+            ids = [c.id for c in geom.creatures]
+            # One creature's attacks (a move's row): a target it reaches only with a reach
+            # weapon has no other attacker here to bring it in.
+            pairs = [(ids[1], t) for t in ids if t != ids[1]]
+            got = ruleset.annotate(geom, options, pairs=pairs)
+            with monkeypatch.context() as m:
+                m.setattr(CornerEngine, "threat_rows", every_target)
+                want = ruleset.annotate(geom, options, pairs=pairs)
+            assert got == want, (name, seed)
+            flanked += sum(bool(a.flankers) for a in got if a.mode.value == "reach")
+    assert flanked
