@@ -17,7 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 

@@ -13,7 +13,6 @@ import msgspec
 import pytest
 
 from geometry.square import grid_steps_many, within_reach_many
-
 from server.scene import to_geometry
 from server.session import Core
 from tests.test_incremental import _change, _scene, _send
@@ -118,8 +117,8 @@ def test_flanking_asks_only_for_targets_within_reach(monkeypatch: pytest.MonkeyP
 
     from rulesets import REGISTRY
     from rulesets.corner import CornerEngine
-    from server.scene import load
     from server.messages import SceneLoad
+    from server.scene import load
 
     def every_target(self: CornerEngine, pairs: Any) -> list[tuple[int, int]]:
         targets = sorted({t for _, t in pairs})
