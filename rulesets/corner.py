@@ -194,9 +194,12 @@ _COMMON_FACTS: dict[tuple[int, bool, bool], PairFacts] = {}
 _Stack = tuple[npt.NDArray[Any], IntArray]
 #: The last engine's stacks (by list name and shape) and the grid and creatures they were
 #: built for: the next engine of a scene (a token moved) patches the rows of the creatures
-#: that are not the same objects instead of stacking every creature again.
+#: that are not the same objects instead of stacking every creature again. A few engines
+#: are kept, newest first: a gm's and a viewer's view of a scene with hidden tokens (or
+#: two scenes) take turns.
 _LAST_STACKS: list[tuple[Grid, tuple[CreatureGeom, ...], dict[tuple[str, tuple[int, ...]],
                                                               _Stack]]] = []
+_LAST_STACKS_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,13 +403,17 @@ class CornerEngine:
         self._named_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
         self._before_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
         self._moved: list[int] = []
-        last = _LAST_STACKS[0] if _LAST_STACKS else None
-        if last is not None and last[0] == self.grid and len(last[1]) == len(self.cs):
-            moved = [k for k, (c, was) in enumerate(zip(self.cs, last[1], strict=True))
+        kept = list(_LAST_STACKS)
+        for grid, cs, stacks in kept:
+            if grid != self.grid or len(cs) != len(self.cs):
+                continue
+            moved = [k for k, (c, was) in enumerate(zip(self.cs, cs, strict=True))
                      if c is not was]
-            if len(moved) * 4 <= len(self.cs):
-                self._before_stacks, self._moved = last[2], moved
-        _LAST_STACKS[:] = [(self.grid, self.cs, self._named_stacks)]
+            if len(moved) * 4 <= len(self.cs) and (
+                    not self._before_stacks or len(moved) < len(self._moved)):
+                self._before_stacks, self._moved = stacks, moved
+        _LAST_STACKS[:] = [(self.grid, self.cs, self._named_stacks),
+                           *kept[:_LAST_STACKS_KEPT - 1]]
         self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
                                tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
         self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)

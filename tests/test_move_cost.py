@@ -107,6 +107,12 @@ def test_an_engine_after_a_move_sees_the_moved_creatures_only() -> None:
         fresh = corner.CornerEngine(moved, options).evaluate(rows, False)
         assert after_move == fresh
         geom = moved  # the last engine (the fresh one) is of this geometry
+    # A viewer's engine (a hidden token left out) in between does not push the gm's out.
+    viewer = replace(geom, creatures=geom.creatures[1:])
+    corner.CornerEngine(viewer, options).evaluate([(0, 1, AttackMode.RANGED)], False)
+    again = corner.CornerEngine(geom, options)
+    assert again._moved == [] and again._before_stacks
+    assert again.evaluate(rows, False) == fresh
 
 
 def test_flanking_asks_only_for_targets_within_reach(monkeypatch: pytest.MonkeyPatch) -> None:
