@@ -176,11 +176,21 @@ def _hulls_enter(spaces: FloatArray, a: IntArray, t: IntArray,
     line along its edge does not enter it); on the slanted axis a hair of slack keeps
     rounding from dropping a box.
     """
+    out = np.zeros(len(a), dtype=bool)
     if len(a) == 0 or len(boxes) == 0:
-        return np.zeros(len(a), dtype=bool)
+        return out
     sa, st = spaces[a], spaces[t]
     hx0, hy0 = np.minimum(sa[:, 0], st[:, 0]), np.minimum(sa[:, 1], st[:, 1])
     hx1, hy1 = np.maximum(sa[:, 2], st[:, 2]), np.maximum(sa[:, 3], st[:, 3])
+    # The x and y axes first, for every pair: the slanted one only for the pairs whose
+    # bounding box a box meets (most pairs of a big scene are far from a moved creature).
+    overlaps = [(box[0] < hx1) & (box[2] > hx0) & (box[1] < hy1) & (box[3] > hy0)
+                for box in boxes]
+    near = np.flatnonzero(np.logical_or.reduce(overlaps))
+    if near.size == 0:
+        return out
+    overlaps = [o[near] for o in overlaps]
+    sa, st = sa[near], st[near]
     d = np.column_stack([(st[:, 0] + st[:, 2] - sa[:, 0] - sa[:, 2]) / 2,
                          (st[:, 1] + st[:, 3] - sa[:, 1] - sa[:, 3]) / 2])
     length = np.hypot(d[:, 0], d[:, 1])
@@ -195,12 +205,12 @@ def _hulls_enter(spaces: FloatArray, a: IntArray, t: IntArray,
     a_lo, a_hi = extent(sa)
     t_lo, t_hi = extent(st)
     lo, hi = np.minimum(a_lo, t_lo), np.maximum(a_hi, t_hi)
-    out = np.zeros(len(a), dtype=bool)
-    for box in boxes:
-        bb = np.broadcast_to(box, (len(a), 4))
+    hit = np.zeros(len(near), dtype=bool)
+    for box, overlap in zip(boxes, overlaps, strict=True):
+        bb = np.broadcast_to(box, (len(near), 4))
         b_lo, b_hi = extent(bb)
-        out |= ((box[0] < hx1) & (box[2] > hx0) & (box[1] < hy1) & (box[3] > hy0)
-                & (b_lo < hi + _SLACK) & (b_hi > lo - _SLACK))
+        hit |= overlap & (b_lo < hi + _SLACK) & (b_hi > lo - _SLACK)
+    out[near] = hit
     return out
 
 
@@ -208,16 +218,24 @@ def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t
                  boxes: FloatArray, sight_points: SightPoints) -> BoolArray:
     """Per pair (a[k], t[k]): does any segment from a point of a to a point of t enter the
     open interior of any of the boxes (the kernel's own test for creatures' spaces)?"""
-    pts = {int(k): sight_points(creatures[k], grid) for k in np.union1d(a, t).tolist()}
-    counts = {k: len(p) for k, p in pts.items()}
-    ka = np.array([counts[i] for i in a.tolist()], dtype=np.intp)
-    kt = np.array([counts[j] for j in t.tolist()], dtype=np.intp)
+    used = np.union1d(a, t).tolist()
+    pts = {k: sight_points(creatures[k], grid) for k in used}
+    count = np.zeros(len(creatures), dtype=np.intp)
+    count[used] = [len(p) for p in pts.values()]
+    # Each count's points stacked once (creature k at row at[k]), gathered per group below.
+    at = np.zeros(len(creatures), dtype=np.intp)
+    stacks = {}
+    for n_pts in set(count[used].tolist()):
+        members = [k for k in used if count[k] == n_pts]
+        at[members] = np.arange(len(members))
+        stacks[n_pts] = np.stack([pts[k] for k in members])
+    ka, kt = count[a], count[t]
     starts, ends, owner = [], [], []
     # Pairs grouped by how many points each side has: every segment of a group at once.
     for p_n, q_n in set(zip(ka.tolist(), kt.tolist(), strict=True)):
         sel = np.nonzero((ka == p_n) & (kt == q_n))[0]
-        p = np.stack([pts[i] for i in a[sel].tolist()])  # (G, P, 2)
-        q = np.stack([pts[j] for j in t[sel].tolist()])  # (G, Q, 2)
+        p = stacks[p_n][at[a[sel]]]  # (G, P, 2)
+        q = stacks[q_n][at[t[sel]]]  # (G, Q, 2)
         starts.append(np.repeat(p, q_n, axis=1).reshape(-1, 2))
         ends.append(np.tile(q, (1, p_n, 1)).reshape(-1, 2))
         owner.append(np.repeat(sel, p_n * q_n))

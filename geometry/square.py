@@ -129,8 +129,9 @@ def feet_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
         diag, straight = np.minimum(sx, sy), np.abs(sx - sy)
         feet: npt.NDArray[np.int64] = FEET_PER_SQUARE * (straight + diag + diag // 2)
         return feet
-    ordered = np.sort(np.stack([sx, sy, sz]), axis=0)
-    most, middle = ordered[2], ordered[1]
+    # The middle of three without sorting (a sort along the short axis is far slower).
+    most = np.maximum(np.maximum(sx, sy), sz)
+    middle = sx + sy + sz - most - np.minimum(np.minimum(sx, sy), sz)
     feet3: npt.NDArray[np.int64] = FEET_PER_SQUARE * (most + middle // 2)
     return feet3
 

@@ -17,7 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -188,6 +188,18 @@ class _Plan:
 
 _NO_POINTS: FloatArray = np.empty((0, 2))
 _COMMON_FACTS: dict[tuple[int, bool, bool], PairFacts] = {}
+
+#: A stack of one per-creature list's arrays of one shape, and each creature's row in it
+#: (-1: its array has another shape).
+_Stack = tuple[npt.NDArray[Any], IntArray]
+#: The last engine's stacks (by list name and shape) and the grid and creatures they were
+#: built for: the next engine of a scene (a token moved) patches the rows of the creatures
+#: that are not the same objects instead of stacking every creature again. A few engines
+#: are kept, newest first: a gm's and a viewer's view of a scene with hidden tokens (or
+#: two scenes) take turns.
+_LAST_STACKS: list[tuple[Grid, tuple[CreatureGeom, ...], dict[tuple[str, tuple[int, ...]],
+                                                              _Stack]]] = []
+_LAST_STACKS_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,8 +395,25 @@ class CornerEngine:
         self._square_boxes = [lay.square_boxes for lay in layouts]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
-        self._stacks: dict[tuple[int, tuple[int, ...]],
-                           tuple[npt.NDArray[Any], IntArray]] = {}
+        self._stacks: dict[tuple[int, tuple[int, ...]], _Stack] = {}
+        self._list_names = {id(self._points): "points", id(self._points_in): "points_in",
+                            id(self._space_idx): "space_idx",
+                            id(self._square_idx): "square_idx",
+                            id(self._square_boxes): "square_boxes"}
+        self._named_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
+        self._before_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
+        self._moved: list[int] = []
+        kept = list(_LAST_STACKS)
+        for grid, cs, stacks in kept:
+            if grid != self.grid or len(cs) != len(self.cs):
+                continue
+            moved = [k for k, (c, was) in enumerate(zip(self.cs, cs, strict=True))
+                     if c is not was]
+            if len(moved) * 4 <= len(self.cs) and (
+                    not self._before_stacks or len(moved) < len(self._moved)):
+                self._before_stacks, self._moved = stacks, moved
+        _LAST_STACKS[:] = [(self.grid, self.cs, self._named_stacks),
+                           *kept[:_LAST_STACKS_KEPT - 1]]
         self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
                                tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
         self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
@@ -423,16 +452,39 @@ class CornerEngine:
         key = (id(items), shape)
         hit = self._stacks.get(key)
         if hit is None:
-            members = [c for c, x in enumerate(items) if x.shape == shape]
-            pos = np.full(len(items), -1, dtype=np.intp)
-            pos[members] = np.arange(len(members))
-            hit = self._stacks[key] = (np.stack([items[c] for c in members]), pos)
+            name = self._list_names.get(id(items))
+            hit = self._patched(name, shape, items) if name is not None else None
+            if hit is None:
+                members = [c for c, x in enumerate(items) if x.shape == shape]
+                pos = np.full(len(items), -1, dtype=np.intp)
+                pos[members] = np.arange(len(members))
+                hit = (np.stack([items[c] for c in members]), pos)
+            self._stacks[key] = hit
+            if name is not None:
+                self._named_stacks[(name, shape)] = hit
         big, pos = hit
         at = pos[idx]
         if (at < 0).any():  # not one shape after all: row by row
             return np.stack([items[c] for c in idx.tolist()])
         out: npt.NDArray[Any] = big[at]
         return out
+
+    def _patched(self, name: str, shape: tuple[int, ...],
+                 items: list[npt.NDArray[Any]]) -> _Stack | None:
+        """The previous engine's stack of this list and shape with the rows of the
+        creatures that changed replaced (a creature that is the same object has the same
+        arrays); None when there is none, or a changed creature's array changed shape."""
+        before = self._before_stacks.get((name, shape))
+        if before is None:
+            return None
+        big, pos = before
+        if any((items[c].shape == shape) != (pos[c] >= 0) for c in self._moved):
+            return None
+        big = big.copy()  # the previous engine's stack stays as it was
+        for c in self._moved:
+            if pos[c] >= 0:
+                big[pos[c]] = items[c]
+        return big, pos
 
     def _vsteps(self, a: IntArray, t: IntArray) -> npt.NDArray[np.int64]:
         """Vertical grid steps between row-paired creatures' cubes."""
@@ -643,8 +695,9 @@ class CornerEngine:
         if idx.size == 0:
             return active
         a, t, w = att[wl[idx]], tgt[wl[idx]], wi[idx]
-        da = self._distances(a, w)
-        dt = self._distances(t, w)
+        # Both ends measured in one call (attackers' and targets' pairs share walls).
+        both = self._distances(np.concatenate([a, t]), np.concatenate([w, w]))
+        da, dt = both[:len(idx)], both[len(idx):]
         near = da if self.options.low_obstacle_range_from == "attacker" else dt
         active[idx] = (near <= LOW_OBSTACLE_RANGE_FT + 1e-9) & ~(da < dt - 1e-9)
         return active
@@ -658,7 +711,9 @@ class CornerEngine:
         mark = np.zeros(len(self.cs) * len(tr.walls), dtype=bool)
         mark[keys] = True
         unique = np.flatnonzero(mark)
-        back = (np.cumsum(mark) - 1)[keys]
+        # Each key's place among the unique ones (a search: a running count over every
+        # creature x wall slot costs more than the few keys).
+        back = np.searchsorted(unique, keys)
         uc, uw = unique // len(tr.walls), unique % len(tr.walls)
         boxes = shapely.box(*tr.boxes[uc].T)
         lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
@@ -1047,10 +1102,19 @@ class CornerEngine:
 
     # -- flanking ----------------------------------------------------------------------
 
-    def threat_rows(self, pairs: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The (creature, target) pairs flanking needs to know about for attacks on these
-        targets: only creatures within their natural reach of a target can threaten it."""
-        targets = sorted({t for _, t in pairs})
+    def threat_rows(self, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (creature, target) pairs flanking needs to know about for attacks of these
+        pairs: only creatures within their natural reach of a target can threaten it, and
+        only a target some attacker here may strike in melee or with a reach weapon (within
+        twice its natural reach, the widest of the two) can be flanked by one."""
+        if not pairs:
+            return []
+        at = np.array(pairs, dtype=np.intp).reshape(-1, 2)
+        sx, sy = grid_steps_many(self._space_arr[at[:, 0]], self._space_arr[at[:, 1]],
+                                 self.grid.size)
+        close = within_reach_many(sx, sy, 2 * self._reach[at[:, 0]],
+                                  self._vsteps(at[:, 0], at[:, 1]))
+        targets = sorted(set(at[close, 1].tolist()))
         if not targets:
             return []
         n = len(self.cs)

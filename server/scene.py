@@ -9,7 +9,7 @@ as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -67,8 +67,10 @@ class Scene:
     options: Any
     revision: int
     _geom: list[SceneGeom] = field(default_factory=list, compare=False, repr=False)
-    #: The previous revision's geometry, whose unchanged parts this one reuses.
-    _before: list[SceneGeom] = field(default_factory=list, compare=False, repr=False)
+    #: An earlier revision of the same walls and regions: its geometry and the token
+    #: documents it was built from, whose unchanged parts this one reuses.
+    _before: list[tuple[SceneGeom, Mapping[str, TokenDoc]]] = field(
+        default_factory=list, compare=False, repr=False)
 
     @property
     def geometry(self) -> SceneGeom:
@@ -364,7 +366,7 @@ def _with(scene: Scene, kind: str, docs: dict[str, Any]) -> Scene:
         return Scene(scene.id, scene.doc, docs, scene.tokens, scene.regions, scene.ruleset,
                      scene.options, scene.revision + 1)
     # Only tokens changed: the next geometry can keep this one's walls and regions.
-    before = scene._geom[:1] or scene._before[:1]
+    before = [(scene._geom[0], scene.tokens)] if scene._geom else scene._before[:1]
     return Scene(scene.id, scene.doc, scene.walls, docs, scene.regions, scene.ruleset,
                  scene.options, scene.revision + 1, _before=list(before))
 
@@ -386,17 +388,25 @@ def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- documents to geometry -------------------------------------------------------------------
 
-def to_geometry(scene: Scene, before: SceneGeom | None = None) -> SceneGeom:
-    """The scene's geometry; `before` (a geometry of the same walls and regions) lends its
-    wall tuple, so wall arrays computed for it are found again by identity."""
+def to_geometry(scene: Scene,
+                before: tuple[SceneGeom, Mapping[str, TokenDoc]] | None = None) -> SceneGeom:
+    """The scene's geometry; `before` (a geometry of the same grid, walls and regions, and
+    the token documents it was built from) lends its wall and region tuples, so wall arrays
+    computed for it are found again by identity, and the creature of every token whose
+    document is the same object (a token move rebuilds one creature, not all of them)."""
     g = scene.doc.grid
     grid = Grid(GridKind(g.type), g.size, g.distance, g.units)
-    regions = _regions(scene.regions, grid)
     flags = scene.doc.flags.covercast if scene.doc.flags is not None else None
+    if before is not None:
+        geom, docs = before
+        kept = {c.id: c for c in geom.creatures}
+        return replace(geom, creatures=tuple(
+            kept[t.id] if docs.get(t.id) is t else _creature(t, grid)
+            for t in scene.tokens.values()))
+    regions = _regions(scene.regions, grid)
     return SceneGeom(
         grid=grid,
-        walls=before.walls if before is not None else tuple(
-            _wall(w, grid) for w in scene.walls.values()),
+        walls=tuple(_wall(w, grid) for w in scene.walls.values()),
         creatures=tuple(_creature(t, grid) for t in scene.tokens.values()),
         # Water is no obstacle: it travels apart, so tracers never meet it.
         regions=tuple(r for r in regions if r.kind is not RegionKind.WATER),
