@@ -298,6 +298,26 @@ class Ruleset(abc.ABC):
                 "aquatic": self.aquatic}
 
 
+def attack_flags(degree: Degree, melee: bool, in_reach: bool, adjacent: bool,
+                 can_hide: bool) -> set[Flag]:
+    """The flags every ruleset gives an attack at this degree: in reach, adjacent, may be
+    targeted (line of effect and in reach), the target may hide, and an attack of
+    opportunity is possible (a melee attack in reach with line of effect and no cover)."""
+    loe = degree is not Degree.TOTAL
+    flags = set()
+    if in_reach:
+        flags.add(Flag.IN_REACH)
+    if adjacent:
+        flags.add(Flag.ADJACENT)
+    if loe and in_reach:
+        flags.add(Flag.CAN_TARGET)
+    if can_hide:
+        flags.add(Flag.CAN_HIDE)
+    if melee and loe and in_reach and degree is Degree.NONE:
+        flags.add(Flag.CAN_AOO)
+    return flags
+
+
 def in_reach_by_mode(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
                      reach: npt.NDArray[np.float64], sz: npt.NDArray[np.int64] | None = None,
                      ) -> dict[AttackMode, npt.NDArray[np.bool_]]:

@@ -68,6 +68,7 @@ from rulesets.base import (
     Ruleset,
     Stat,
     TracedLine,
+    attack_flags,
     in_reach_by_mode,
     pair_indices,
 )
@@ -251,19 +252,10 @@ class CoverDegrees(Ruleset):
         degree = Degree.TOTAL if level == TOTAL else LADDER[level]
         degree = self.floored(degree, floor)
         loe = degree is not Degree.TOTAL
-        flags = set()
-        if in_reach:
-            flags.add(Flag.IN_REACH)
-        if adjacent:
-            flags.add(Flag.ADJACENT)
-        if loe and in_reach:
-            flags.add(Flag.CAN_TARGET)
-        if degree in self.STEALTH_DEGREES:
-            flags.add(Flag.CAN_HIDE)
+        flags = attack_flags(degree, mode is not AttackMode.RANGED, in_reach, adjacent,
+                             degree in self.STEALTH_DEGREES)
         if degree in self.REFLEX_BETTER_DEGREES:
             flags.add(Flag.REFLEX_DEGREE_BETTER)
-        if mode is not AttackMode.RANGED and loe and in_reach and degree is Degree.NONE:
-            flags.add(Flag.CAN_AOO)
         mods = list(self.TABLE[degree])
         flankers: tuple[str, ...] = ()
         # No flanking bonus for attacks made through cover.

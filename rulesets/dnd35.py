@@ -25,6 +25,7 @@ from rulesets.base import (
     ModKind,
     Ruleset,
     Stat,
+    attack_flags,
     pair_indices,
 )
 from rulesets.corner import (
@@ -202,18 +203,7 @@ class Dnd35(Ruleset):
                  melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
         """Flags and modifiers of an attack at this degree, flanking aside (kept per
         ruleset and outcome in _OUTCOMES: thousands of rows share a handful of them)."""
-        loe = degree is not Degree.TOTAL
-        flags = set()
-        if in_reach:
-            flags.add(Flag.IN_REACH)
-        if adjacent:
-            flags.add(Flag.ADJACENT)
-        if loe and in_reach:
-            flags.add(Flag.CAN_TARGET)
-        if degree in self.HIDE_DEGREES:
-            flags.add(Flag.CAN_HIDE)
+        flags = attack_flags(degree, melee, in_reach, adjacent, degree in self.HIDE_DEGREES)
         if degree in self.EVASION_DEGREES:
             flags.add(Flag.IMPROVED_EVASION)
-        if melee and loe and in_reach and degree is Degree.NONE:
-            flags.add(Flag.CAN_AOO)
         return frozenset(flags), tuple(self.TABLE[degree])

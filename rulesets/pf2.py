@@ -31,6 +31,7 @@ from rulesets.base import (
     Modifier,
     ModKind,
     Stat,
+    attack_flags,
     pair_indices,
 )
 from rulesets.degrees import (
@@ -214,17 +215,8 @@ class Pf2(CoverDegrees):
         from_ground, take_cover, target_rides, role = extra
         degree = self._degree(level, from_ground, floor, take_cover)
         loe = degree is not Degree.TOTAL
-        flags = set()
-        if in_reach:
-            flags.add(Flag.IN_REACH)
-        if adjacent:
-            flags.add(Flag.ADJACENT)
-        if loe and in_reach:
-            flags.add(Flag.CAN_TARGET)
-        if degree in self.STEALTH_DEGREES:
-            flags.add(Flag.CAN_HIDE)
-        if mode is not AttackMode.RANGED and loe and in_reach and degree is Degree.NONE:
-            flags.add(Flag.CAN_AOO)
+        flags = attack_flags(degree, mode is not AttackMode.RANGED, in_reach, adjacent,
+                             degree in self.STEALTH_DEGREES)
         mods = list(self.TABLE[degree])
         flankers: tuple[str, ...] = ()
         if flank is not None and mode is not AttackMode.RANGED and in_reach and loe:
