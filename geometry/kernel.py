@@ -312,22 +312,8 @@ def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
 
 def enter_paired(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
     """Row-paired lines and boxes: does the line pass through the box's open interior?"""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tlo = np.zeros(len(starts))
-        thi = np.ones(len(starts))
-        for axis in (0, 1):
-            p = starts[:, axis]
-            d = ends[:, axis] - p
-            b0, b1 = boxes[:, axis], boxes[:, axis + 2]
-            ta, tb = (b0 - p) / d, (b1 - p) / d
-            still = d == 0
-            inside = (p > b0) & (p < b1)
-            tlo = np.maximum(tlo, np.where(still, np.where(inside, -np.inf, np.inf),
-                                           np.minimum(ta, tb)))
-            thi = np.minimum(thi, np.where(still, np.where(inside, np.inf, -np.inf),
-                                           np.maximum(ta, tb)))
-    entered: BoolArray = thi - tlo > _INSIDE_EPS
-    return entered
+    # The block test's operations broadcast over plain rows as well.
+    return _enter_block(starts, ends, boxes)
 
 
 def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
@@ -342,9 +328,9 @@ def segments_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray
 
 
 def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> BoolArray:
-    """`enter_paired` on broadcast shapes (starts (C, P, 1, 2), ends (C, 1, Q, 2), boxes
-    (C, 1, 1, 4)): the same operations element for element, without copying each line's
-    points and box out first."""
+    """Whether lines pass through boxes' open interiors (a slab clip), on row-paired
+    arrays (N, 2) / (N, 4) or broadcast blocks (starts (C, P, 1, 2), ends (C, 1, Q, 2),
+    boxes (C, 1, 1, 4)) without copying each line's points and box out first."""
     with np.errstate(divide="ignore", invalid="ignore"):
         tlo: FloatArray = np.zeros(1)
         thi: FloatArray = np.ones(1)
