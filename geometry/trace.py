@@ -225,15 +225,17 @@ class Tracer:
         b = np.einsum("kij,kij->ki", normal, verts - p[:, None, :])
         scale = np.hypot(normal[..., 0], normal[..., 1])
         tol = self._tol * scale
+        # A line parallel to a side within rounding (one running along it) is held by that
+        # side's half-plane alone: its clip ratio would be rounding noise.
+        parallel = np.abs(a) <= tol * np.hypot(d[:, 0], d[:, 1])[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = b / a
-        lower = np.where(a > 0, ratio, -np.inf).max(axis=1)
-        upper = np.where(a < 0, ratio, np.inf).min(axis=1)
-        parallel_out = ((a == 0) & (b >= -tol)).any(axis=1)
+        lower = np.where((a > 0) & ~parallel, ratio, -np.inf).max(axis=1)
+        upper = np.where((a < 0) & ~parallel, ratio, np.inf).min(axis=1)
+        parallel_out = (parallel & (b >= -tol)).any(axis=1)
         lo, hi = np.maximum(lower, 0.0), np.minimum(upper, 1.0)
         enters = (hi - lo > 1e-12) & ~parallel_out
-        along = ((np.abs(a) <= tol * np.hypot(d[:, 0], d[:, 1])[:, None])
-                 & (np.abs(b) <= tol)).any(axis=1)
+        along = (parallel & (np.abs(b) <= tol)).any(axis=1)
         hit = np.zeros(cl.size, dtype=bool)
         np.logical_or.at(hit, pair, enters)
         # Along a side: inside the union only if the side is shared by two of its hexes.

@@ -244,3 +244,29 @@ def test_tracer_footprint_test_equals_shapely(kind: GridKind,
         want |= {(ln, c) for ln in np.nonzero(sure)[0].tolist()}
         unsure |= {(ln, c) for ln in np.nonzero(inside & ~sure)[0].tolist()}
     assert got - unsure == want - unsure and want <= got
+
+
+@pytest.mark.parametrize("kind", [GridKind.HEXODDR, GridKind.HEXEVENR, GridKind.HEXODDQ,
+                                  GridKind.HEXEVENQ])
+def test_a_line_along_a_hex_side_does_not_enter_it(kind: GridKind) -> None:
+    """The crossing convention on hexes: a line running along a side of a creature's hex
+    (extended well past both corners, so its direction comes out of rounding) only touches
+    the footprint; moved a hundredth of a pixel inwards it enters. Found by hypothesis on
+    HEXODDQ, where a line between two far grid corners ran along a side."""
+    from geometry.model import SceneGeom
+    from geometry.trace import Tracer
+
+    grid = Grid(kind, 100, 5, "ft")
+    lay = HexLayout.of(grid)
+    x, y = hexgrid.token_position(lay, (5, 2), 1, 1, 0)
+    tracer = Tracer(SceneGeom(grid, (), (
+        CreatureGeom("c", x, y, 1, 1, Size.MEDIUM, 5, 6, 0, 0, False, shape=0),)))
+    assert tracer.creature_polys is not None
+    ring = np.array(tracer.creature_polys[0].exterior.coords)[:-1]
+    centre = ring.mean(axis=0)
+    for k in range(6):
+        a, b = ring[k], ring[(k + 1) % 6]
+        starts, ends = np.array([a - 3.7 * (b - a)]), np.array([b + 5.3 * (b - a)])
+        assert tracer.trace(starts, ends).creature_line.size == 0, (kind, k)
+        inward = 0.01 * (centre - (a + b) / 2) / np.hypot(*(centre - (a + b) / 2))
+        assert tracer.trace(starts + inward, ends + inward).creature_line.size == 1, (kind, k)
