@@ -184,6 +184,10 @@ class TokenDoc(_Strict, frozen=True):
     _movementHistory: _IGNORED = None
     _regions: _IGNORED = None
     _stats: _IGNORED = None
+    # Foundry v14: the scene level the token stands on, and its depth in grid spaces (not
+    # read: heights come from the size table or Wall Height's tokenHeight, docs/protocol.md).
+    level: _IGNORED = None
+    depth: _IGNORED = None
 
 
 RegionKindName = Literal["blocking", "cover", "improved", "obscuring", "water"]

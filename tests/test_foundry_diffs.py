@@ -143,3 +143,18 @@ def test_unload_frees_the_scene_and_tells_subscribers(live_server: LiveServer) -
     assert reply["code"] == "unknown_scene"
     # Loading it again starts over.
     assert gm.request({"type": "scene.load", "scene": SCENE})["revision"] == 1
+
+
+def test_a_foundry_v14_token_with_level_and_depth_is_accepted(live_server: LiveServer) -> None:
+    """v14 adds `level` and `depth` to TokenDocument: a v14 client's creates and diffs are
+    accepted, and the height stays the size table's (depth is not read)."""
+    peer = _peer(live_server)
+    v14 = {"_id": "c", "x": 600, "y": 0, "level": "defaultLevel0000", "depth": 1,
+           "_movementHistory": [], "movementAction": "walk"}
+    assert peer.request({"type": "token.create", "scene": "s", "tokens": [v14]})["type"] \
+        == "ack"
+    assert peer.request({"type": "token.update", "scene": "s",
+                         "tokens": [{"_id": "c", "depth": 2, "level": "upper"}]})["type"] \
+        == "ack"
+    geom = live_server.core.scenes["s"].geometry.creature("c")
+    assert geom.tall == 6.0  # a Medium creature's height, whatever its v14 depth
