@@ -190,18 +190,25 @@ class Tracer:
         s_starts, s_ends = space_lines if space_lines is not None else (starts, ends)
         wl, wi = kernel.segments_cross_walls(starts, ends, self.wall_xy, group_start)
         if wl.size:
-            one_way = self.wall_dir[wi] != Direction.BOTH
-            if one_way.any():
-                side = kernel.foundry_side(self.wall_xy[wi], starts[wl])
-                # Foundry ignores a one-way wall when the origin is on the side it names.
-                keep = ~one_way | (side != self.wall_dir[wi])
-                wl, wi = wl[keep], wi[keep]
+            keep = self.facing(wi, starts[wl])
+            wl, wi = wl[keep], wi[keep]
         cl, ci = kernel.segments_enter_boxes(s_starts, s_ends, self.boxes, group_start)
-        cl, ci = self._exact_footprints(s_starts, s_ends, cl, ci)
+        cl, ci = self.exact_footprints(s_starts, s_ends, cl, ci)
         rl, ri = kernel.segments_enter_polygons(s_starts, s_ends, self.region_polys)
         return LineHits(n, wl, wi, cl, ci, rl, ri)
 
-    def _exact_footprints(self, starts: FloatArray, ends: FloatArray, cl: IntArray,
+    def facing(self, wi: IntArray, origins: FloatArray) -> BoolArray:
+        """Per row (wall index, origin point): whether the wall stands against sight from
+        that origin: two-way, or one-way with the origin not on the side Foundry ignores
+        it from."""
+        one_way = self.wall_dir[wi] != Direction.BOTH
+        out: BoolArray = ~one_way
+        if one_way.any():
+            side = kernel.foundry_side(self.wall_xy[wi[one_way]], origins[one_way])
+            out[one_way] = side != self.wall_dir[wi[one_way]]
+        return out
+
+    def exact_footprints(self, starts: FloatArray, ends: FloatArray, cl: IntArray,
                           ci: IntArray) -> tuple[IntArray, IntArray]:
         """On hex grids, keep the (line, creature) hits whose line really enters the
         creature's hex footprint, not only its bounding box: a vectorised clip of each line
@@ -269,7 +276,7 @@ class Tracer:
             flat_e = np.tile(space_ends, (1, p_n, 1)).reshape(-1, 2)
             # Hex grids: the boxes found above are the footprints' bounds; keep the hits
             # whose line enters a hex of the footprint.
-            cl, ci = self._exact_footprints(flat_s, flat_e, cl, ci)
+            cl, ci = self.exact_footprints(flat_s, flat_e, cl, ci)
             if self.region_polys:
                 rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
         return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)

@@ -26,7 +26,6 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
-from geometry import kernel
 from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
@@ -607,9 +606,7 @@ class CornerEngine:
         if len(tr.walls):
             idx = np.arange(len(tr.walls))
             solid, low, _ = self._wall_roles(idx, np.full(len(idx), t))
-            one_way = tr.wall_dir != 0
-            side = kernel.foundry_side(tr.wall_xy, np.repeat(p[None, :], len(idx), axis=0))
-            facing = ~one_way | (side != tr.wall_dir)
+            facing = tr.facing(idx, np.repeat(p[None, :], len(idx), axis=0))
             low_ok = np.zeros(len(idx), dtype=bool)
             if low.any():
                 li = idx[low]

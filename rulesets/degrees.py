@@ -466,18 +466,13 @@ class _Context:
         tr = self.tracer
         wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :], tr.wall_xy)
         if wl.size:
-            one_way = tr.wall_dir[wi] != Direction.BOTH
-            if one_way.any():
-                # Foundry's side of the start, computed as Tracer.trace does.
-                side = kernel.foundry_side(tr.wall_xy[wi], starts[wl])
-                keep = ~one_way | (side != tr.wall_dir[wi])
-                wl, wi = wl[keep], wi[keep]
+            keep = tr.facing(wi, starts[wl])
+            wl, wi = wl[keep], wi[keep]
         empty = np.empty(0, dtype=np.intp)
         cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes) if creatures \
             else (empty, empty)
-        if creatures and self.hex is not None:
-            # The exact hex footprint test `Tracer.trace` applies after the box test.
-            cl, ci = tr._exact_footprints(starts, ends, cl, ci)
+        # The exact hex footprint test `Tracer.trace` applies after the box test.
+        cl, ci = tr.exact_footprints(starts, ends, cl, ci)
         rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
         return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
 

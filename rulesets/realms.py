@@ -24,7 +24,6 @@ import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
-from geometry import kernel
 from geometry.kernel import FloatArray
 from geometry.model import (
     CreatureGeom,
@@ -390,8 +389,7 @@ class RealmsContext:
             if idx.size:
                 solid, low, improved = wall_roles(tr, self._tall, self._elev, idx,
                                                   np.full(idx.size, t))
-                side = kernel.foundry_side(tr.wall_xy[idx], np.repeat([p], idx.size, 0))
-                facing = (tr.wall_dir[idx] == 0) | (side != tr.wall_dir[idx])
+                facing = tr.facing(idx, np.repeat([p], idx.size, 0))
                 # Limited (terrain) walls hide nothing alone; they cast no shadow here.
                 keep = facing & ~tr.wall_limited[idx]
                 # The third dimension where it is exact: every line of sight from the
