@@ -733,13 +733,8 @@ class Core:
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
-        for field_name, tid in (("attacker", request.attacker), ("target", request.target)):
-            # A hidden token does not exist for a viewer: the same error as an unknown id.
-            doc = scene.tokens.get(tid)
-            if doc is None or (viewer and doc.hidden):
-                raise ClientError(ErrorCode.UNKNOWN_TOKEN,
-                                  f"$.{field_name}: no token {tid!r} in scene "
-                                  f"{request.scene!r}", path=f"$.{field_name}")
+        self._token(scene, request.attacker, viewer, "$.attacker")
+        self._token(scene, request.target, viewer, "$.target")
         if request.attacker == request.target:
             raise ClientError(ErrorCode.INVALID,
                               f"$.target: a token cannot attack itself ({request.target!r})",
@@ -850,21 +845,10 @@ class Core:
                      viewer: bool = False) -> None:
         """Every id names a token of the scene (a visible one, for a viewer) and every
         attack says its dice."""
-
-        def unknown(tid: str) -> bool:
-            doc = scene.tokens.get(tid)
-            return doc is None or (viewer and doc.hidden)
-
-        if unknown(request.attacker):
-            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.attacker: no token "
-                              f"{request.attacker!r} in scene {request.scene!r}",
-                              path="$.attacker")
+        self._token(scene, request.attacker, viewer, "$.attacker")
         for k, attack in enumerate(request.attacks):
             path = f"$.attacks[{k}]"
-            if unknown(attack.target):
-                raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}.target: no token "
-                                  f"{attack.target!r} in scene {request.scene!r}",
-                                  path=f"{path}.target")
+            self._token(scene, attack.target, viewer, f"{path}.target")
             if attack.target == request.attacker:
                 raise ClientError(ErrorCode.INVALID, f"{path}.target: a token cannot shoot "
                                   f"itself ({attack.target!r})", path=f"{path}.target")
@@ -881,9 +865,7 @@ class Core:
                 raise ClientError(ErrorCode.INVALID, f"$.defense: no Defense given for the "
                                   f"target {attack.target!r} of attack {k}", path="$.defense")
         for tid in request.defense:
-            if unknown(tid):
-                raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.defense: no token {tid!r} in "
-                                  f"scene {request.scene!r}", path="$.defense")
+            self._token(scene, tid, viewer, "$.defense")
 
     # -- drowning and suffocating ---------------------------------------------------------
 
@@ -902,12 +884,14 @@ class Core:
         return {t: v for t, v in self._breath_table(sid).items()
                 if t in tokens and not (viewer and tokens[t].hidden)}
 
-    def _token(self, scene: scenes.Scene, tid: str, viewer: bool = False) -> TokenDoc:
-        """The token `tid`; for a viewer a hidden token does not exist (the same error)."""
+    def _token(self, scene: scenes.Scene, tid: str, viewer: bool = False,
+               path: str = "$.token") -> TokenDoc:
+        """The token `tid` (named at `path`); for a viewer a hidden token does not exist:
+        the same error as an unknown id."""
         doc = scene.tokens.get(tid)
         if doc is None or (viewer and doc.hidden):
-            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"$.token: no token {tid!r} in scene "
-                              f"{scene.id!r}", path="$.token")
+            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}: no token {tid!r} in scene "
+                              f"{scene.id!r}", path=path)
         return doc
 
     def _turn_end(self, state: Connection, request: TurnEnd, binary: bool) -> list[Output]:
