@@ -38,6 +38,7 @@ import numpy as np
 from geometry import hex as hexgrid
 from geometry.hex import Cell, HexLayout
 from geometry.model import SceneGeom
+from rulesets.base import Annotation, Degree, Flag, Stat
 
 FORWARD = 2
 SLOTS = 8
@@ -79,6 +80,25 @@ class Shot:
     defense: int
     modifier: int
     full_cover: bool
+
+
+def aimed(ann: Annotation, defense: int, bonus: int) -> tuple[Shot, str | None, str]:
+    """The shot at its original target from the realms annotation of the pair: Defense
+    with the cover bonus, the attacker's bonus with the obscurement penalty, why the
+    friendly-fire rule applies (None: only a miss near others brings it), and the first
+    step a chat card shows."""
+    cover_bonus = sum(m.value for m in ann.modifiers if m.stat is Stat.DEFENSE)
+    penalty = sum(m.value for m in ann.modifiers if m.stat is Stat.ATTACK)
+    full = ann.cover is Degree.TOTAL
+    shot = Shot(ann.target, defense + cover_bonus, bonus + penalty, full)
+    trigger = None
+    if Flag.FRIENDLY_FIRE in ann.flags:
+        trigger = "full cover" if full else "three-quarters cover with others in the vicinity"
+    label = "full" if full else ann.cover.value.replace("_", "-")
+    first = (f"{ann.target}: Defense {defense} {cover_bonus:+d} ({label} cover) = "
+             f"{shot.defense}; modifier {bonus:+d} {penalty:+d} (obscurement) = "
+             f"{shot.modifier:+d}")
+    return shot, trigger, first
 
 
 @dataclass(frozen=True, slots=True)

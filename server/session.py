@@ -28,7 +28,7 @@ from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from geometry.water import submerged
 from rulesets import REGISTRY, friendlyfire
-from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier, Stat
+from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from rulesets.breath import Breath, Step, TurnEvent, end_turn
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
@@ -799,15 +799,8 @@ class Core:
             (ann,) = scene.ruleset.annotate(geom, scene.options,
                                             pairs=[(request.attacker, attack.target)],
                                             modes=[AttackMode.RANGED])
-            cover_bonus = sum(m.value for m in ann.modifiers if m.stat is Stat.DEFENSE)
-            penalty = sum(m.value for m in ann.modifiers if m.stat is Stat.ATTACK)
-            base = request.defense[attack.target]
-            shot = friendlyfire.Shot(attack.target, base + cover_bonus,
-                                     request.bonus + penalty, ann.cover is Degree.TOTAL)
-            trigger = None
-            if Flag.FRIENDLY_FIRE in ann.flags:
-                trigger = "full cover" if ann.cover is Degree.TOTAL else \
-                    "three-quarters cover with others in the vicinity"
+            shot, trigger, first = friendlyfire.aimed(ann, request.defense[attack.target],
+                                                      request.bonus)
             rolled: list[str] = []
             dice = attack.dice
             if dice is None:
@@ -827,10 +820,6 @@ class Core:
                 raise ClientError(ErrorCode.INVALID, f"$.attacks[{k}].target: {exc}",
                                   path=f"$.attacks[{k}].target") from None
             res = friendlyfire.resolve(shot, dice, d10, cands, request.defense, k + 1)
-            label = "full" if ann.cover is Degree.TOTAL else ann.cover.value.replace("_", "-")
-            first = (f"{attack.target}: Defense {base} {cover_bonus:+d} "
-                     f"({label} cover) = {shot.defense}; modifier "
-                     f"{request.bonus:+d} {penalty:+d} (obscurement) = {shot.modifier:+d}")
             out.append(FriendlyFireOut(
                 attack.target, ann.cover.value, trigger, shot.defense, shot.modifier,
                 [_die(d) for d in res.dice], res.hit_target, res.friendly_fire,
