@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -114,8 +114,7 @@ class Flag(enum.Enum):
     DISMOUNT_ONLY_MOVE = "dismount_only_move"
 
 
-@dataclass(frozen=True, slots=True)
-class Modifier:
+class Modifier(msgspec.Struct, frozen=True, gc=False):
     """A number the table applies: `value` to `stat` (of the target for ac/reflex/hide and
     resistance, of the attacker for attack), of a bonus `kind`, and why; `damage`, when not
     empty, limits it to attacks dealing one of those damage types (for resistance: the
@@ -128,8 +127,7 @@ class Modifier:
     damage: tuple[DamageType, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class TracedLine:
+class TracedLine(msgspec.Struct, frozen=True, gc=False):
     """One sight line the rule drew, and what it met (for overlays that show why)."""
 
     start: tuple[float, float]
@@ -140,8 +138,7 @@ class TracedLine:
     regions: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Annotation:
+class Annotation(msgspec.Struct, frozen=True, gc=False):
     """What one attacker faces when attacking one target in one mode."""
 
     attacker: str
@@ -160,8 +157,7 @@ class Annotation:
         return (self.attacker, self.target, self.mode.value)
 
 
-@dataclass(frozen=True, slots=True)
-class AreaHit:
+class AreaHit(msgspec.Struct, frozen=True, gc=False):
     """What one creature caught in an area effect gets against it: its cover from the
     effect's origin and the save modifiers that follow. `obstructions` counts what the
     ruleset counted along the line, where it counts (cover-degree rulesets)."""

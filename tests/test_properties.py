@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -204,7 +203,7 @@ def test_reflected_token_corner() -> None:
 
 def _without_lines(anns: dict[tuple[str, str, str], Annotation]
                    ) -> dict[tuple[str, str, str], Annotation]:
-    return {k: dataclasses.replace(a, lines=None) for k, a in anns.items()}
+    return {k: msgspec.structs.replace(a, lines=None) for k, a in anns.items()}
 
 
 @pytest.mark.parametrize("one_way", ["swap_dir", "reverse_ends"])
@@ -534,3 +533,33 @@ def test_non_string_map_key_error_names_the_map() -> None:
     with pytest.raises(ClientError) as info:
         parse_request(decode_frame(frame))
     assert info.value.path == "$.scene", info.value.message
+
+
+# -- (e) dnd35's columnar rows == its row-by-row annotations ---------------------------------
+
+@st.composite
+def crowded_docs(draw: st.DrawFn) -> Doc:
+    """Scenes for the row paths: big creatures among small ones, allies and foes close
+    enough to flank, GM floors, elevations."""
+    doc = draw(scene_docs())
+    for tok in doc["tokens"]:
+        size = draw(st.sampled_from([1, 1, 1, 2, 3, 0.5]))
+        tok["width"] = tok["height"] = size
+        tok["elevation"] = draw(st.sampled_from([0, 0, 0, 5, 10]))
+        floor = draw(st.sampled_from([None, None, None, "soft", "cover", "improved"]))
+        if floor is not None:
+            tok["flags"] = {"covercast": {"cover": floor}}
+    return doc
+
+
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1"])
+@PROPS
+@given(doc=crowded_docs(), options=options_st)
+def test_rows_without_lines_equal_rows_with_lines(ruleset: str, doc: Doc,
+                                                   options: Doc) -> None:
+    # dnd35 without lines builds its annotations from arrays (`_annotate_columns`); with
+    # lines, row by row (`_annotation`). pf1 reads probes and always goes row by row.
+    if ruleset != "dnd35":
+        options = {}
+    with_lines = _without_lines(evaluate(doc, options, lines=True, ruleset=ruleset))
+    assert evaluate(doc, options, ruleset=ruleset) == with_lines
