@@ -17,7 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -94,6 +94,38 @@ class PairFacts:
     in_reach: bool
     best_lines: tuple[TracedLine, ...] | None
     best: tuple[Probe, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RowFacts:
+    """Per row (pair and mode), as arrays: the reduced level, whether the two are adjacent,
+    and whether the target is in reach of that attack. What a rule that reads nothing but
+    the level needs, without a PairFacts object per row."""
+
+    level: npt.NDArray[np.int8]
+    adjacent: BoolArray
+    in_reach: BoolArray
+
+
+@dataclass(frozen=True, slots=True)
+class _Traced:
+    """A plan traced and reduced: per row the level, adjacency and reach; per probe and
+    virtual line what the per-row facts read back."""
+
+    row_level: npt.NDArray[np.int8]
+    adjacent: BoolArray
+    in_reach: BoolArray
+    hits: LineHits
+    comps: dict[str, BoolArray]
+    at: IntArray
+    level: npt.NDArray[np.int8]
+    starts: FloatArray
+    ends: FloatArray
+    probe_level: npt.NDArray[np.int8]
+    probe_open: IntArray
+    probe_n: IntArray
+    rstart: IntArray
+    rend: IntArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +285,11 @@ def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
 
 # Attack modes as row codes (CornerEngine._row_arrays).
 _MELEE_CODE, _REACH_CODE, _RANGED_CODE = 0, 1, 2
+#: Each attack mode's code in the row arrays, and back.
+MODE_CODE: dict[AttackMode, int] = {AttackMode.MELEE: _MELEE_CODE,
+                                    AttackMode.REACH: _REACH_CODE,
+                                    AttackMode.RANGED: _RANGED_CODE}
+CODE_MODE: tuple[AttackMode, ...] = (AttackMode.MELEE, AttackMode.REACH, AttackMode.RANGED)
 # Row shapes (CornerEngine._row_shapes), in planning order.
 _SIMPLE, _SPACES, _SQUARES, _ONE_BY_ONE = 0, 1, 2, 3
 
@@ -423,6 +460,15 @@ class CornerEngine:
             self._partner = np.full(len(self.cs), -1, dtype=np.intp)
             for rider, steed in riders.items():
                 self._partner[rider], self._partner[steed] = steed, rider
+
+    def rows_of(self, a: IntArray, t: IntArray, code: npt.NDArray[np.int8],
+                ) -> list[tuple[int, int, AttackMode]]:
+        """The rows (attacker, target, mode) these arrays lay out (`code`: MODE_CODE), with
+        the arrays kept so planning does not read them back from the tuples."""
+        modes = [CODE_MODE[c] for c in code.tolist()]
+        rows = list(zip(a.tolist(), t.tolist(), modes, strict=True))
+        self._rows_memo = (rows, (a.astype(np.intp), t.astype(np.intp), code.astype(np.int8)))
+        return rows
 
     def _row_arrays(self, rows: Sequence[tuple[int, int, AttackMode]],
                     ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
@@ -732,6 +778,36 @@ class CornerEngine:
         for rules that look closer at cover)."""
         if not rows:
             return []
+        plan, ordered, order = self._planned(rows)
+        facts = self._evaluate_plan(plan, ordered, want_lines, want_probes)
+        if order is None:
+            return facts
+        out: list[PairFacts | None] = [None] * len(rows)
+        for pos, i in enumerate(order.tolist()):
+            out[i] = facts[pos]
+        return [f for f in out if f is not None]
+
+    def row_facts(self, rows: Sequence[tuple[int, int, AttackMode]]) -> RowFacts:
+        """`evaluate`'s level, adjacency and reach of each row, as arrays, for rules that
+        read nothing more (no lines, no probes): the same planning and tracing, without an
+        object per row."""
+        if not rows:
+            empty = np.zeros(0, dtype=bool)
+            return RowFacts(np.zeros(0, dtype=np.int8), empty, empty)
+        plan, ordered, order = self._planned(rows)
+        tr = self._plan_levels(plan, ordered, False)
+        level, adjacent, in_reach = tr.row_level.astype(np.int8), tr.adjacent, tr.in_reach
+        if order is not None:
+            level, adjacent, in_reach = (np.empty_like(level), np.empty_like(adjacent),
+                                         np.empty_like(in_reach))
+            level[order], adjacent[order], in_reach[order] = (tr.row_level, tr.adjacent,
+                                                              tr.in_reach)
+        return RowFacts(level, adjacent, in_reach)
+
+    def _planned(self, rows: Sequence[tuple[int, int, AttackMode]],
+                 ) -> tuple[PlanArrays, Sequence[tuple[int, int, AttackMode]], IntArray | None]:
+        """The plan of `rows`, the rows in the plan's order, and where each planned row came
+        from (None: the rows' own order)."""
         # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
         # only the others need their shape worked out one by one.
         a, t, code = self._row_arrays(rows)
@@ -749,18 +825,12 @@ class CornerEngine:
             else:
                 segments.append((keys[i], pos, pos + 1))
         if not others:
-            return self._evaluate_plan(self._block_plan(rows, segments), rows, want_lines,
-                                       want_probes)
+            return self._block_plan(rows, segments), rows, None
         order = simple_idx.tolist() + others
         ordered = [rows[i] for i in order]
         at = np.array(order, dtype=np.intp)
         self._rows_memo = (ordered, (a[at], t[at], code[at]))
-        facts = self._evaluate_plan(self._block_plan(ordered, segments), ordered, want_lines,
-                                    want_probes)
-        out: list[PairFacts | None] = [None] * len(rows)
-        for pos, i in enumerate(order):
-            out[i] = facts[pos]
-        return [f for f in out if f is not None]
+        return self._block_plan(ordered, segments), ordered, at
 
     def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
                   want_lines: bool, want_probes: bool = True) -> list[PairFacts]:
@@ -988,8 +1058,10 @@ class CornerEngine:
             probe_box=np.array(boxes, dtype=np.float64).reshape(-1, 4),
             row_probe_start=np.array([0], dtype=np.intp))
 
-    def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
-                       want_lines: bool, want_probes: bool) -> list[PairFacts]:
+    def _plan_levels(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
+                     want_lines: bool) -> _Traced:
+        """Trace the plan's lines and reduce them to each row's level, with the probe and
+        line arrays the per-row facts read back."""
         if plan.blocks is not None:
             real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
                                                                   want_lines))
@@ -1034,13 +1106,24 @@ class CornerEngine:
         adj = (sx <= 1) & (sy <= 1) & (sz <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a], sz)
 
-        in_reach_l = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
-                                           reach_by_mode[AttackMode.REACH],
-                                           reach_by_mode[AttackMode.RANGED]]).tolist()
-        adj_list = adj.tolist()
-        level_list = row_level.tolist()
-        rstart_l, rend_l = rstart.tolist(), rend.tolist()
-        plevel_l, popen_l, pn_l = probe_level.tolist(), probe_open.tolist(), probe_n.tolist()
+        in_reach = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
+                                         reach_by_mode[AttackMode.REACH],
+                                         reach_by_mode[AttackMode.RANGED]])
+        return _Traced(row_level, adj, in_reach, hits, comps, at, level, starts, ends,
+                       probe_level, probe_open, probe_n, rstart, rend)
+
+    def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
+                       want_lines: bool, want_probes: bool) -> list[PairFacts]:
+        tr = self._plan_levels(plan, rows, want_lines)
+        hits, comps, at, level, starts, ends = (tr.hits, tr.comps, tr.at, tr.level,
+                                                tr.starts, tr.ends)
+        pstart, probe_n = plan.probe_start, tr.probe_n
+        in_reach_l = tr.in_reach.tolist()
+        adj_list = tr.adjacent.tolist()
+        level_list = tr.row_level.tolist()
+        rstart_l, rend_l = tr.rstart.tolist(), tr.rend.tolist()
+        plevel_l, popen_l, pn_l = (tr.probe_level.tolist(), tr.probe_open.tolist(),
+                                   tr.probe_n.tolist())
         out: list[PairFacts] = []
         for r in range(len(rows)):
             in_reach = in_reach_l[r]
@@ -1121,7 +1204,7 @@ class CornerEngine:
         near = within_reach_many(sx, sy, self._reach[bb], self._vsteps(bb, tt)) & (bb != tt)
         return list(zip(bb[near].tolist(), tt[near].tolist(), strict=True))
 
-    def flankers(self, a: int, t: int, threatens: dict[tuple[int, int], bool]) -> list[str]:
+    def flankers(self, a: int, t: int, threatens: Mapping[tuple[int, int], bool]) -> list[str]:
         """Allies of `a` that, threatening `t`, stand across it from `a` (3.5 SRD flanking:
         the line between centres crosses opposite borders or corners; big creatures may use
         any square they occupy)."""

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+import numpy as np
+
 from geometry.incremental import SightPoints
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, inside, shape
@@ -29,9 +31,11 @@ from rulesets.base import (
     pair_indices,
 )
 from rulesets.corner import (
+    CODE_MODE,
     CORNER_OPTION_DOCS,
     COVER,
     IMPROVED,
+    MODE_CODE,
     NONE,
     SOFT,
     TOTAL,
@@ -88,20 +92,72 @@ class Dnd35(Ruleset):
         engine = CornerEngine(scene, options)
         idx_pairs = pair_indices(len(scene.creatures), engine.index, pairs)
         modes = tuple(modes)
-        rows = [(a, t, m) for a, t in idx_pairs for m in modes]
         # Flanking needs melee facts for everyone who can reach a target, asked for or not.
         melee = AttackMode.MELEE in modes
         asked = set(idx_pairs) if melee else set()
         extra = [] if not any(m is not AttackMode.RANGED for m in modes) else [
-            (b, t, AttackMode.MELEE) for b, t in engine.threat_rows(idx_pairs)
-            if (b, t) not in asked]
-        # The 3.5 degree is the level; a variant overriding _degree may look at the probes.
-        facts = engine.evaluate(rows + extra, lines,
-                                want_probes=type(self)._degree is not Dnd35._degree)
-        threatens = {(a, t): f.in_reach and f.level != TOTAL
-                     for (a, t, m), f in zip(rows + extra, facts, strict=True)
-                     if m is AttackMode.MELEE}
-        return self._annotate_rows(engine, rows, facts[:len(rows)], threatens, options)
+            (b, t) for b, t in engine.threat_rows(idx_pairs) if (b, t) not in asked]
+        if lines or type(self)._degree is not Dnd35._degree:
+            # A variant overriding _degree may look at the probes; lines are per row.
+            rows = [(a, t, m) for a, t in idx_pairs for m in modes]
+            all_rows = rows + [(b, t, AttackMode.MELEE) for b, t in extra]
+            facts = engine.evaluate(all_rows, lines,
+                                    want_probes=type(self)._degree is not Dnd35._degree)
+            threatens = {(a, t): f.in_reach and f.level != TOTAL
+                         for (a, t, m), f in zip(all_rows, facts, strict=True)
+                         if m is AttackMode.MELEE}
+            return [self._annotation(engine, a, t, m, f, threatens, options)
+                    for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
+        return self._annotate_columns(engine, idx_pairs, modes, extra, options)
+
+    def _annotate_columns(self, engine: CornerEngine, idx_pairs: Sequence[tuple[int, int]],
+                          modes: tuple[AttackMode, ...], extra: Sequence[tuple[int, int]],
+                          options: Any) -> list[Annotation]:
+        """Every row's annotation when the degree is the engine's level: the facts come as
+        arrays, rows sharing an outcome (degree, reach, adjacency, melee) share its flags
+        and modifiers, and only rows a GM floor or flanking touches are worked out one by
+        one (`_annotation`). Equal to `_annotation` on every row."""
+        n_pairs, n_modes = len(idx_pairs), len(modes)
+        pa = np.array(idx_pairs, dtype=np.intp).reshape(-1, 2)
+        ex = np.array(extra, dtype=np.intp).reshape(-1, 2)
+        codes = np.array([MODE_CODE[m] for m in modes], dtype=np.int8)
+        a = np.concatenate([np.repeat(pa[:, 0], n_modes), ex[:, 0]])
+        t = np.concatenate([np.repeat(pa[:, 1], n_modes), ex[:, 1]])
+        code = np.concatenate([np.tile(codes, n_pairs),
+                               np.full(len(ex), MODE_CODE[AttackMode.MELEE], dtype=np.int8)])
+        rf = engine.row_facts(engine.rows_of(a, t, code))
+        rows_a, rows_t = a, t
+        n = n_pairs * n_modes
+        level, reach, adj = rf.level[:n], rf.in_reach[:n], rf.adjacent[:n]
+        melee = code[:n] != MODE_CODE[AttackMode.RANGED]
+        a, t = a[:n], t[:n]
+        outcome_key = ((level.astype(np.intp) * 2 + reach) * 2 + adj) * 2 + melee
+        table: dict[int, tuple[bool, Degree, tuple[Modifier, ...], frozenset[Flag]]] = {}
+        for k in np.unique(outcome_key).tolist():
+            degree = self.DEGREES[k >> 3]
+            flags, mods = self._outcome_of(degree, bool(k & 4), bool(k & 2), bool(k & 1))
+            table[k] = (degree is not Degree.TOTAL, degree, mods, flags)
+        ids = [c.id for c in engine.cs]
+        mode_of = [CODE_MODE[c] for c in code[:n].tolist()]
+        out = [Annotation(ids[x], ids[y], m, *table[k])
+               for x, y, m, k in zip(a.tolist(), t.tolist(), mode_of, outcome_key.tolist(),
+                                     strict=True)]
+        # One by one: a target under a GM floor, and melee rows that may be flanking.
+        floored = np.array([c.cover_floor is not None for c in engine.cs], dtype=bool)
+        can_flank = np.array([self._can_flank(engine, k) for k in range(len(engine.cs))],
+                             dtype=bool)
+        flank = melee & reach & (level != TOTAL) & can_flank[a]
+        special = np.flatnonzero(floored[t] | flank)
+        if special.size:
+            all_melee = np.flatnonzero(code == MODE_CODE[AttackMode.MELEE])
+            threat = all_melee[rf.in_reach[all_melee] & (rf.level[all_melee] != TOTAL)]
+            who, whom = rows_a[threat].tolist(), rows_t[threat].tolist()
+            threatens = dict.fromkeys(zip(who, whom, strict=True), True)
+            for i in special.tolist():
+                f = PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]), None)
+                out[i] = self._annotation(engine, int(a[i]), int(t[i]), mode_of[i], f,
+                                          threatens, options)
+        return out
 
     def sight_points(self) -> SightPoints:
         return corner_sight_points
@@ -151,58 +207,42 @@ class Dnd35(Ruleset):
         """Whether this creature may be one of a flanking pair at all."""
         return True
 
-    def _annotate_rows(self, engine: CornerEngine, rows: Sequence[tuple[int, int, AttackMode]],
-                       facts: Sequence[PairFacts], threatens: dict[tuple[int, int], bool],
-                       options: Any) -> list[Annotation]:
-        """Each row's annotation: its degree (floored by the GM's override), the flags and
-        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks.
-        One loop over thousands of rows: what does not change per row is looked up once."""
-        ids = [c.id for c in engine.cs]
-        floors = [c.cover_floor for c in engine.cs]
-        # The 3.5 degree needs no more than the level; a variant may look closer.
-        by_level = type(self)._degree is Dnd35._degree
-        degrees = self.DEGREES
-        cls = type(self)
-        ranged, total = AttackMode.RANGED, Degree.TOTAL
-        local: dict[tuple[int, bool, bool, bool],
-                    tuple[frozenset[Flag], tuple[Modifier, ...]]] = {}
-        out = []
-        for (a, t, mode), f in zip(rows, facts, strict=True):
-            if by_level:
-                degree, visible = degrees[f.level], None
-            else:
-                degree, visible = self._degree(engine, a, t, f, options)
-            if floors[t] is not None:
-                degree = self.floored(degree, floors[t])
-            loe = degree is not total
-            melee = mode is not ranged
-            # Enum members hash slowly: the per-call table is keyed by identity.
-            local_key = (id(degree), f.in_reach, f.adjacent, melee)
-            outcome = local.get(local_key)
-            if outcome is None:
-                key = (cls, degree, f.in_reach, f.adjacent, melee)
-                outcome = _OUTCOMES.get(key)
-                if outcome is None:
-                    outcome = _OUTCOMES[key] = self._outcome(degree, f.in_reach, f.adjacent,
-                                                             melee)
-                local[local_key] = outcome
-            flags, mods = outcome
-            flankers: tuple[str, ...] = ()
-            if melee and loe and f.in_reach and self._can_flank(engine, a):
-                flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
-                                 if self._can_flank(engine, engine.index[fl]))
-                if flankers:
-                    flags = flags | {Flag.FLANKING}
-                    mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
-                                     "flanking with " + ", ".join(flankers)))
-            out.append(Annotation(ids[a], ids[t], mode, loe, degree, mods, flags, flankers,
-                                  f.best_lines, visible))
-        return out
+    def _annotation(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
+                    f: PairFacts, threatens: Mapping[tuple[int, int], bool],
+                    options: Any) -> Annotation:
+        """One row's annotation: its degree (floored by the GM's override), the flags and
+        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks."""
+        degree, visible = self._degree(engine, a, t, f, options)
+        floor = engine.cs[t].cover_floor
+        if floor is not None:
+            degree = self.floored(degree, floor)
+        loe = degree is not Degree.TOTAL
+        melee = mode is not AttackMode.RANGED
+        flags, mods = self._outcome_of(degree, f.in_reach, f.adjacent, melee)
+        flankers: tuple[str, ...] = ()
+        if melee and loe and f.in_reach and self._can_flank(engine, a):
+            flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
+                             if self._can_flank(engine, engine.index[fl]))
+            if flankers:
+                flags = flags | {Flag.FLANKING}
+                mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                                 "flanking with " + ", ".join(flankers)))
+        return Annotation(engine.cs[a].id, engine.cs[t].id, mode, loe, degree, mods, flags,
+                          flankers, f.best_lines, visible)
+
+    def _outcome_of(self, degree: Degree, in_reach: bool, adjacent: bool,
+                    melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
+        """`_outcome`, kept per ruleset and outcome in _OUTCOMES: thousands of rows share a
+        handful of them."""
+        key = (type(self), degree, in_reach, adjacent, melee)
+        outcome = _OUTCOMES.get(key)
+        if outcome is None:
+            outcome = _OUTCOMES[key] = self._outcome(degree, in_reach, adjacent, melee)
+        return outcome
 
     def _outcome(self, degree: Degree, in_reach: bool, adjacent: bool,
                  melee: bool) -> tuple[frozenset[Flag], tuple[Modifier, ...]]:
-        """Flags and modifiers of an attack at this degree, flanking aside (kept per
-        ruleset and outcome in _OUTCOMES: thousands of rows share a handful of them)."""
+        """Flags and modifiers of an attack at this degree, flanking aside."""
         flags = attack_flags(degree, melee, in_reach, adjacent, degree in self.HIDE_DEGREES)
         if degree in self.EVASION_DEGREES:
             flags.add(Flag.IMPROVED_EVASION)

@@ -82,9 +82,14 @@ def evaluate_case(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     scene = load_scene(case)
     out = []
     for q in case["queries"]:
-        (ann,) = scene.ruleset.annotate(
-            scene.geometry, scene.options, pairs=[(q["attacker"], q["target"])],
-            modes=[AttackMode(q.get("attack", "ranged"))], lines=True)
+        pair, modes = [(q["attacker"], q["target"])], [AttackMode(q.get("attack", "ranged"))]
+        (ann,) = scene.ruleset.annotate(scene.geometry, scene.options, pairs=pair,
+                                        modes=modes, lines=True)
+        # Without lines a ruleset may take another path (dnd35's columnar rows): the same
+        # annotation, lines aside.
+        (bare,) = scene.ruleset.annotate(scene.geometry, scene.options, pairs=pair,
+                                         modes=modes, lines=False)
+        assert bare == msgspec.structs.replace(ann, lines=None), (q, bare, ann)
         out.append((q, msgspec.to_builtins(annotation_out(ann))))
     return out
 
