@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import msgspec
 import numpy as np
@@ -408,6 +408,31 @@ def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
     return LineHits(len(virt_real), wl, wi, cl, ci, rl, ri)
 
 
+class Rows(Sequence[tuple[int, int, AttackMode]]):
+    """Rows (attacker, target, attack mode) laid out as arrays (`code`: MODE_CODE): what
+    the engine plans from, without a tuple per row; a row is read as a tuple on demand."""
+
+    __slots__ = ("a", "code", "t")
+
+    def __init__(self, a: IntArray, t: IntArray, code: npt.NDArray[np.int8]) -> None:
+        self.a = a.astype(np.intp, copy=False)
+        self.t = t.astype(np.intp, copy=False)
+        self.code = code.astype(np.int8, copy=False)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int, AttackMode]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Rows: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, int, AttackMode] | Rows:
+        if isinstance(i, slice):
+            return Rows(self.a[i], self.t[i], self.code[i])
+        return int(self.a[i]), int(self.t[i]), CODE_MODE[int(self.code[i])]
+
+
 class CornerEngine:
     """Evaluates the corner procedure for many pairs of one scene."""
 
@@ -461,19 +486,12 @@ class CornerEngine:
             for rider, steed in riders.items():
                 self._partner[rider], self._partner[steed] = steed, rider
 
-    def rows_of(self, a: IntArray, t: IntArray, code: npt.NDArray[np.int8],
-                ) -> list[tuple[int, int, AttackMode]]:
-        """The rows (attacker, target, mode) these arrays lay out (`code`: MODE_CODE), with
-        the arrays kept so planning does not read them back from the tuples."""
-        modes = [CODE_MODE[c] for c in code.tolist()]
-        rows = list(zip(a.tolist(), t.tolist(), modes, strict=True))
-        self._rows_memo = (rows, (a.astype(np.intp), t.astype(np.intp), code.astype(np.int8)))
-        return rows
-
     def _row_arrays(self, rows: Sequence[tuple[int, int, AttackMode]],
                     ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
         """Attacker, target and mode (_MELEE_CODE, _REACH_CODE, _RANGED_CODE) of each row as
         arrays, read once per list of rows (planning and evaluation read the same list)."""
+        if isinstance(rows, Rows):
+            return rows.a, rows.t, rows.code
         memo = self._rows_memo
         if memo is not None and memo[0] is rows:
             return memo[1]
@@ -794,15 +812,32 @@ class CornerEngine:
         if not rows:
             empty = np.zeros(0, dtype=bool)
             return RowFacts(np.zeros(0, dtype=np.int8), empty, empty)
+        a, t, code = self._row_arrays(rows)
+        adjacent, in_reach = self._reach_facts(a, t, code)
+        # Between one-square creatures a melee attack on a target it is not adjacent to
+        # reads the same lines under the same rule as a reach attack (REACH_LINE probes
+        # from each corner): each such pair is planned and traced once for both.
+        simple = (self._k[a] == 4) & (self._k[t] == 4)
+        planned = np.where(simple & (code == _MELEE_CODE) & ~adjacent, _REACH_CODE, code)
+        n = len(self.cs)
+        key = (a * n + t) * 3 + planned
+        unique, back = np.unique(key, return_inverse=True)
+        if len(unique) == len(rows):
+            return RowFacts(self._row_levels(rows), adjacent, in_reach)
+        pair = unique // 3
+        level = self._row_levels(Rows(pair // n, pair % n, (unique % 3).astype(np.int8)))
+        return RowFacts(level[back.reshape(-1)], adjacent, in_reach)
+
+    def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]],
+                    ) -> npt.NDArray[np.int8]:
+        """Each row's level, in the rows' order."""
         plan, ordered, order = self._planned(rows)
-        tr = self._plan_levels(plan, ordered, False)
-        level, adjacent, in_reach = tr.row_level.astype(np.int8), tr.adjacent, tr.in_reach
-        if order is not None:
-            level, adjacent, in_reach = (np.empty_like(level), np.empty_like(adjacent),
-                                         np.empty_like(in_reach))
-            level[order], adjacent[order], in_reach[order] = (tr.row_level, tr.adjacent,
-                                                              tr.in_reach)
-        return RowFacts(level, adjacent, in_reach)
+        level = self._plan_levels(plan, ordered, False).row_level.astype(np.int8)
+        if order is None:
+            return level
+        out = np.empty_like(level)
+        out[order] = level
+        return out
 
     def _planned(self, rows: Sequence[tuple[int, int, AttackMode]],
                  ) -> tuple[PlanArrays, Sequence[tuple[int, int, AttackMode]], IntArray | None]:
@@ -826,10 +861,8 @@ class CornerEngine:
                 segments.append((keys[i], pos, pos + 1))
         if not others:
             return self._block_plan(rows, segments), rows, None
-        order = simple_idx.tolist() + others
-        ordered = [rows[i] for i in order]
-        at = np.array(order, dtype=np.intp)
-        self._rows_memo = (ordered, (a[at], t[at], code[at]))
+        at = np.concatenate([simple_idx, np.array(others, dtype=np.intp)])
+        ordered = Rows(a[at], t[at], code[at])
         return self._block_plan(ordered, segments), ordered, at
 
     def reference(self, rows: Sequence[tuple[int, int, AttackMode]],
@@ -858,15 +891,16 @@ class CornerEngine:
                                  self.grid.size)
         adj = ((sx <= 1) & (sy <= 1) & (self._vsteps(a[idx], t[idx]) <= 1)).tolist()
         ka, kt = self._k[a[idx]].tolist(), self._k[t[idx]].tolist()
+        targets, codes = t[idx].tolist(), self._row_arrays(rows)[2][idx].tolist()
         big_ranged = self.options.big_creatures_ranged
         out: dict[int, tuple[int, ...]] = {}
         for j, i in enumerate(which):
-            _, ti, mode = rows[i]
+            ti, code = targets[j], codes[j]
             if ka[j] == 4 and kt[j] == 4:
                 out[i] = (_SIMPLE,)
-            elif mode is AttackMode.MELEE and adj[j]:
+            elif code == _MELEE_CODE and adj[j]:
                 out[i] = (_ONE_BY_ONE,)
-            elif mode is AttackMode.RANGED and not big_ranged:
+            elif code == _RANGED_CODE and not big_ranged:
                 out[i] = (_SPACES, ka[j], kt[j])
             else:
                 out[i] = (_SQUARES, ka[j], kt[j], len(self.squares[ti]))
@@ -1100,17 +1134,22 @@ class CornerEngine:
         probe_n = np.diff(np.append(pstart, len(level)))
         rend = np.append(rstart[1:], len(pstart))
 
-        a, t, mode_code = self._row_arrays(rows)
+        adj, in_reach = self._reach_facts(*self._row_arrays(rows))
+        return _Traced(row_level, adj, in_reach, hits, comps, at, level, starts, ends,
+                       probe_level, probe_open, probe_n, rstart, rend)
+
+    def _reach_facts(self, a: IntArray, t: IntArray, mode_code: npt.NDArray[np.int8],
+                     ) -> tuple[BoolArray, BoolArray]:
+        """Per row: whether the two creatures are adjacent, and whether the target is in
+        reach of the row's attack."""
         sx, sy = grid_steps_many(self._space_arr[a], self._space_arr[t], self.grid.size)
         sz = self._vsteps(a, t)
         adj = (sx <= 1) & (sy <= 1) & (sz <= 1)
         reach_by_mode = in_reach_by_mode(sx, sy, self._reach[a], sz)
-
         in_reach = np.choose(mode_code, [reach_by_mode[AttackMode.MELEE],
                                          reach_by_mode[AttackMode.REACH],
                                          reach_by_mode[AttackMode.RANGED]])
-        return _Traced(row_level, adj, in_reach, hits, comps, at, level, starts, ends,
-                       probe_level, probe_open, probe_n, rstart, rend)
+        return adj, in_reach
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
                        want_lines: bool, want_probes: bool) -> list[PairFacts]:

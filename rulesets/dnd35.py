@@ -42,6 +42,7 @@ from rulesets.corner import (
     CornerEngine,
     CornerOptions,
     PairFacts,
+    Rows,
 )
 from rulesets.corner import sight_points as corner_sight_points
 
@@ -125,7 +126,7 @@ class Dnd35(Ruleset):
         t = np.concatenate([np.repeat(pa[:, 1], n_modes), ex[:, 1]])
         code = np.concatenate([np.tile(codes, n_pairs),
                                np.full(len(ex), MODE_CODE[AttackMode.MELEE], dtype=np.int8)])
-        rf = engine.row_facts(engine.rows_of(a, t, code))
+        rf = engine.row_facts(Rows(a, t, code))
         rows_a, rows_t = a, t
         n = n_pairs * n_modes
         level, reach, adj = rf.level[:n], rf.in_reach[:n], rf.adjacent[:n]
