@@ -85,6 +85,14 @@ def measure(tokens: int, walls: int, seed: int, *, max_runs: int = 5,
         out["engine"] = {"error": _error(exc), "where": _where(exc)}
     engine_levels = (baselines.engine_ranged(full, geom, pairs) if full is not None else None)
 
+    # The engine on the baselines' own work: every ordered pair, the ranged mode only.
+    try:
+        times, _ = timed_runs(lambda: Dnd35().evaluate(geom, opts, modes=[AttackMode.RANGED]),
+                              max_runs)
+        out["engine_ranged"] = {"median_s": statistics.median(times), "times": times}
+    except Exception as exc:
+        out["engine_ranged"] = {"error": _error(exc), "where": _where(exc)}
+
     # Brute-force numpy, ranged only, every ordered pair.
     brute_levels: list[int] | None = None
     try:
