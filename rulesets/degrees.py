@@ -522,7 +522,8 @@ class _Context:
         """The P * P lines between the samples of each a's space and t's space (25 on a
         square grid), in `reference_rows`' order (a's sample p to t's sample q is line
         p * P + q)."""
-        p_pts, q_pts = self.samples[a], self.samples[t]
+        # np.take: numpy's fancy indexing of whole rows is many times slower.
+        p_pts, q_pts = np.take(self.samples, a, axis=0), np.take(self.samples, t, axis=0)
         n_s = p_pts.shape[1]
         return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
                 np.tile(q_pts, (1, n_s, 1)).reshape(-1, 2))
@@ -600,8 +601,9 @@ class _Context:
         spans = self._spans_pair(cl, cw, a, t)
         cl, cw = cl[spans], cw[spans]
         # Walls out of the pair's box of lines meet none of them (the tracer's prune).
-        box = self.sample_boxes[a[cl]], self.sample_boxes[t[cl]]
-        w = tr.wall_xy[cw]
+        box = (np.take(self.sample_boxes, a[cl], axis=0),
+               np.take(self.sample_boxes, t[cl], axis=0))
+        w = np.take(tr.wall_xy, cw, axis=0)
         near = ((np.minimum(box[0][:, 0], box[1][:, 0]) <= np.maximum(w[:, 0], w[:, 2]))
                 & (np.maximum(box[0][:, 2], box[1][:, 2]) >= np.minimum(w[:, 0], w[:, 2]))
                 & (np.minimum(box[0][:, 1], box[1][:, 1]) <= np.maximum(w[:, 1], w[:, 3]))
@@ -619,10 +621,10 @@ class _Context:
                 k, line_col = np.nonzero(self._valid_lines(a[pc], t[pc]))
                 s = self.samples[a[pc[k]], line_col // width]
                 e = self.samples[t[pc[k]], line_col % width]
-                w, line_row = xy[wc[k]], pos[pc[k]]
+                w, line_row = np.take(xy, wc[k], axis=0), pos[pc[k]]
             else:
                 s, e = self._sample_lines(a[pc], t[pc])
-                w = np.repeat(xy[wc], per, axis=0)
+                w = np.repeat(np.take(xy, wc, axis=0), per, axis=0)
                 line_row = np.repeat(pos[pc], per)
                 line_col = np.tile(np.arange(per), len(pc))
             lo, hi = np.minimum(s, e), np.maximum(s, e)
