@@ -4,8 +4,11 @@ Rule of this module: move frames between sockets and the sans-I/O Core, nothing 
 Core runs on one worker thread, so geometry never blocks the event loop (pings and other
 connections keep flowing) and the Core never sees two frames at once. Each connection has
 a writer: replies wait in a bounded queue (a client that stops reading them is closed), and
-annotation news is a set of scenes, turned into one delta per scene when the writer gets to
-it, so a slow subscriber gets the latest state, never a backlog.
+annotation news is a set of scenes, turned into one delta per scene when the connection is
+ready for it, so a slow subscriber gets the latest state, never a backlog. A change's news
+goes out in one fan-out per scene: one trip to the Core thread builds the deltas of every
+subscriber that is ready (idle writer, nearly empty write buffer), and each distinct frame
+is written to all of them at once; a subscriber that is not ready is left to its writer.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -31,6 +34,10 @@ log = logging.getLogger("covercast.app")
 
 REPLY_QUEUE = 1024
 TRY_AGAIN_LATER = 1013
+#: A subscriber whose socket holds more unsent bytes than this gets its next delta from its
+#: own writer, which waits for the socket to drain (websockets' default high-water mark):
+#: a fan-out never queues more than one frame beyond it.
+FAN_OUT_BACKLOG = 2**15
 
 
 @dataclass(slots=True)
@@ -41,6 +48,8 @@ class _Peer:
     news: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Its writer is sending, or a fan-out is building its delta: nobody else writes to it.
+    busy: bool = False
 
 
 class App:
@@ -51,6 +60,8 @@ class App:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
         self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        # Scenes with a fan-out running (it loops until no ready subscriber has news).
+        self._fanning: dict[str, asyncio.Task[None]] = {}
         self._files = static.overlay_files()
 
     def http(self, ws: ServerConnection, request: Request) -> Response | None:
@@ -98,7 +109,8 @@ class App:
                 peer.wake.set()
             elif isinstance(out, Notify):
                 peer.news.add(out.scene)
-                peer.wake.set()
+                if out.scene not in self._fanning:
+                    self._fanning[out.scene] = asyncio.create_task(self._fan_out(out.scene))
             elif isinstance(out, Close):
                 # Replies queued before the close still go out, then the close itself.
                 peer.idle.clear()
@@ -112,20 +124,64 @@ class App:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
+    async def _fan_out(self, scene: str) -> None:
+        """Send the scene's news to every subscriber ready for it: one trip to the Core for
+        all their deltas (subscribers with one view share one frame), then each frame
+        written to its subscribers at once. Subscribers not ready (their writer busy, or
+        their socket backed up) are left to their writers, so a slow one never delays the
+        others and never holds more than its latest delta's worth of news."""
+        try:
+            while True:
+                ready: list[tuple[int, _Peer]] = []
+                for conn, peer in self._peers.items():
+                    if scene not in peer.news:
+                        continue
+                    if peer.busy or not peer.replies.empty() or (
+                            peer.ws.transport.get_write_buffer_size() > FAN_OUT_BACKLOG):
+                        peer.wake.set()
+                        continue
+                    peer.news.discard(scene)
+                    peer.busy = True
+                    ready.append((conn, peer))
+                if not ready:
+                    return
+                try:
+                    frames: list[bytes | str | None] = await self._core(
+                        self.core.deltas, [conn for conn, _ in ready], scene)
+                finally:
+                    for _, peer in ready:
+                        peer.busy = False
+                        if peer.news or not peer.replies.empty():
+                            peer.wake.set()
+                same: dict[int, tuple[bytes | str, list[ServerConnection]]] = {}
+                for (conn, peer), frame in zip(ready, frames, strict=True):
+                    if frame is not None and self._peers.get(conn) is peer:
+                        same.setdefault(id(frame), (frame, []))[1].append(peer.ws)
+                for frame, sockets in same.values():
+                    broadcast(sockets, frame)
+        finally:
+            self._fanning.pop(scene, None)
+
     async def _writer(self, conn: int, peer: _Peer) -> None:
         try:
             while True:
                 await peer.wake.wait()
                 peer.wake.clear()
-                while not peer.replies.empty():
-                    await peer.ws.send(peer.replies.get_nowait())
-                while peer.news:
-                    scene = peer.news.pop()
-                    frame = await self._core(self.core.delta, conn, scene)
-                    if frame is not None:
-                        await peer.ws.send(frame)
+                if peer.busy:
+                    continue  # a fan-out holds it and wakes it when done
+                peer.busy = True
+                try:
                     while not peer.replies.empty():
                         await peer.ws.send(peer.replies.get_nowait())
+                    while peer.news:
+                        scene = peer.news.pop()
+                        frame = await self._core(self.core.delta, conn, scene)
+                        if frame is not None:
+                            await peer.ws.send(frame)
+                        while not peer.replies.empty():
+                            await peer.ws.send(peer.replies.get_nowait())
+                finally:
+                    peer.busy = False
                 peer.idle.set()
         except ConnectionClosed:
             return
