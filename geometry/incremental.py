@@ -68,7 +68,10 @@ def affected(old: SceneGeom, new: SceneGeom,
     grid = new.grid
     before = {c.id: c for c in old.creatures}
     after = {c.id: c for c in new.creatures}
-    changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
+    # A scene keeps the creature of every unchanged token (the same object): equality is
+    # asked only of the few that are new objects.
+    changed = {i for i in before.keys() | after.keys()
+               if (b := before.get(i)) is not (c := after.get(i)) and b != c}
     # A rider fights from its mount's squares: it changes whenever its mount does.
     changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     walls: list[WallGeom] = []
@@ -91,6 +94,8 @@ def affected(old: SceneGeom, new: SceneGeom,
     boxes = [(min(w.x0, w.x1), min(w.y0, w.y1), max(w.x0, w.x1), max(w.y0, w.y1))
              for w in walls]
     spaces = np.array([space(c, grid) for c in new.creatures], dtype=np.float64)
+    reach = np.array([c.reach for c in new.creatures], dtype=np.float64)
+    index = {i: k for k, i in enumerate(ids)}
     a_idx, t_idx = np.triu_indices(n, k=1)
     # Pairs with a changed creature are recomputed whole (below): test only the others.
     moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
@@ -114,22 +119,21 @@ def affected(old: SceneGeom, new: SceneGeom,
     # Flanking: attacks on a target whose threats may have changed (a pair above in which
     # the attacker can reach the target), or near a changed creature's old or new place,
     # by anyone who can reach that target.
-    targets = _threatened(new, out | in_the_way)
-    targets |= _near(new.creatures, [c for i in changed for c in (before.get(i), after.get(i))
-                                     if c is not None], new)
-    out |= _reaching(new, targets)
+    targets = _threatened(grid, spaces, reach, index, out | in_the_way)
+    targets |= _near(new.creatures, spaces,
+                     [c for i in changed for c in (before.get(i), after.get(i))
+                      if c is not None], grid)
+    out |= _reaching(ids, spaces, reach, index, targets, grid)
     return Affected(frozenset(out), frozenset(in_the_way - out))
 
 
-def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
+def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, index: dict[str, int],
+                pairs: set[Pair]) -> set[str]:
     """Targets of those pairs whose attacker is within twice its natural reach of them: the
-    only pairs whose change can change who flanks."""
+    only pairs whose change can change who flanks (`spaces`, `reach`: the scene's creatures
+    in order, `index`: their positions by id)."""
     if not pairs:
         return set()
-    grid = scene.grid
-    index = {c.id: k for k, c in enumerate(scene.creatures)}
-    spaces = np.array([space(c, grid) for c in scene.creatures], dtype=np.float64)
-    reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)
     ordered = list(pairs)
     at = np.array([(index[p], index[q]) for p, q in ordered], dtype=np.intp).reshape(-1, 2)
     a, t = at[:, 0], at[:, 1]
@@ -247,39 +251,34 @@ def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t
     return out
 
 
-def _near(creatures: tuple[CreatureGeom, ...], movers: list[CreatureGeom],
-          scene: SceneGeom) -> set[str]:
-    """Creatures a mover (at its old or new place) could threaten or be adjacent to."""
+def _near(creatures: tuple[CreatureGeom, ...], spaces: FloatArray,
+          movers: list[CreatureGeom], grid: Grid) -> set[str]:
+    """Creatures a mover (at its old or new place) could threaten or be adjacent to
+    (`spaces`: the creatures' spaces, in order)."""
     if not movers or not creatures:
         return set()
-    grid = scene.grid
-    spaces = np.array([space(c, grid) for c in creatures], dtype=np.float64)
     found: set[str] = set()
     for m in movers:
         ms = np.repeat(np.array([space(m, grid)], dtype=np.float64), len(creatures), axis=0)
         sx, sy = grid_steps_many(ms, spaces, grid.size)
         reach = np.full(len(creatures), max(m.reach * 2, 10.0))
         near = within_reach_many(sx, sy, reach)
-        found.update(c.id for c, ok in zip(creatures, near.tolist(), strict=True) if ok)
+        found.update(creatures[k].id for k in np.flatnonzero(near).tolist())
     return found
 
 
-def _reaching(scene: SceneGeom, targets: set[str]) -> set[Pair]:
-    """(a, t) for each target and every creature within twice its natural reach of it."""
-    if not targets:
+def _reaching(ids: list[str], spaces: FloatArray, reach: FloatArray, index: dict[str, int],
+              targets: set[str], grid: Grid) -> set[Pair]:
+    """(a, t) for each target and every creature within twice its natural reach of it
+    (every target against every creature at once)."""
+    ks = [index[t] for t in targets if t in index]
+    if not ks:
         return set()
-    grid = scene.grid
-    cs = scene.creatures
-    spaces = np.array([space(c, grid) for c in cs], dtype=np.float64)
-    reach = np.array([c.reach for c in cs], dtype=np.float64)
-    out: set[Pair] = set()
-    for t in targets:
-        k = next((i for i, c in enumerate(cs) if c.id == t), None)
-        if k is None:
-            continue
-        ts = np.repeat(spaces[k:k + 1], len(cs), axis=0)
-        sx, sy = grid_steps_many(spaces, ts, grid.size)
-        near = within_reach_many(sx, sy, 2 * reach)
-        out.update((c.id, t) for c, ok in zip(cs, near.tolist(), strict=True)
-                   if ok and c.id != t)
-    return out
+    n = len(ids)
+    t_idx = np.repeat(np.array(ks, dtype=np.intp), n)
+    a_idx = np.tile(np.arange(n), len(ks))
+    sx, sy = grid_steps_many(spaces[a_idx], spaces[t_idx], grid.size)
+    near = within_reach_many(sx, sy, 2 * reach[a_idx]) & (a_idx != t_idx)
+    hit = np.flatnonzero(near)
+    return {(ids[a], ids[t]) for a, t in zip(a_idx[hit].tolist(), t_idx[hit].tolist(),
+                                             strict=True)}

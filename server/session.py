@@ -673,10 +673,6 @@ class Core:
                 in_the_way = {(a, t) for a, t in in_the_way
                               if any((old := cached.table.get((a, t, m))) is None
                                      or may[old.cover] for m in way_values)}
-            stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
-            stale.update((a, t, m) for a, t in in_the_way for m in way_values)
-            if gone:
-                stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
             results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
                                              lines=lines) if affected.whole else []
             if in_the_way and way_modes:
@@ -696,10 +692,19 @@ class Core:
                     # one is replaced in place (no deletion: the next copy stays a clone).
                     table[k] = new
                     changed.add(k)
-            # Stale entries not computed again are pairs that no longer exist.
-            dropped = stale - recomputed
-            for k in dropped:
-                table.pop(k, None)
+            # Stale entries not computed again are pairs that no longer exist: when no
+            # creature went and every pair and mode asked for came back, there are none.
+            dropped: set[Key] = set()
+            asked = len(affected.whole) * len(_MODE_VALUES) + (
+                len(in_the_way) * len(way_values) if in_the_way and way_modes else 0)
+            if gone or len(recomputed) != asked:
+                stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
+                stale.update((a, t, m) for a, t in in_the_way for m in way_values)
+                if gone:
+                    stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
+                dropped = stale - recomputed
+                for k in dropped:
+                    table.pop(k, None)
             touched = frozenset(changed | dropped)
         log = dict(cached.log) if cached is not None and own_log else {}
         log[scene.revision] = touched
