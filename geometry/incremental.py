@@ -119,7 +119,15 @@ def affected(old: SceneGeom, new: SceneGeom,
     # Flanking: attacks on a target whose threats may have changed (a pair above in which
     # the attacker can reach the target), or near a changed creature's old or new place,
     # by anyone who can reach that target.
-    targets = _threatened(grid, spaces, reach, index, out | in_the_way)
+    # The same pairs as `out | in_the_way` so far, as positions.
+    rows = np.array([index[i] for i in changed & after.keys()], dtype=np.intp)
+    others = np.tile(np.arange(n), len(rows))
+    mine = np.repeat(rows, n)
+    keep = others != mine
+    mine, others = mine[keep], others[keep]
+    pa = np.concatenate([a_idx[hit], t_idx[hit], a_idx[near], t_idx[near], mine, others])
+    pt = np.concatenate([t_idx[hit], a_idx[hit], t_idx[near], a_idx[near], others, mine])
+    targets = _threatened(grid, spaces, reach, ids, pa, pt)
     targets |= _near(new.creatures, spaces,
                      [c for i in changed for c in (before.get(i), after.get(i))
                       if c is not None], grid)
@@ -127,19 +135,16 @@ def affected(old: SceneGeom, new: SceneGeom,
     return Affected(frozenset(out), frozenset(in_the_way - out))
 
 
-def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, index: dict[str, int],
-                pairs: set[Pair]) -> set[str]:
-    """Targets of those pairs whose attacker is within twice its natural reach of them: the
-    only pairs whose change can change who flanks (`spaces`, `reach`: the scene's creatures
-    in order, `index`: their positions by id)."""
-    if not pairs:
+def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, ids: list[str],
+                a: IntArray, t: IntArray) -> set[str]:
+    """Targets of the pairs (a[k], t[k]) (positions in the scene's creatures, whose
+    `spaces`, `reach` and `ids` these are) whose attacker is within twice its natural
+    reach of them: the only pairs whose change can change who flanks."""
+    if len(a) == 0:
         return set()
-    ordered = list(pairs)
-    at = np.array([(index[p], index[q]) for p, q in ordered], dtype=np.intp).reshape(-1, 2)
-    a, t = at[:, 0], at[:, 1]
     sx, sy = grid_steps_many(spaces[a], spaces[t], grid.size)
     near = within_reach_many(sx, sy, 2 * reach[a])
-    return {p[1] for p, ok in zip(ordered, near.tolist(), strict=True) if ok}
+    return {ids[k] for k in np.unique(t[near]).tolist()}
 
 
 def _hulls_meet(spaces: FloatArray, a: np.ndarray, t: np.ndarray,

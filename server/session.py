@@ -670,9 +670,15 @@ class Core:
             if not lines:
                 # ...and only those whose degree a creature in the way can still change.
                 may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
-                in_the_way = {(a, t) for a, t in in_the_way
-                              if any((old := cached.table.get((a, t, m))) is None
-                                     or may[old.cover] for m in way_values)}
+                held = cached.table.get
+                still = set()
+                for pair in in_the_way:
+                    for m in way_values:
+                        old = held((pair[0], pair[1], m))
+                        if old is None or may[old.cover]:
+                            still.add(pair)
+                            break
+                in_the_way = still
             results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
                                              lines=lines) if affected.whole else []
             if in_the_way and way_modes:
