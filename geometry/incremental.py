@@ -56,12 +56,16 @@ def affected_pairs(old: SceneGeom, new: SceneGeom,
 
 
 def affected(old: SceneGeom, new: SceneGeom,
-             sight_points: SightPoints | None = None) -> Affected | None:
+             sight_points: SightPoints | None = None,
+             may_change: Callable[[str, str], bool] | None = None) -> Affected | None:
     """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
     says; None when everything may (grid, regions or water changed). With `sight_points`, a
     creature that moved, appeared or vanished affects a pair of others only when one of the
     segments between their points enters its space (old or new), the exact test the rules
-    apply to creatures in the way; otherwise when it meets the hull of their spaces."""
+    apply to creatures in the way; otherwise when it meets the hull of their spaces.
+    `may_change(a, t)` says whether a creature stepping into or out of the way of the lines
+    from a to t can change that annotation at all (one already at a degree creatures cannot
+    raise): pairs it rules out both ways round are left out of `in_the_way` untested."""
     if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
             or old.underwater != new.underwater):
         return None
@@ -104,6 +108,11 @@ def affected(old: SceneGeom, new: SceneGeom,
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
     near = _hulls_enter(spaces, a_idx, t_idx, changed_boxes) & ~hit
+    if may_change is not None and near.any():
+        at = np.flatnonzero(near)
+        still = [may_change(ids[a], ids[t]) or may_change(ids[t], ids[a])
+                 for a, t in zip(a_idx[at].tolist(), t_idx[at].tolist(), strict=True)]
+        near[at[~np.array(still, dtype=bool)]] = False
     if sight_points is not None and near.any():
         near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
                                   changed_boxes, sight_points)

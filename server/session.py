@@ -15,7 +15,7 @@ import enum
 import hmac
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -644,7 +644,8 @@ class Core:
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
-            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points())
+            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points(),
+                                   None if lines else self._may_change(scene, cached))
             if affected is not None:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
@@ -669,16 +670,8 @@ class Core:
             in_the_way = set(affected.in_the_way)
             if not lines:
                 # ...and only those whose degree a creature in the way can still change.
-                may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
-                held = cached.table.get
-                still = set()
-                for pair in in_the_way:
-                    for m in way_values:
-                        old = held((pair[0], pair[1], m))
-                        if old is None or may[old.cover]:
-                            still.add(pair)
-                            break
-                in_the_way = still
+                may_change = self._may_change(scene, cached)
+                in_the_way = {pair for pair in in_the_way if may_change(*pair)}
             results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
                                              lines=lines) if affected.whole else []
             if in_the_way and way_modes:
@@ -719,6 +712,24 @@ class Core:
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
                                    table, log)
         return table
+
+    @staticmethod
+    def _may_change(scene: scenes.Scene, cached: _Cached) -> Callable[[str, str], bool]:
+        """Whether a creature stepping into or out of the way of the lines from a to t can
+        change any of their annotations (lines not drawn) that creatures in the way count
+        for: one of those is missing from `cached`, or stands at a degree they can change."""
+        may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
+        way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
+        held = cached.table.get
+
+        def may_change(a: str, t: str) -> bool:
+            for m in way_values:
+                old = held((a, t, m))
+                if old is None or may[old.cover]:
+                    return True
+            return False
+
+        return may_change
 
     def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
                                                               dict[Key, AnnotationOut]]:

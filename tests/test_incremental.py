@@ -234,6 +234,18 @@ def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
     assert got is not None and not pair & (got.whole | got.in_the_way)
     hull = affected(old, corner)
     assert hull is not None and pair <= hull.in_the_way
+    # A pair whose annotations no creature in the way can change (already at a degree
+    # creatures cannot raise) is left out untested, unless it can change one way round.
+    asked: list[tuple[str, str]] = []
+
+    def never(p: str, q: str) -> bool:
+        asked.append((p, q))
+        return False
+
+    got = affected(old, between, sight_points, never)
+    assert got is not None and not pair & got.in_the_way and ("a", "b") in asked
+    got = affected(old, between, sight_points, lambda p, q: (p, q) == ("b", "a"))
+    assert got is not None and pair <= got.in_the_way
 
 
 def test_shared_delta_frames_carry_each_subscribers_air() -> None:
