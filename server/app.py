@@ -52,6 +52,11 @@ HEAVY_CALL_S = 0.2
 SETTLE_INTERVAL_S = 5.0
 
 
+#: A delta built during a fan-out takes this long or more when it computed a table (the
+#: others share its frame in microseconds): the frames built before it are written then.
+FLUSH_AFTER_S = 0.002
+
+
 @dataclass(slots=True)
 class _Peer:
     ws: ServerConnection
@@ -62,6 +67,10 @@ class _Peer:
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: Its writer is sending, or a fan-out is building its delta: nobody else writes to it.
     busy: bool = False
+
+
+#: A subscriber's delta from a fan-out: its connection, its peer and the frame (None: none).
+_Delta = tuple[int, _Peer, bytes | str | None]
 
 
 class App:
@@ -150,10 +159,11 @@ class App:
 
     async def _fan_out(self, scene: str) -> None:
         """Send the scene's news to every subscriber ready for it: one trip to the Core for
-        all their deltas (subscribers with one view share one frame), then each frame
-        written to its subscribers at once. Subscribers not ready (their writer busy, or
-        their socket backed up) are left to their writers, so a slow one never delays the
-        others and never holds more than its latest delta's worth of news."""
+        all their deltas (subscribers with one view share one frame), each frame written to
+        its subscribers at once. Subscribers not ready (their writer busy, or their socket
+        backed up) are left to their writers, so a slow one never delays the others and
+        never holds more than its latest delta's worth of news."""
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 ready: list[tuple[int, _Peer]] = []
@@ -169,22 +179,52 @@ class App:
                     ready.append((conn, peer))
                 if not ready:
                     return
+                written: set[int] = set()
+
+                def write(batch: list[_Delta], written: set[int] = written) -> None:
+                    self._write(batch)
+                    written.update(conn for conn, _, _ in batch)
+
                 try:
-                    frames: list[bytes | str | None] = await self._core(
-                        self.core.deltas, [conn for conn, _ in ready], scene)
+                    write(await self._core(self._deltas, loop, ready, scene, write))
                 finally:
-                    for _, peer in ready:
-                        peer.busy = False
-                        if peer.news or not peer.replies.empty():
-                            peer.wake.set()
-                same: dict[int, tuple[bytes | str, list[ServerConnection]]] = {}
-                for (conn, peer), frame in zip(ready, frames, strict=True):
-                    if frame is not None and self._peers.get(conn) is peer:
-                        same.setdefault(id(frame), (frame, []))[1].append(peer.ws)
-                for frame, sockets in same.values():
-                    broadcast(sockets, frame)
+                    for conn, peer in ready:
+                        if conn not in written:
+                            self._release(peer)
         finally:
             self._fanning.pop(scene, None)
+
+    def _deltas(self, loop: asyncio.AbstractEventLoop, ready: list[tuple[int, _Peer]],
+                scene: str, write: Callable[[list[_Delta]], None]) -> list[_Delta]:
+        """On the Core thread: each ready subscriber's delta, in order. One that took long
+        built a table (another view's: a viewer's without hidden tokens, a subscriber with
+        lines): what is done so far is handed to `write` on the loop at once, so those
+        subscribers do not wait for the next view's table too. The rest is returned."""
+        batch: list[_Delta] = []
+        for k, (conn, peer) in enumerate(ready):
+            t0 = time.perf_counter()
+            batch.append((conn, peer, self.core.delta(conn, scene)))
+            if time.perf_counter() - t0 >= FLUSH_AFTER_S and k + 1 < len(ready):
+                loop.call_soon_threadsafe(write, batch)
+                batch = []
+        return batch
+
+    def _write(self, batch: list[_Delta]) -> None:
+        """Release these subscribers from a fan-out and write their frames, each distinct
+        frame to all of its subscribers at once."""
+        same: dict[int, tuple[bytes | str, list[ServerConnection]]] = {}
+        for conn, peer, frame in batch:
+            self._release(peer)
+            if frame is not None and self._peers.get(conn) is peer:
+                same.setdefault(id(frame), (frame, []))[1].append(peer.ws)
+        for frame, sockets in same.values():
+            broadcast(sockets, frame)
+
+    @staticmethod
+    def _release(peer: _Peer) -> None:
+        peer.busy = False
+        if peer.news or not peer.replies.empty():
+            peer.wake.set()
 
     async def _writer(self, conn: int, peer: _Peer) -> None:
         try:

@@ -488,11 +488,6 @@ class Core:
                         "be stale until the next change", None, None)
             return encode(err, sub.binary if sub is not None else True)
 
-    def deltas(self, conns: Iterable[int], sid: str) -> list[bytes | str | None]:
-        """`delta` for each of these connections, in order (one call for a fan-out: the
-        first builds the scene's annotations, the others mostly share its frame)."""
-        return [self.delta(conn, sid) for conn in conns]
-
     def _delta(self, conn: int, sid: str) -> bytes | str | None:
         state = self.connections.get(conn)
         sub = state.subscriptions.get(sid) if state is not None else None

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import msgpack
+import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import LiveServer, Peer
@@ -120,4 +121,40 @@ def test_every_subscriber_of_a_change_gets_the_same_delta(live_server: LiveServe
             assert delta["annotations"]
     finally:
         for p in (gm, *subs):
+            p.close()
+
+
+def test_a_fan_out_writing_as_it_goes_gives_each_view_its_own_frame(
+        live_server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every delta handed to the loop as soon as it is built (as after a table was
+    computed for one view), gm and viewer subscribers still get their own view's delta,
+    once, at the change's revision, and a viewer's never names a hidden token."""
+    from server import app
+    from tests.test_roles import HIDDEN, SCENE, VISIBLE, names
+
+    monkeypatch.setattr(app, "FLUSH_AFTER_S", 0.0)
+    gm = Peer.open(live_server.url)
+    subs = [(Peer.open(live_server.url), role) for role in ("gm", "overlay", "gm", "player")]
+    try:
+        _greet(gm)
+        for p, role in subs:
+            assert p.hello(role=role)["type"] == "welcome"
+        assert gm.request({"type": "scene.load", "scene": SCENE})["type"] == "ack"
+        held = [_table(p.request({"type": "subscribe", "scene": "keep"})["annotations"])
+                for p, _ in subs]
+        for k, x in enumerate((100, 0, 100)):
+            ack = gm.request({"type": "token.update", "scene": "keep",
+                              "tokens": [{"_id": "archer", "x": x, "y": 100 * (k % 2)}]})
+            for (p, role), view in zip(subs, held, strict=True):
+                delta = p.recv()
+                assert delta["type"] == "annotations" and delta["revision"] == ack["revision"]
+                _apply(view, delta)
+                if role != "gm":
+                    assert all(names(a) <= VISIBLE for a in delta["annotations"]), delta
+        for (p, role), view in zip(subs, held, strict=True):
+            fresh = _table(p.request({"type": "subscribe", "scene": "keep"})["annotations"])
+            assert view == fresh
+            assert any(HIDDEN & names(a) for a in view.values()) is (role == "gm")
+    finally:
+        for p in (gm, *(p for p, _ in subs)):
             p.close()
