@@ -287,3 +287,4 @@ async def run(core: Core, host: str, port: int,
         server.close()
         await server.wait_closed()
         app.shutdown()
+        gc.unfreeze()  # a process that goes on without the server (tests) collects it all
