@@ -57,7 +57,8 @@ def affected_pairs(old: SceneGeom, new: SceneGeom,
 
 def affected(old: SceneGeom, new: SceneGeom,
              sight_points: SightPoints | None = None,
-             may_change: Callable[[str, str], bool] | None = None) -> Affected | None:
+             may_change: Callable[[str, str], bool] | None = None,
+             only: set[Pair] | None = None) -> Affected | None:
     """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
     says; None when everything may (grid, regions or water changed). With `sight_points`, a
     creature that moved, appeared or vanished affects a pair of others only when one of the
@@ -65,7 +66,10 @@ def affected(old: SceneGeom, new: SceneGeom,
     apply to creatures in the way; otherwise when it meets the hull of their spaces.
     `may_change(a, t)` says whether a creature stepping into or out of the way of the lines
     from a to t can change that annotation at all (one already at a degree creatures cannot
-    raise): pairs it rules out both ways round are left out of `in_the_way` untested."""
+    raise): pairs it rules out both ways round are left out of `in_the_way` untested.
+    With `only`, the answer is exact for those pairs and may miss others: the obstacle
+    tests run on them (either way round) and on the pairs whose threats decide flanking
+    (an attacker within twice its reach of the target), not on every pair of the scene."""
     if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
             or old.underwater != new.underwater):
         return None
@@ -104,6 +108,16 @@ def affected(old: SceneGeom, new: SceneGeom,
     # Pairs with a changed creature are recomputed whole (below): test only the others.
     moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
     keep = ~moved[a_idx] & ~moved[t_idx]
+    if only is not None:
+        asked = np.zeros((n, n), dtype=bool)
+        pairs = [(index[p], index[q]) for p, q in only if p in index and q in index]
+        if pairs:
+            pa, pt = np.array(pairs, dtype=np.intp).T
+            asked[pa, pt] = asked[pt, pa] = True
+        sx, sy = grid_steps_many(spaces[a_idx], spaces[t_idx], grid.size)
+        threat = (within_reach_many(sx, sy, 2 * reach[a_idx])
+                  | within_reach_many(sx, sy, 2 * reach[t_idx]))
+        keep &= asked[a_idx, t_idx] | threat
     a_idx, t_idx = a_idx[keep], t_idx[keep]
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
@@ -122,14 +136,18 @@ def affected(old: SceneGeom, new: SceneGeom,
     for a, t in zip(a_idx[near].tolist(), t_idx[near].tolist(), strict=True):
         in_the_way.add((ids[a], ids[t]))
         in_the_way.add((ids[t], ids[a]))
-    for i in changed & after.keys():
-        out.update((i, j) for j in ids if j != i)
-        out.update((j, i) for j in ids if j != i)
+    present = changed & after.keys()
+    if only is None:
+        for i in present:
+            out.update((i, j) for j in ids if j != i)
+            out.update((j, i) for j in ids if j != i)
+    else:
+        out.update(p for p in only if p[0] in present or p[1] in present)
     # Flanking: attacks on a target whose threats may have changed (a pair above in which
     # the attacker can reach the target), or near a changed creature's old or new place,
     # by anyone who can reach that target.
     # The same pairs as `out | in_the_way` so far, as positions.
-    rows = np.array([index[i] for i in changed & after.keys()], dtype=np.intp)
+    rows = np.array([index[i] for i in present], dtype=np.intp)
     others = np.tile(np.arange(n), len(rows))
     mine = np.repeat(rows, n)
     keep = others != mine
@@ -268,17 +286,16 @@ def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t
 def _near(creatures: tuple[CreatureGeom, ...], spaces: FloatArray,
           movers: list[CreatureGeom], grid: Grid) -> set[str]:
     """Creatures a mover (at its old or new place) could threaten or be adjacent to
-    (`spaces`: the creatures' spaces, in order)."""
+    (`spaces`: the creatures' spaces, in order); every mover against every creature at
+    once."""
     if not movers or not creatures:
         return set()
-    found: set[str] = set()
-    for m in movers:
-        ms = np.repeat(np.array([space(m, grid)], dtype=np.float64), len(creatures), axis=0)
-        sx, sy = grid_steps_many(ms, spaces, grid.size)
-        reach = np.full(len(creatures), max(m.reach * 2, 10.0))
-        near = within_reach_many(sx, sy, reach)
-        found.update(creatures[k].id for k in np.flatnonzero(near).tolist())
-    return found
+    n = len(creatures)
+    ms = np.repeat(np.array([space(m, grid) for m in movers], dtype=np.float64), n, axis=0)
+    sx, sy = grid_steps_many(ms, np.tile(spaces, (len(movers), 1)), grid.size)
+    reach = np.repeat(np.array([max(m.reach * 2, 10.0) for m in movers]), n)
+    near = within_reach_many(sx, sy, reach)
+    return {creatures[k % n].id for k in np.flatnonzero(near).tolist()}
 
 
 def _reaching(ids: list[str], spaces: FloatArray, reach: FloatArray, index: dict[str, int],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+import itertools
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -91,6 +92,7 @@ CHANGE_LOG = 32
 _FRAME_CACHE = 64
 
 Key = tuple[str, str, str]
+Pair = tuple[str, str]
 #: An annotation table: (scene, lines, without hidden tokens).
 CacheKey = tuple[str, bool, bool]
 #: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
@@ -667,17 +669,21 @@ class Core:
                 # ...and only those whose degree a creature in the way can still change.
                 may_change = self._may_change(scene, cached)
                 in_the_way = {pair for pair in in_the_way if may_change(*pair)}
-            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
-                                             lines=lines) if affected.whole else []
-            if in_the_way and way_modes:
+            whole_pairs, way_pairs = set(affected.whole), in_the_way
+            lent: list[AnnotationOut] = []
+            if without_hidden:
+                whole_pairs, way_pairs, lent = self._lend(key, geom, whole_pairs, way_pairs,
+                                                          way_values)
+            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(whole_pairs),
+                                             lines=lines) if whole_pairs else []
+            if way_pairs and way_modes:
                 results += scene.ruleset.annotate(geom, scene.options,
-                                                  pairs=sorted(in_the_way),
+                                                  pairs=sorted(way_pairs),
                                                   modes=way_modes, lines=lines)
             changed: set[Key] = set()
             old_table = cached.table
             recomputed: set[Key] = set()
-            for a in results:
-                new = annotation_out(a)
+            for new in itertools.chain(map(annotation_out, results), lent):
                 k = (new.attacker, new.target, new.mode)
                 recomputed.add(k)
                 old = old_table.get(k)
@@ -707,6 +713,45 @@ class Core:
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
                                    table, log)
         return table
+
+    def _lend(self, key: CacheKey, geom: SceneGeom, whole: set[Pair], way: set[Pair],
+              way_values: tuple[str, ...]) -> tuple[set[Pair], set[Pair], list[AnnotationOut]]:
+        """For the viewers' table (`geom`: the scene without its hidden tokens): of the pairs
+        to recompute (`whole` in every mode, `way` in the modes creatures in the way count
+        for), those whose annotations the hidden tokens cannot touch are the gm's, already
+        computed at this revision: they are lent from the gm's table, and only the others
+        are left to compute. The pairs the hidden tokens can touch are what the scene with
+        them and without them differ in, found as for any change (geometry.incremental:
+        the hidden tokens as creatures that came, the ruleset widening as it does)."""
+        sid, lines, _ = key
+        scene = self.scenes[sid]
+        donor = self._cache.get((sid, lines, False))
+        if (donor is None or donor.revision != scene.revision) and any(
+                (sub := c.subscriptions.get(sid)) is not None and not sub.viewer
+                and sub.lines == lines for c in self.connections.values()):
+            # A gm subscriber will want its table at this revision too: computed first, it
+            # is lent from.
+            self._annotations((sid, lines, False), scene.geometry)
+            donor = self._cache.get((sid, lines, False))
+        if (donor is None or donor.revision != scene.revision
+                or donor.ruleset is not scene.ruleset or donor.options != scene.options
+                or not (whole or way)):
+            return whole, way, []
+        differ = affected_by(geom, donor.geom, scene.ruleset.sight_points(),
+                             only=whole | way)
+        if differ is None:
+            return whole, way, []
+        touched = set(scene.ruleset.widen(geom, donor.geom, scene.options, set(differ.whole)))
+        touched |= differ.in_the_way
+        lent: list[AnnotationOut] = []
+        held = donor.table.get
+        for pairs, values in ((whole, _MODE_VALUES), (way, way_values)):
+            for pair in pairs - touched:
+                for m in values:
+                    found = held((pair[0], pair[1], m))
+                    if found is not None:
+                        lent.append(found)
+        return whole & touched, way & touched, lent
 
     @staticmethod
     def _may_change(scene: scenes.Scene, cached: _Cached) -> Callable[[str, str], bool]:
