@@ -281,6 +281,12 @@ class Core:
         self._frames: dict[str, tuple[scenes.Scene, dict[_FrameKey, _Frame]]] = {}
         # Per scene: the geometry without hidden tokens, and the revision it is of.
         self._visible: dict[str, tuple[int, SceneGeom]] = {}
+        # Per scene: one key tuple for each (attacker, target, mode), shared by all its
+        # tables. Once a collection has seen a key tuple of strings it is no longer tracked,
+        # and a table whose keys and values are all untracked is not tracked either (after
+        # a full collection) nor are its copies: a fresh tuple put into a copy would make
+        # that table of 30,000 entries tracked again, scanned by young collections.
+        self._keys: dict[str, dict[Key, Key]] = {}
         self.store = store if store is not None else Store()
         self._seeds = random.Random(seed)
         # Per scene: each token's air as stored (read from the store on first use). A
@@ -447,6 +453,7 @@ class Core:
                 self._cache.pop((sid, lines, hidden_out), None)
         self._frames.pop(sid, None)
         self._visible.pop(sid, None)
+        self._keys.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
             sub = conn.subscriptions.pop(sid, None)
@@ -652,7 +659,9 @@ class Core:
         touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.annotate(geom, scene.options, lines=lines)
-            table = {a.key(): annotation_out(a) for a in results}
+            keys = self._keys.setdefault(sid, {})
+            table = {keys.setdefault(k, k): annotation_out(a)
+                     for a in results for k in (a.key(),)}
             touched = None
         else:
             assert cached is not None
@@ -683,8 +692,12 @@ class Core:
             changed: set[Key] = set()
             old_table = cached.table
             recomputed: set[Key] = set()
+            keys = self._keys.setdefault(sid, {})
+            if len(keys) > 2 * len(old_table) + 1024:
+                keys.clear()  # mostly keys of pairs long gone
             for new in itertools.chain(map(annotation_out, results), lent):
-                k = (new.attacker, new.target, new.mode)
+                fresh = (new.attacker, new.target, new.mode)
+                k = keys.setdefault(fresh, fresh)
                 recomputed.add(k)
                 old = old_table.get(k)
                 if old is None or old != new:
