@@ -603,6 +603,7 @@ def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
             result = runner.run(e2e(server.url, scene, clients, moves, seconds,
                                     server.cpu_seconds))
     finally:
+        _Stamped.selector = None
         server.stop()
     result["server"] = "thread" if in_thread else "process"
     return result
