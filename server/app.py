@@ -52,11 +52,6 @@ HEAVY_CALL_S = 0.2
 SETTLE_INTERVAL_S = 5.0
 
 
-#: A delta built during a fan-out takes this long or more when it computed a table (the
-#: others share its frame in microseconds): the frames built before it are written then.
-FLUSH_AFTER_S = 0.002
-
-
 @dataclass(slots=True)
 class _Peer:
     ws: ServerConnection
@@ -196,17 +191,17 @@ class App:
 
     def _deltas(self, loop: asyncio.AbstractEventLoop, ready: list[tuple[int, _Peer]],
                 scene: str, write: Callable[[list[_Delta]], None]) -> list[_Delta]:
-        """On the Core thread: each ready subscriber's delta, in order. One that took long
-        built a table (another view's: a viewer's without hidden tokens, a subscriber with
-        lines): what is done so far is handed to `write` on the loop at once, so those
-        subscribers do not wait for the next view's table too. The rest is returned."""
+        """On the Core thread: each ready subscriber's delta, in order. Before one whose
+        view's annotations are still to compute (a viewer's without hidden tokens, a
+        subscriber with lines, after the gm's), what is done so far is handed to `write`
+        on the loop, so those subscribers do not wait for that table too. The rest is
+        returned."""
         batch: list[_Delta] = []
-        for k, (conn, peer) in enumerate(ready):
-            t0 = time.perf_counter()
-            batch.append((conn, peer, self.core.delta(conn, scene)))
-            if time.perf_counter() - t0 >= FLUSH_AFTER_S and k + 1 < len(ready):
+        for conn, peer in ready:
+            if batch and not self.core.computed(conn, scene):
                 loop.call_soon_threadsafe(write, batch)
                 batch = []
+            batch.append((conn, peer, self.core.delta(conn, scene)))
         return batch
 
     def _write(self, batch: list[_Delta]) -> None:

@@ -497,6 +497,20 @@ class Core:
                         "be stale until the next change", None, None)
             return encode(err, sub.binary if sub is not None else True)
 
+    def computed(self, conn: int, sid: str) -> bool:
+        """Whether the annotations this subscriber's delta is built from are computed for
+        the scene's current revision (its delta then only diffs and encodes, or hands over
+        a frame already built); True when it has no delta to get."""
+        state = self.connections.get(conn)
+        sub = state.subscriptions.get(sid) if state is not None else None
+        scene = self.scenes.get(sid)
+        if sub is None or scene is None:
+            return True
+        hidden_out = sub.viewer and len(self._visible_geometry(scene).creatures) < len(
+            scene.geometry.creatures)
+        cached = self._cache.get((sid, sub.lines, hidden_out))
+        return cached is not None and cached.revision == scene.revision
+
     def _delta(self, conn: int, sid: str) -> bytes | str | None:
         state = self.connections.get(conn)
         sub = state.subscriptions.get(sid) if state is not None else None

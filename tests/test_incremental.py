@@ -346,3 +346,28 @@ def test_viewers_tables_match_the_visible_scene_change_after_change(ruleset: str
                                              | met), (step, a)
                 apply(held[conn], delta)
             assert held[conn] == truth(hidden_out, lines), f"{conn} after step {step}"
+
+
+def test_computed_says_whether_a_subscribers_annotations_wait_to_be_computed() -> None:
+    # What the server's fan-out asks before each delta: the gm's table is computed by the
+    # first gm subscriber's delta; a player's, with a token hidden, only by a player's.
+    core = Core()
+    gm, sub, other, player = (core.connect() for _ in range(4))
+    for conn in (gm, sub, other):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, player, {"type": "hello", "protocol": 1, "client": "t", "role": "player"})
+    load = _scene(random.Random(1), "dnd35")
+    load["scene"]["tokens"][1]["hidden"] = True
+    _send(core, gm, load)
+    for conn in (sub, other, player):
+        _send(core, conn, {"type": "subscribe", "scene": "s"})
+    assert core.computed(gm, "s")  # not subscribed: no delta to get
+    out = core.receive(gm, msgpack.packb({"type": "token.update", "scene": "s",
+                                          "tokens": [{"id": "t0", "x": 1100, "y": 1100}]}))
+    assert [c for c in (sub, other, player) if not core.computed(c, "s")] == [sub, other,
+                                                                              player]
+    assert core.delta(sub, "s") is not None
+    assert core.computed(sub, "s") and core.computed(other, "s")
+    assert not core.computed(player, "s")
+    assert core.delta(player, "s") is not None and core.computed(player, "s")
+    assert len(out) == 4  # the ack and three notices
