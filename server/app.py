@@ -45,9 +45,9 @@ FAN_OUT_BACKLOG = 2**15
 #: (gc.freeze), at most once per SETTLE_INTERVAL seconds. Measured with 100 tokens, 1,000
 #: walls and 50 subscribers: a full collection of the unfrozen heap took about 22 ms and
 #: fell in the middle of a move every 50 to 100 moves (most of a p99); with the scenes'
-#: and connections' long-lived objects frozen, it scans only what was made since. The
-#: objects unfrozen and scanned again at the next settle, so cyclic garbage among them is
-#: collected then.
+#: and connections' long-lived objects frozen, it scans only what was made since. Frozen
+#: objects are unfrozen and scanned again at the next settle, so cyclic garbage among them
+#: (a closed connection's) is collected then.
 HEAVY_CALL_S = 0.2
 SETTLE_INTERVAL_S = 5.0
 
