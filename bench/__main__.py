@@ -577,13 +577,20 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"Real server (server.app.run, compression off) in {where}"
                 f"; {e2e['clients']} subscribed asyncio clients and one mover in one process; "
                 f"{e2e['tokens']} tokens, {e2e['walls']} walls. Latency: from sending a "
-                f"token.update to the arrival of its annotation delta; moves one at a time "
+                f"token.update to the arrival of its annotation delta (when the clients' "
+                f"event loop woke with its bytes in the socket; 'handled': when each "
+                f"client's task had it, after the frames of the clients before it in the "
+                f"same process); moves one at a time "
                 f"({e2e['moves_done']} of {e2e['moves']} done).", "",
                 f"- until **all {e2e['clients']}** subscribers have it: p50 "
                 f"{_ms(e2e['all_delivered_p50_s'])}, **p99 {_ms(e2e['all_delivered_p99_s'])}**, "
                 f"max {_ms(e2e['all_delivered_max_s'])}",
                 f"- per subscriber ({e2e['moves_done'] * e2e['clients']} deliveries): p50 "
                 f"{_ms(e2e['per_client_p50_s'])}, p99 {_ms(e2e['per_client_p99_s'])}",
+                *([f"- handled by all {e2e['clients']}: p50 "
+                   f"{_ms(e2e['all_handled_p50_s'])}, p99 {_ms(e2e['all_handled_p99_s'])}; "
+                   f"client process CPU per move {_ms(e2e['client_cpu_per_move_s'])}"]
+                  if "all_handled_p50_s" in e2e else []),
                 f"- ack to the mover: p50 {_ms(e2e['ack_p50_s'])}",
                 f"- server CPU per move: {_ms(cpu) if cpu is not None else 'n/a'}",
                 f"- subscribing all {e2e['clients']} (first one computes the matrix): "

@@ -56,19 +56,30 @@ def affected_pairs(old: SceneGeom, new: SceneGeom,
 
 
 def affected(old: SceneGeom, new: SceneGeom,
-             sight_points: SightPoints | None = None) -> Affected | None:
+             sight_points: SightPoints | None = None,
+             may_change: Callable[[str, str], bool] | None = None,
+             only: set[Pair] | None = None) -> Affected | None:
     """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
     says; None when everything may (grid, regions or water changed). With `sight_points`, a
     creature that moved, appeared or vanished affects a pair of others only when one of the
     segments between their points enters its space (old or new), the exact test the rules
-    apply to creatures in the way; otherwise when it meets the hull of their spaces."""
+    apply to creatures in the way; otherwise when it meets the hull of their spaces.
+    `may_change(a, t)` says whether a creature stepping into or out of the way of the lines
+    from a to t can change that annotation at all (one already at a degree creatures cannot
+    raise): pairs it rules out both ways round are left out of `in_the_way` untested.
+    With `only`, the answer is exact for those pairs and may miss others: the obstacle
+    tests run on them (either way round) and on the pairs whose threats decide flanking
+    (an attacker within twice its reach of the target), not on every pair of the scene."""
     if (old.grid != new.grid or old.regions != new.regions or old.water != new.water
             or old.underwater != new.underwater):
         return None
     grid = new.grid
     before = {c.id: c for c in old.creatures}
     after = {c.id: c for c in new.creatures}
-    changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
+    # A scene keeps the creature of every unchanged token (the same object): equality is
+    # asked only of the few that are new objects.
+    changed = {i for i in before.keys() | after.keys()
+               if (b := before.get(i)) is not (c := after.get(i)) and b != c}
     # A rider fights from its mount's squares: it changes whenever its mount does.
     changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     walls: list[WallGeom] = []
@@ -91,14 +102,31 @@ def affected(old: SceneGeom, new: SceneGeom,
     boxes = [(min(w.x0, w.x1), min(w.y0, w.y1), max(w.x0, w.x1), max(w.y0, w.y1))
              for w in walls]
     spaces = np.array([space(c, grid) for c in new.creatures], dtype=np.float64)
+    reach = np.array([c.reach for c in new.creatures], dtype=np.float64)
+    index = {i: k for k, i in enumerate(ids)}
     a_idx, t_idx = np.triu_indices(n, k=1)
     # Pairs with a changed creature are recomputed whole (below): test only the others.
     moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
     keep = ~moved[a_idx] & ~moved[t_idx]
+    if only is not None:
+        asked = np.zeros((n, n), dtype=bool)
+        pairs = [(index[p], index[q]) for p, q in only if p in index and q in index]
+        if pairs:
+            pa, pt = np.array(pairs, dtype=np.intp).T
+            asked[pa, pt] = asked[pt, pa] = True
+        sx, sy = grid_steps_many(spaces[a_idx], spaces[t_idx], grid.size)
+        threat = (within_reach_many(sx, sy, 2 * reach[a_idx])
+                  | within_reach_many(sx, sy, 2 * reach[t_idx]))
+        keep &= asked[a_idx, t_idx] | threat
     a_idx, t_idx = a_idx[keep], t_idx[keep]
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
     near = _hulls_enter(spaces, a_idx, t_idx, changed_boxes) & ~hit
+    if may_change is not None and near.any():
+        at = np.flatnonzero(near)
+        still = [may_change(ids[a], ids[t]) or may_change(ids[t], ids[a])
+                 for a, t in zip(a_idx[at].tolist(), t_idx[at].tolist(), strict=True)]
+        near[at[~np.array(still, dtype=bool)]] = False
     if sight_points is not None and near.any():
         near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
                                   changed_boxes, sight_points)
@@ -108,34 +136,42 @@ def affected(old: SceneGeom, new: SceneGeom,
     for a, t in zip(a_idx[near].tolist(), t_idx[near].tolist(), strict=True):
         in_the_way.add((ids[a], ids[t]))
         in_the_way.add((ids[t], ids[a]))
-    for i in changed & after.keys():
-        out.update((i, j) for j in ids if j != i)
-        out.update((j, i) for j in ids if j != i)
+    present = changed & after.keys()
+    if only is None:
+        for i in present:
+            out.update((i, j) for j in ids if j != i)
+            out.update((j, i) for j in ids if j != i)
+    else:
+        out.update(p for p in only if p[0] in present or p[1] in present)
     # Flanking: attacks on a target whose threats may have changed (a pair above in which
     # the attacker can reach the target), or near a changed creature's old or new place,
     # by anyone who can reach that target.
-    targets = _threatened(new, out | in_the_way)
-    targets |= _near(new.creatures, [c for i in changed for c in (before.get(i), after.get(i))
-                                     if c is not None], new)
-    out |= _reaching(new, targets)
+    # The same pairs as `out | in_the_way` so far, as positions.
+    rows = np.array([index[i] for i in present], dtype=np.intp)
+    others = np.tile(np.arange(n), len(rows))
+    mine = np.repeat(rows, n)
+    keep = others != mine
+    mine, others = mine[keep], others[keep]
+    pa = np.concatenate([a_idx[hit], t_idx[hit], a_idx[near], t_idx[near], mine, others])
+    pt = np.concatenate([t_idx[hit], a_idx[hit], t_idx[near], a_idx[near], others, mine])
+    targets = _threatened(grid, spaces, reach, ids, pa, pt)
+    targets |= _near(new.creatures, spaces,
+                     [c for i in changed for c in (before.get(i), after.get(i))
+                      if c is not None], grid)
+    out |= _reaching(ids, spaces, reach, index, targets, grid)
     return Affected(frozenset(out), frozenset(in_the_way - out))
 
 
-def _threatened(scene: SceneGeom, pairs: set[Pair]) -> set[str]:
-    """Targets of those pairs whose attacker is within twice its natural reach of them: the
-    only pairs whose change can change who flanks."""
-    if not pairs:
+def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, ids: list[str],
+                a: IntArray, t: IntArray) -> set[str]:
+    """Targets of the pairs (a[k], t[k]) (positions in the scene's creatures, whose
+    `spaces`, `reach` and `ids` these are) whose attacker is within twice its natural
+    reach of them: the only pairs whose change can change who flanks."""
+    if len(a) == 0:
         return set()
-    grid = scene.grid
-    index = {c.id: k for k, c in enumerate(scene.creatures)}
-    spaces = np.array([space(c, grid) for c in scene.creatures], dtype=np.float64)
-    reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)
-    ordered = list(pairs)
-    at = np.array([(index[p], index[q]) for p, q in ordered], dtype=np.intp).reshape(-1, 2)
-    a, t = at[:, 0], at[:, 1]
     sx, sy = grid_steps_many(spaces[a], spaces[t], grid.size)
     near = within_reach_many(sx, sy, 2 * reach[a])
-    return {p[1] for p, ok in zip(ordered, near.tolist(), strict=True) if ok}
+    return {ids[k] for k in np.unique(t[near]).tolist()}
 
 
 def _hulls_meet(spaces: FloatArray, a: np.ndarray, t: np.ndarray,
@@ -247,39 +283,33 @@ def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t
     return out
 
 
-def _near(creatures: tuple[CreatureGeom, ...], movers: list[CreatureGeom],
-          scene: SceneGeom) -> set[str]:
-    """Creatures a mover (at its old or new place) could threaten or be adjacent to."""
+def _near(creatures: tuple[CreatureGeom, ...], spaces: FloatArray,
+          movers: list[CreatureGeom], grid: Grid) -> set[str]:
+    """Creatures a mover (at its old or new place) could threaten or be adjacent to
+    (`spaces`: the creatures' spaces, in order); every mover against every creature at
+    once."""
     if not movers or not creatures:
         return set()
-    grid = scene.grid
-    spaces = np.array([space(c, grid) for c in creatures], dtype=np.float64)
-    found: set[str] = set()
-    for m in movers:
-        ms = np.repeat(np.array([space(m, grid)], dtype=np.float64), len(creatures), axis=0)
-        sx, sy = grid_steps_many(ms, spaces, grid.size)
-        reach = np.full(len(creatures), max(m.reach * 2, 10.0))
-        near = within_reach_many(sx, sy, reach)
-        found.update(c.id for c, ok in zip(creatures, near.tolist(), strict=True) if ok)
-    return found
+    n = len(creatures)
+    ms = np.repeat(np.array([space(m, grid) for m in movers], dtype=np.float64), n, axis=0)
+    sx, sy = grid_steps_many(ms, np.tile(spaces, (len(movers), 1)), grid.size)
+    reach = np.repeat(np.array([max(m.reach * 2, 10.0) for m in movers]), n)
+    near = within_reach_many(sx, sy, reach)
+    return {creatures[k % n].id for k in np.flatnonzero(near).tolist()}
 
 
-def _reaching(scene: SceneGeom, targets: set[str]) -> set[Pair]:
-    """(a, t) for each target and every creature within twice its natural reach of it."""
-    if not targets:
+def _reaching(ids: list[str], spaces: FloatArray, reach: FloatArray, index: dict[str, int],
+              targets: set[str], grid: Grid) -> set[Pair]:
+    """(a, t) for each target and every creature within twice its natural reach of it
+    (every target against every creature at once)."""
+    ks = [index[t] for t in targets if t in index]
+    if not ks:
         return set()
-    grid = scene.grid
-    cs = scene.creatures
-    spaces = np.array([space(c, grid) for c in cs], dtype=np.float64)
-    reach = np.array([c.reach for c in cs], dtype=np.float64)
-    out: set[Pair] = set()
-    for t in targets:
-        k = next((i for i, c in enumerate(cs) if c.id == t), None)
-        if k is None:
-            continue
-        ts = np.repeat(spaces[k:k + 1], len(cs), axis=0)
-        sx, sy = grid_steps_many(spaces, ts, grid.size)
-        near = within_reach_many(sx, sy, 2 * reach)
-        out.update((c.id, t) for c, ok in zip(cs, near.tolist(), strict=True)
-                   if ok and c.id != t)
-    return out
+    n = len(ids)
+    t_idx = np.repeat(np.array(ks, dtype=np.intp), n)
+    a_idx = np.tile(np.arange(n), len(ks))
+    sx, sy = grid_steps_many(spaces[a_idx], spaces[t_idx], grid.size)
+    near = within_reach_many(sx, sy, 2 * reach[a_idx]) & (a_idx != t_idx)
+    hit = np.flatnonzero(near)
+    return {(ids[a], ids[t]) for a, t in zip(a_idx[hit].tolist(), t_idx[hit].tolist(),
+                                             strict=True)}

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import enum
 import hmac
+import itertools
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,6 +92,7 @@ CHANGE_LOG = 32
 _FRAME_CACHE = 64
 
 Key = tuple[str, str, str]
+Pair = tuple[str, str]
 #: An annotation table: (scene, lines, without hidden tokens).
 CacheKey = tuple[str, bool, bool]
 #: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
@@ -279,6 +281,12 @@ class Core:
         self._frames: dict[str, tuple[scenes.Scene, dict[_FrameKey, _Frame]]] = {}
         # Per scene: the geometry without hidden tokens, and the revision it is of.
         self._visible: dict[str, tuple[int, SceneGeom]] = {}
+        # Per scene: one key tuple for each (attacker, target, mode), shared by all its
+        # tables. Once a collection has seen a key tuple of strings it is no longer tracked,
+        # and a table whose keys and values are all untracked is not tracked either (after
+        # a full collection) nor are its copies: a fresh tuple put into a copy would make
+        # that table of 30,000 entries tracked again, scanned by young collections.
+        self._keys: dict[str, dict[Key, Key]] = {}
         self.store = store if store is not None else Store()
         self._seeds = random.Random(seed)
         # Per scene: each token's air as stored (read from the store on first use). A
@@ -445,6 +453,7 @@ class Core:
                 self._cache.pop((sid, lines, hidden_out), None)
         self._frames.pop(sid, None)
         self._visible.pop(sid, None)
+        self._keys.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
             sub = conn.subscriptions.pop(sid, None)
@@ -487,6 +496,20 @@ class Core:
                         f"internal error computing annotations of scene {sid!r}; they may "
                         "be stale until the next change", None, None)
             return encode(err, sub.binary if sub is not None else True)
+
+    def computed(self, conn: int, sid: str) -> bool:
+        """Whether the annotations this subscriber's delta is built from are computed for
+        the scene's current revision (its delta then only diffs and encodes, or hands over
+        a frame already built); True when it has no delta to get."""
+        state = self.connections.get(conn)
+        sub = state.subscriptions.get(sid) if state is not None else None
+        scene = self.scenes.get(sid)
+        if sub is None or scene is None:
+            return True
+        hidden_out = sub.viewer and len(self._visible_geometry(scene).creatures) < len(
+            scene.geometry.creatures)
+        cached = self._cache.get((sid, sub.lines, hidden_out))
+        return cached is not None and cached.revision == scene.revision
 
     def _delta(self, conn: int, sid: str) -> bytes | str | None:
         state = self.connections.get(conn)
@@ -639,7 +662,8 @@ class Core:
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
-            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points())
+            affected = affected_by(cached.geom, geom, scene.ruleset.sight_points(),
+                                   None if lines else self._may_change(scene, cached))
             if affected is not None:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
@@ -649,7 +673,9 @@ class Core:
         touched: frozenset[Key] | None
         if affected is None:
             results = scene.ruleset.annotate(geom, scene.options, lines=lines)
-            table = {a.key(): annotation_out(a) for a in results}
+            keys = self._keys.setdefault(sid, {})
+            table = {keys.setdefault(k, k): annotation_out(a)
+                     for a in results for k in (a.key(),)}
             touched = None
         else:
             assert cached is not None
@@ -664,26 +690,28 @@ class Core:
             in_the_way = set(affected.in_the_way)
             if not lines:
                 # ...and only those whose degree a creature in the way can still change.
-                may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
-                in_the_way = {(a, t) for a, t in in_the_way
-                              if any((old := cached.table.get((a, t, m))) is None
-                                     or may[old.cover] for m in way_values)}
-            stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
-            stale.update((a, t, m) for a, t in in_the_way for m in way_values)
-            if gone:
-                stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
-            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(affected.whole),
-                                             lines=lines) if affected.whole else []
-            if in_the_way and way_modes:
+                may_change = self._may_change(scene, cached)
+                in_the_way = {pair for pair in in_the_way if may_change(*pair)}
+            whole_pairs, way_pairs = set(affected.whole), in_the_way
+            lent: list[AnnotationOut] = []
+            if without_hidden:
+                whole_pairs, way_pairs, lent = self._lend(key, geom, whole_pairs, way_pairs,
+                                                          way_values)
+            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(whole_pairs),
+                                             lines=lines) if whole_pairs else []
+            if way_pairs and way_modes:
                 results += scene.ruleset.annotate(geom, scene.options,
-                                                  pairs=sorted(in_the_way),
+                                                  pairs=sorted(way_pairs),
                                                   modes=way_modes, lines=lines)
             changed: set[Key] = set()
             old_table = cached.table
             recomputed: set[Key] = set()
-            for a in results:
-                new = annotation_out(a)
-                k = (new.attacker, new.target, new.mode)
+            keys = self._keys.setdefault(sid, {})
+            if len(keys) > 2 * len(old_table) + 1024:
+                keys.clear()  # mostly keys of pairs long gone
+            for new in itertools.chain(map(annotation_out, results), lent):
+                fresh = (new.attacker, new.target, new.mode)
+                k = keys.setdefault(fresh, fresh)
                 recomputed.add(k)
                 old = old_table.get(k)
                 if old is None or old != new:
@@ -691,10 +719,19 @@ class Core:
                     # one is replaced in place (no deletion: the next copy stays a clone).
                     table[k] = new
                     changed.add(k)
-            # Stale entries not computed again are pairs that no longer exist.
-            dropped = stale - recomputed
-            for k in dropped:
-                table.pop(k, None)
+            # Stale entries not computed again are pairs that no longer exist: when no
+            # creature went and every pair and mode asked for came back, there are none.
+            dropped: set[Key] = set()
+            asked = len(affected.whole) * len(_MODE_VALUES) + (
+                len(in_the_way) * len(way_values) if in_the_way and way_modes else 0)
+            if gone or len(recomputed) != asked:
+                stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
+                stale.update((a, t, m) for a, t in in_the_way for m in way_values)
+                if gone:
+                    stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
+                dropped = stale - recomputed
+                for k in dropped:
+                    table.pop(k, None)
             touched = frozenset(changed | dropped)
         log = dict(cached.log) if cached is not None and own_log else {}
         log[scene.revision] = touched
@@ -703,6 +740,63 @@ class Core:
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
                                    table, log)
         return table
+
+    def _lend(self, key: CacheKey, geom: SceneGeom, whole: set[Pair], way: set[Pair],
+              way_values: tuple[str, ...]) -> tuple[set[Pair], set[Pair], list[AnnotationOut]]:
+        """For the viewers' table (`geom`: the scene without its hidden tokens): of the pairs
+        to recompute (`whole` in every mode, `way` in the modes creatures in the way count
+        for), those whose annotations the hidden tokens cannot touch are the gm's, already
+        computed at this revision: they are lent from the gm's table, and only the others
+        are left to compute. The pairs the hidden tokens can touch are what the scene with
+        them and without them differ in, found as for any change (geometry.incremental:
+        the hidden tokens as creatures that came, the ruleset widening as it does)."""
+        sid, lines, _ = key
+        scene = self.scenes[sid]
+        donor = self._cache.get((sid, lines, False))
+        if (donor is None or donor.revision != scene.revision) and any(
+                (sub := c.subscriptions.get(sid)) is not None and not sub.viewer
+                and sub.lines == lines for c in self.connections.values()):
+            # A gm subscriber will want its table at this revision too: computed first, it
+            # is lent from.
+            self._annotations((sid, lines, False), scene.geometry)
+            donor = self._cache.get((sid, lines, False))
+        if (donor is None or donor.revision != scene.revision
+                or donor.ruleset is not scene.ruleset or donor.options != scene.options
+                or not (whole or way)):
+            return whole, way, []
+        differ = affected_by(geom, donor.geom, scene.ruleset.sight_points(),
+                             only=whole | way)
+        if differ is None:
+            return whole, way, []
+        touched = set(scene.ruleset.widen(geom, donor.geom, scene.options, set(differ.whole)))
+        touched |= differ.in_the_way
+        lent: list[AnnotationOut] = []
+        held = donor.table.get
+        for pairs, values in ((whole, _MODE_VALUES), (way, way_values)):
+            for pair in pairs - touched:
+                for m in values:
+                    found = held((pair[0], pair[1], m))
+                    if found is not None:
+                        lent.append(found)
+        return whole & touched, way & touched, lent
+
+    @staticmethod
+    def _may_change(scene: scenes.Scene, cached: _Cached) -> Callable[[str, str], bool]:
+        """Whether a creature stepping into or out of the way of the lines from a to t can
+        change any of their annotations (lines not drawn) that creatures in the way count
+        for: one of those is missing from `cached`, or stands at a degree they can change."""
+        may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
+        way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
+        held = cached.table.get
+
+        def may_change(a: str, t: str) -> bool:
+            for m in way_values:
+                old = held((a, t, m))
+                if old is None or may[old.cover]:
+                    return True
+            return False
+
+        return may_change
 
     def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
                                                               dict[Key, AnnotationOut]]:
