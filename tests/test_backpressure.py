@@ -115,7 +115,7 @@ def test_every_subscriber_of_a_change_gets_the_same_delta(live_server: LiveServe
             ack = gm.request({"type": "token.update", "scene": "slow",
                               "tokens": [{"_id": "t0", "x": 0, "y": 900 + 100 * (k % 2)}]})
             raw = [p.ws.recv(10) for p in subs]
-            assert len(set(raw)) == 1
+            assert len(set(raw)) == 1 and isinstance(raw[0], bytes)
             delta = msgpack.unpackb(raw[0], raw=False)
             assert delta["revision"] == ack["revision"] and not delta["full"]
             assert delta["annotations"]
