@@ -18,6 +18,7 @@ along an edge does not enter it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +103,161 @@ def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatA
         yield gi, bi
 
 
+# -- uniform grid over the walls ----------------------------------------------------------
+
+# Slack, in cells, on every cell range: both sides of a shared point must land in a shared
+# cell whatever the rounding of the conversion to cell units.
+_CELL_SLACK = 1e-6
+# Scenes with fewer walls than this use the brute box test (cheap at that size, and the
+# grid's setup costs more than it saves).
+GRID_MIN_WALLS = 200
+# Cell side as a multiple of sqrt(area per wall).
+GRID_CELL_FACTOR = 1.5
+# Entries of the dedupe buffer (one int32 per block x wall of a chunk).
+_DEDUPE_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """Square cells of side `size` from (x0, y0), nx columns by ny rows; cell id
+    column * ny + row; the walls registered in each cell in CSR form (every cell a wall
+    passes through, within slack)."""
+
+    x0: float
+    y0: float
+    size: float
+    nx: int
+    ny: int
+    cell_start: IntArray  # (nx * ny + 1,)
+    cell_walls: IntArray
+
+
+def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
+                 ry: FloatArray | float, grid: _Grid) -> tuple[IntArray, IntArray]:
+    """(item, cell) for every grid cell that segment a-b of each item, widened by a box of
+    half-sides rx, ry (its Minkowski sum with that box), meets, with slack: column by
+    column, the widened segment's y extent over the column. Items ascending, each item's
+    cells ascending; no cell twice."""
+    c = grid.size
+    ax, ay = (a[:, 0] - grid.x0) / c, (a[:, 1] - grid.y0) / c
+    bx, by = (b[:, 0] - grid.x0) / c, (b[:, 1] - grid.y0) / c
+    rxu = np.asarray(rx, dtype=np.float64) / c + _CELL_SLACK
+    ryu = np.asarray(ry, dtype=np.float64) / c + _CELL_SLACK
+    cx0, cx1 = np.minimum(ax, bx), np.maximum(ax, bx)
+    i0 = np.maximum(np.floor(cx0 - rxu), 0).astype(np.intp)
+    i1 = np.minimum(np.floor(cx1 + rxu), grid.nx - 1).astype(np.intp)
+    ncol = np.maximum(i1 - i0 + 1, 0)
+    item = np.repeat(np.arange(len(a)), ncol)
+    col = np.arange(int(ncol.sum())) - np.repeat(np.cumsum(ncol) - ncol, ncol) + i0[item]
+    rxi = rxu if np.ndim(rxu) == 0 else rxu[item]
+    ryi = ryu if np.ndim(ryu) == 0 else ryu[item]
+    # The centre segment's part whose widened box reaches into this column.
+    lo_x, hi_x = cx0[item], cx1[item]
+    xs = np.clip(col - rxi, lo_x, hi_x)
+    xe = np.clip(col + 1 + rxi, lo_x, hi_x)
+    iax, iay, dx, dy = ax[item], ay[item], (bx - ax)[item], (by - ay)[item]
+    flat = dx == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(flat, 0.0, dy / np.where(flat, 1.0, dx))
+    ys, ye = iay + (xs - iax) * slope, iay + (xe - iax) * slope
+    y_lo = np.where(flat, np.minimum(iay, iay + dy), np.minimum(ys, ye)) - ryi
+    y_hi = np.where(flat, np.maximum(iay, iay + dy), np.maximum(ys, ye)) + ryi
+    j0 = np.maximum(np.floor(y_lo - _CELL_SLACK), 0).astype(np.intp)
+    j1 = np.minimum(np.floor(y_hi + _CELL_SLACK), grid.ny - 1).astype(np.intp)
+    nrow = np.maximum(j1 - j0 + 1, 0)
+    owner = np.repeat(item, nrow)
+    row = (np.arange(int(nrow.sum())) - np.repeat(np.cumsum(nrow) - nrow, nrow)
+           + np.repeat(j0, nrow))
+    return owner, np.repeat(col, nrow) * grid.ny + row
+
+
+def _wall_grid(walls: FloatArray, cell: float | None = None) -> _Grid:
+    """The grid index of a set of walls."""
+    lo = np.minimum(walls[:, 0:2], walls[:, 2:4]).min(axis=0)
+    hi = np.maximum(walls[:, 0:2], walls[:, 2:4]).max(axis=0)
+    span = np.maximum(hi - lo, 1e-9)
+    if cell is None:
+        cell = GRID_CELL_FACTOR * float(np.sqrt(span[0] * span[1] / len(walls)))
+        # Never more cells than a few per wall (a long thin scene).
+        cell = max(cell, float(max(span)) / (4 * len(walls)), 1e-9)
+    nx = int(span[0] // cell) + 1
+    ny = int(span[1] // cell) + 1
+    grid = _Grid(float(lo[0]), float(lo[1]), cell, nx, ny,
+                 np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp))
+    wall, cells = _cover_cells(walls[:, 0:2], walls[:, 2:4], 0.0, 0.0, grid)
+    order = np.argsort(cells, kind="stable")
+    counts = np.bincount(cells, minlength=nx * ny)
+    start = np.zeros(nx * ny + 1, dtype=np.intp)
+    np.cumsum(counts, out=start[1:])
+    return replace(grid, cell_start=start, cell_walls=wall[order])
+
+
+def _block_cells(starts: FloatArray, ends: FloatArray, grid: _Grid,
+                 axis: tuple[FloatArray, FloatArray, FloatArray]
+                 ) -> tuple[IntArray, IntArray, IntArray]:
+    """(block, cell, walls in the cell) for every cell holding walls that a block's hull
+    (every line between its start and end points) may touch: the hull lies in the segment
+    between the points' centres widened by their spread. Blocks ascending."""
+    cs, ce = starts.mean(axis=1), ends.mean(axis=1)
+    spread = np.maximum(np.abs(starts - cs[:, None, :]).max(axis=1),
+                        np.abs(ends - ce[:, None, :]).max(axis=1))
+    pb, pc = _cover_cells(cs, ce, spread[:, 0], spread[:, 1], grid)
+    cnt = grid.cell_start[pc + 1] - grid.cell_start[pc]
+    busy = cnt > 0
+    return pb[busy], pc[busy], cnt[busy]
+
+
+def _cell_walls(grid: _Grid, pb: IntArray, pc: IntArray, cnt: IntArray
+                ) -> tuple[IntArray, IntArray]:
+    """(block, wall) for every wall of each (block, cell) row, in row order."""
+    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return np.repeat(pb, cnt), grid.cell_walls[np.repeat(grid.cell_start[pc], cnt) + within]
+
+
+def _axis_keep(walls: FloatArray, bi: IntArray, wi: IntArray,
+               axis: tuple[FloatArray, FloatArray, FloatArray]) -> BoolArray:
+    """Whether each (block, wall) row's wall overlaps the block along its normal axis."""
+    normals, lo, hi = axis
+    t_lo, t_hi = _thing_extent(walls[wi], normals[bi], True)
+    keep: BoolArray = (t_lo <= hi[bi] + _AXIS_SLACK) & (t_hi >= lo[bi] - _AXIS_SLACK)
+    return keep
+
+
+def _grid_candidates(starts: FloatArray, ends: FloatArray, walls: FloatArray,
+                     axis: tuple[FloatArray, FloatArray, FloatArray]
+                     ) -> Iterator[tuple[IntArray, IntArray]]:
+    """`_candidates` for blocks against walls, by a uniform grid over the walls instead of
+    testing every block against every wall: the walls of the cells a block's hull may
+    touch (`_block_cells`), then the normal-axis test. Blocks ascending, each (block,
+    wall) once, in chunks of about CHUNK_CELLS rows."""
+    grid = _wall_grid(walls)
+    m, b = len(walls), len(starts)
+    pb, pc, cnt = _block_cells(starts, ends, grid, axis)
+    if len(pb) == 0:
+        return
+    cum = np.cumsum(np.bincount(pb, weights=cnt, minlength=b))
+    cuts = np.searchsorted(cum, np.arange(1, int(cum[-1] // CHUNK_CELLS) + 1) * CHUNK_CELLS)
+    step = max(1, _DEDUPE_CELLS // m)
+    cuts = np.unique(np.concatenate([[0, b], cuts, np.arange(step, b, step)]).astype(np.intp))
+    bounds = np.searchsorted(pb, cuts)
+    # Not cleared between chunks: every entry a chunk reads it has just written.
+    buf = np.empty(min(b, step) * m, dtype=np.int32)
+    for k in range(len(cuts) - 1):
+        b0, p0, p1 = int(cuts[k]), int(bounds[k]), int(bounds[k + 1])
+        if p0 == p1:
+            continue
+        bi, wi = _cell_walls(grid, pb[p0:p1], pc[p0:p1], cnt[p0:p1])
+        keep = _axis_keep(walls, bi, wi, axis)
+        bi, wi = bi[keep], wi[keep]
+        # A wall met in several of a block's cells: keep one of its rows (whichever the
+        # scatter leaves last; the order of blocks is kept).
+        key = (bi - b0) * m + wi
+        seq = np.arange(len(key), dtype=np.int32)
+        buf[key] = seq
+        once = buf[key] == seq
+        yield bi[once], wi[once]
+
+
 def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
                           boxes: FloatArray, segments: bool | None = None,
                           ) -> Iterator[tuple[IntArray, IntArray]]:
@@ -142,17 +298,29 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
         yield first + offset, np.repeat(bi, counts)
 
 
-def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
-                      segments: bool) -> Iterator[tuple[IntArray, IntArray]]:
-    """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
-    the bounding-box and normal-axis tests of `_candidates`."""
+def _block_axis(starts: FloatArray, ends: FloatArray
+                ) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray, FloatArray]]:
+    """Blocks' bounding boxes (lo, hi) and normal axes (unit normal of each block's general
+    direction, and the interval its points cover along it), as `_candidates` reads them."""
     lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
     hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
     normals = _unit_normals(ends.mean(axis=1) - starts.mean(axis=1))
     ps = np.einsum("bpk,bk->bp", starts, normals)
     pe = np.einsum("bqk,bk->bq", ends, normals)
-    axis = (normals, np.minimum(ps.min(axis=1), pe.min(axis=1)),
-            np.maximum(ps.max(axis=1), pe.max(axis=1)))
+    return lo, hi, (normals, np.minimum(ps.min(axis=1), pe.min(axis=1)),
+                    np.maximum(ps.max(axis=1), pe.max(axis=1)))
+
+
+def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
+                      segments: bool) -> Iterator[tuple[IntArray, IntArray]]:
+    """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
+    the bounding-box and normal-axis tests of `_candidates`, or for many walls by the
+    grid index and the normal-axis test (`_grid_candidates`). Blocks come in ascending
+    order, each (block, thing) once."""
+    lo, hi, axis = _block_axis(starts, ends)
+    if segments and len(things) >= GRID_MIN_WALLS:
+        yield from _grid_candidates(starts, ends, things, axis)
+        return
     sizes = np.ones(len(starts), dtype=np.intp)
     yield from _candidates(lo, hi, sizes, things, axis, segments)
 
@@ -239,6 +407,71 @@ def blocks_cross_walls(
     return line, wall, side
 
 
+def _block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,
+                cw: IntArray) -> tuple[BoolArray, FloatArray]:
+    """Rows of (block, wall): which of the block's P x Q lines the wall blocks (C, P, Q),
+    and the orientation of each start point to the wall (C, P, 1)."""
+    ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+    bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
+    s, e = starts[cb], ends[cb]
+    px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
+    qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
+    o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
+    o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
+    dx, dy = qx - px, qy - py  # (C, P, Q)
+    o1 = dx * (ay - py) - dy * (ax - px)
+    o2 = dx * (by - py) - dy * (bx - px)
+    # Dense over the block's lines: cheaper than gathering the few that survive.
+    hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
+    return hit, o3
+
+
+def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
+    """out[block] |= hit for rows that come block by block (ascending): each run of a
+    block's rows ORed first (a block listed twice in one fancy assignment would keep only
+    one of its rows)."""
+    first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
+    out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+
+
+# Cells per block in the first round of `_crossed_any`; each round after takes twice as
+# many.
+_ROUND_CELLS = 2
+
+
+def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
+                 out: BoolArray, step: int) -> None:
+    """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
+    Only whether a line crosses one matters, so a block whose lines are all crossed is
+    looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
+    at a time, in rounds, until it is or its cells run out (a wall seen in two cells is
+    tested twice, which changes nothing)."""
+    sub = walls[which]
+    grid = _wall_grid(sub)
+    _, _, axis = _block_axis(starts, ends)
+    pb, pc, cnt = _block_cells(starts, ends, grid, axis)
+    b = len(starts)
+    per = np.bincount(pb, minlength=b)
+    first = np.cumsum(per) - per
+    done = np.zeros(b, dtype=bool)
+    k, r = 0, _ROUND_CELLS
+    while True:
+        act = np.flatnonzero(~done & (per > k))
+        if act.size == 0:
+            return
+        offs = np.arange(k, k + r)
+        rows = (first[act, None] + offs[None, :])[offs[None, :] < per[act, None]]
+        bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
+        keep = _axis_keep(sub, bi, wi, axis)
+        bi, wi = bi[keep], which[wi[keep]]
+        for c0 in range(0, len(bi), step):
+            cb = bi[c0:c0 + step]
+            hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
+            _or_runs(out, cb, hit)
+        done[act] = out[act].reshape(len(act), -1).all(axis=1)
+        k, r = k + r, 2 * r
+
+
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
@@ -254,37 +487,27 @@ def blocks_cross_walls_any(
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
     any_alike = np.zeros((b, p_n, q_n), dtype=bool) if alike is not None else None
     step = max(1, 65536 // (p_n * q_n))
-
-    def hits(cb: IntArray, cw: IntArray) -> tuple[BoolArray, FloatArray]:
-        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
-        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
-        s, e = starts[cb], ends[cb]
-        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
-        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
-        o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
-        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
-        dx, dy = qx - px, qy - py  # (C, P, Q)
-        o1 = dx * (ay - py) - dy * (ax - px)
-        o2 = dx * (by - py) - dy * (bx - px)
-        # Dense over the block's lines: cheaper than gathering the few that survive.
-        hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
-        return hit, o3
-
-    for bi, wi in _block_candidates(starts, ends, walls, True):
-        if any_alike is not None and alike is not None:
+    listed = None  # the walls listed hit by hit, when not all
+    if any_alike is not None and alike is not None and m >= GRID_MIN_WALLS and alike.any():
+        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step)
+        listed = np.flatnonzero(~alike)
+    candidates = (_block_candidates(starts, ends, walls, True) if listed is None
+                  else _block_candidates(starts, ends, walls[listed], True)
+                  if len(listed) else iter(()))
+    for bi, wi in candidates:
+        if listed is not None:
+            wi = listed[wi]
+        elif any_alike is not None and alike is not None:
             same = alike[wi]
-            # Candidates come block by block (ascending): OR each run of a block's rows.
             ab, aw = bi[same], wi[same]
             for c0 in range(0, len(ab), step):
-                cb, cw = ab[c0:c0 + step], aw[c0:c0 + step]
-                hit, _ = hits(cb, cw)
-                first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
-                blocks = cb[first]
-                any_alike[blocks] |= np.logical_or.reduceat(hit, first, axis=0)
+                cb = ab[c0:c0 + step]
+                hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
+                _or_runs(any_alike, cb, hit)
             bi, wi = bi[~same], wi[~same]
         for c0 in range(0, len(bi), step):
             cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            hit, o3 = hits(cb, cw)
+            hit, o3 = _block_hits(starts, ends, walls, cb, cw)
             ci, k, el = np.nonzero(hit)
             if ci.size == 0:
                 continue
