@@ -172,7 +172,8 @@ def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
 
 
 def _wall_grid(walls: FloatArray, cell: float | None = None) -> _Grid:
-    """The grid index of a set of walls."""
+    """The grid index of a set of walls, with cells of side `cell` (default: about
+    GRID_CELL_FACTOR walls' worth of the walls' bounding box each)."""
     lo = np.minimum(walls[:, 0:2], walls[:, 2:4]).min(axis=0)
     hi = np.maximum(walls[:, 0:2], walls[:, 2:4]).max(axis=0)
     span = np.maximum(hi - lo, 1e-9)
@@ -224,13 +225,13 @@ def _axis_keep(walls: FloatArray, bi: IntArray, wi: IntArray,
 
 
 def _grid_candidates(starts: FloatArray, ends: FloatArray, walls: FloatArray,
-                     axis: tuple[FloatArray, FloatArray, FloatArray]
-                     ) -> Iterator[tuple[IntArray, IntArray]]:
+                     axis: tuple[FloatArray, FloatArray, FloatArray],
+                     cell: float | None = None) -> Iterator[tuple[IntArray, IntArray]]:
     """`_candidates` for blocks against walls, by a uniform grid over the walls instead of
     testing every block against every wall: the walls of the cells a block's hull may
     touch (`_block_cells`), then the normal-axis test. Blocks ascending, each (block,
     wall) once, in chunks of about CHUNK_CELLS rows."""
-    grid = _wall_grid(walls)
+    grid = _wall_grid(walls, cell)
     m, b = len(walls), len(starts)
     pb, pc, cnt = _block_cells(starts, ends, grid, axis)
     if len(pb) == 0:
@@ -436,31 +437,42 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
 
 # Cells per block in the first round of `_crossed_any`; each round after takes twice as
 # many.
-_ROUND_CELLS = 2
+_ROUND_CELLS = 1
 
 
 def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
-                 out: BoolArray, step: int) -> None:
+                 out: BoolArray, step: int, cell: float | None = None) -> None:
     """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
     Only whether a line crosses one matters, so a block whose lines are all crossed is
     looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
     at a time, in rounds, until it is or its cells run out (a wall seen in two cells is
-    tested twice, which changes nothing)."""
+    tested twice, which changes nothing: no dedupe)."""
+    if len(which) == 0 or len(starts) == 0:
+        return
     sub = walls[which]
-    grid = _wall_grid(sub)
+    grid = _wall_grid(sub, cell)
     _, _, axis = _block_axis(starts, ends)
     pb, pc, cnt = _block_cells(starts, ends, grid, axis)
     b = len(starts)
+    if len(pb) == 0:
+        return
     per = np.bincount(pb, minlength=b)
     first = np.cumsum(per) - per
+    # Each row's place in its block's walk, from the middle of the block outwards (the
+    # walls between two creatures' rooms are more likely away from either end), and the
+    # round it falls in: rounds of _ROUND_CELLS, then twice as many each time.
+    pos = np.arange(len(pb)) - first[pb]
+    n = per[pb]
+    rank = np.where(2 * pos >= n, 2 * pos - n, n - 1 - 2 * pos)
+    rnd = np.floor(np.log2(rank / _ROUND_CELLS + 1)).astype(np.uint8)
+    order = np.argsort(rnd, kind="stable")
+    cuts = np.searchsorted(rnd[order], np.arange(int(rnd.max()) + 2))
     done = np.zeros(b, dtype=bool)
-    k, r = 0, _ROUND_CELLS
-    while True:
-        act = np.flatnonzero(~done & (per > k))
-        if act.size == 0:
-            return
-        offs = np.arange(k, k + r)
-        rows = (first[act, None] + offs[None, :])[offs[None, :] < per[act, None]]
+    for k in range(len(cuts) - 1):
+        rows = order[cuts[k]:cuts[k + 1]]
+        rows = rows[~done[pb[rows]]]
+        if len(rows) == 0:
+            continue
         bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
         keep = _axis_keep(sub, bi, wi, axis)
         bi, wi = bi[keep], which[wi[keep]]
@@ -468,8 +480,9 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
             cb = bi[c0:c0 + step]
             hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
             _or_runs(out, cb, hit)
+        blocks = pb[rows]  # ascending
+        act = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
         done[act] = out[act].reshape(len(act), -1).all(axis=1)
-        k, r = k + r, 2 * r
 
 
 def blocks_cross_walls_any(
