@@ -708,9 +708,12 @@ class CornerEngine:
         mark = np.zeros(len(self.cs) * len(tr.walls), dtype=bool)
         mark[keys] = True
         unique = np.flatnonzero(mark)
-        # Each key's place among the unique ones (a search: a running count over every
-        # creature x wall slot costs more than the few keys).
-        back = np.searchsorted(unique, keys)
+        # Each key's place among the unique ones: a running count over every creature x
+        # wall slot when the keys are many (a full matrix), else a search (a move's few).
+        if len(mark) <= 8 * len(keys):
+            back = (np.cumsum(mark, dtype=np.intp) - 1)[keys]
+        else:
+            back = np.searchsorted(unique, keys)
         uc, uw = unique // len(tr.walls), unique % len(tr.walls)
         boxes = shapely.box(*tr.boxes[uc].T)
         lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
