@@ -17,6 +17,7 @@ along an edge does not enter it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -138,37 +139,35 @@ def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
     half-sides rx, ry (its Minkowski sum with that box), meets, with slack: column by
     column, the widened segment's y extent over the column. Items ascending, each item's
     cells ascending; no cell twice."""
-    c = grid.size
+    c, n = grid.size, len(a)
     ax, ay = (a[:, 0] - grid.x0) / c, (a[:, 1] - grid.y0) / c
-    bx, by = (b[:, 0] - grid.x0) / c, (b[:, 1] - grid.y0) / c
-    rxu = np.asarray(rx, dtype=np.float64) / c + _CELL_SLACK
-    ryu = np.asarray(ry, dtype=np.float64) / c + _CELL_SLACK
-    cx0, cx1 = np.minimum(ax, bx), np.maximum(ax, bx)
+    dx, dy = (b[:, 0] - grid.x0) / c - ax, (b[:, 1] - grid.y0) / c - ay
+    rxu = np.broadcast_to(np.asarray(rx, dtype=np.float64) / c + _CELL_SLACK, (n,))
+    ryu = np.broadcast_to(np.asarray(ry, dtype=np.float64) / c + _CELL_SLACK, (n,))
+    # A vertical centre segment (or one so steep that its slope could overflow) is taken
+    # as its middle widened by half its length: the whole of its y extent in each column.
+    flat = np.abs(dx) <= 1e-9 * np.abs(dy)
+    slope = np.divide(dy, dx, out=np.zeros(n), where=~flat)
+    ay = np.where(flat, ay + dy / 2, ay)
+    ryu = np.where(flat, ryu + np.abs(dy) / 2, ryu)
+    cx0, cx1 = np.minimum(ax, ax + dx), np.maximum(ax, ax + dx)
     i0 = np.maximum(np.floor(cx0 - rxu), 0).astype(np.intp)
     i1 = np.minimum(np.floor(cx1 + rxu), grid.nx - 1).astype(np.intp)
     ncol = np.maximum(i1 - i0 + 1, 0)
-    item = np.repeat(np.arange(len(a)), ncol)
-    col = np.arange(int(ncol.sum())) - np.repeat(np.cumsum(ncol) - ncol, ncol) + i0[item]
-    rxi = rxu if np.ndim(rxu) == 0 else rxu[item]
-    ryi = ryu if np.ndim(ryu) == 0 else ryu[item]
-    # The centre segment's part whose widened box reaches into this column.
-    lo_x, hi_x = cx0[item], cx1[item]
-    xs = np.clip(col - rxi, lo_x, hi_x)
-    xe = np.clip(col + 1 + rxi, lo_x, hi_x)
-    iax, iay, dx, dy = ax[item], ay[item], (bx - ax)[item], (by - ay)[item]
-    flat = dx == 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.where(flat, 0.0, dy / np.where(flat, 1.0, dx))
-    ys, ye = iay + (xs - iax) * slope, iay + (xe - iax) * slope
-    y_lo = np.where(flat, np.minimum(iay, iay + dy), np.minimum(ys, ye)) - ryi
-    y_hi = np.where(flat, np.maximum(iay, iay + dy), np.maximum(ys, ye)) + ryi
-    j0 = np.maximum(np.floor(y_lo - _CELL_SLACK), 0).astype(np.intp)
-    j1 = np.minimum(np.floor(y_hi + _CELL_SLACK), grid.ny - 1).astype(np.intp)
+    item = np.repeat(np.arange(n), ncol)
+    col = np.arange(int(ncol.sum())) + np.repeat(i0 - (np.cumsum(ncol) - ncol), ncol)
+    # Per column: the centre segment's part whose widened box reaches into it.
+    lo_x, hi_x, r_x = cx0[item], cx1[item], rxu[item]
+    xs = np.minimum(np.maximum(col - r_x, lo_x), hi_x)
+    xe = np.minimum(np.maximum(col + 1 + r_x, lo_x), hi_x)
+    y0, x0, k, r_y = ay[item], ax[item], slope[item], ryu[item]
+    ys, ye = y0 + (xs - x0) * k, y0 + (xe - x0) * k
+    j0 = np.maximum(np.floor(np.minimum(ys, ye) - r_y - _CELL_SLACK), 0).astype(np.intp)
+    j1 = np.minimum(np.floor(np.maximum(ys, ye) + r_y + _CELL_SLACK),
+                    grid.ny - 1).astype(np.intp)
     nrow = np.maximum(j1 - j0 + 1, 0)
-    owner = np.repeat(item, nrow)
-    row = (np.arange(int(nrow.sum())) - np.repeat(np.cumsum(nrow) - nrow, nrow)
-           + np.repeat(j0, nrow))
-    return owner, np.repeat(col, nrow) * grid.ny + row
+    first = col * grid.ny + j0 - (np.cumsum(nrow) - nrow)
+    return np.repeat(item, nrow), np.arange(int(nrow.sum())) + np.repeat(first, nrow)
 
 
 def _wall_grid(walls: FloatArray, cell: float | None = None) -> _Grid:
@@ -193,16 +192,12 @@ def _wall_grid(walls: FloatArray, cell: float | None = None) -> _Grid:
     return replace(grid, cell_start=start, cell_walls=wall[order])
 
 
-def _block_cells(starts: FloatArray, ends: FloatArray, grid: _Grid,
-                 axis: tuple[FloatArray, FloatArray, FloatArray]
-                 ) -> tuple[IntArray, IntArray, IntArray]:
+def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArray]:
     """(block, cell, walls in the cell) for every cell holding walls that a block's hull
     (every line between its start and end points) may touch: the hull lies in the segment
     between the points' centres widened by their spread. Blocks ascending."""
-    cs, ce = starts.mean(axis=1), ends.mean(axis=1)
-    spread = np.maximum(np.abs(starts - cs[:, None, :]).max(axis=1),
-                        np.abs(ends - ce[:, None, :]).max(axis=1))
-    pb, pc = _cover_cells(cs, ce, spread[:, 0], spread[:, 1], grid)
+    pb, pc = _cover_cells(hulls.centre_s, hulls.centre_e, hulls.spread[:, 0],
+                          hulls.spread[:, 1], grid)
     cnt = grid.cell_start[pc + 1] - grid.cell_start[pc]
     busy = cnt > 0
     return pb[busy], pc[busy], cnt[busy]
@@ -224,16 +219,15 @@ def _axis_keep(walls: FloatArray, bi: IntArray, wi: IntArray,
     return keep
 
 
-def _grid_candidates(starts: FloatArray, ends: FloatArray, walls: FloatArray,
-                     axis: tuple[FloatArray, FloatArray, FloatArray],
-                     cell: float | None = None) -> Iterator[tuple[IntArray, IntArray]]:
+def _grid_candidates(hulls: _Hulls, walls: FloatArray, cell: float | None = None
+                     ) -> Iterator[tuple[IntArray, IntArray]]:
     """`_candidates` for blocks against walls, by a uniform grid over the walls instead of
     testing every block against every wall: the walls of the cells a block's hull may
     touch (`_block_cells`), then the normal-axis test. Blocks ascending, each (block,
     wall) once, in chunks of about CHUNK_CELLS rows."""
     grid = _wall_grid(walls, cell)
-    m, b = len(walls), len(starts)
-    pb, pc, cnt = _block_cells(starts, ends, grid, axis)
+    m, b = len(walls), len(hulls.lo)
+    pb, pc, cnt = _block_cells(hulls, grid)
     if len(pb) == 0:
         return
     cum = np.cumsum(np.bincount(pb, weights=cnt, minlength=b))
@@ -248,7 +242,7 @@ def _grid_candidates(starts: FloatArray, ends: FloatArray, walls: FloatArray,
         if p0 == p1:
             continue
         bi, wi = _cell_walls(grid, pb[p0:p1], pc[p0:p1], cnt[p0:p1])
-        keep = _axis_keep(walls, bi, wi, axis)
+        keep = _axis_keep(walls, bi, wi, hulls.axis)
         bi, wi = bi[keep], wi[keep]
         # A wall met in several of a block's cells: keep one of its rows (whichever the
         # scatter leaves last; the order of blocks is kept).
@@ -299,31 +293,58 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
         yield first + offset, np.repeat(bi, counts)
 
 
-def _block_axis(starts: FloatArray, ends: FloatArray
-                ) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray, FloatArray]]:
-    """Blocks' bounding boxes (lo, hi) and normal axes (unit normal of each block's general
-    direction, and the interval its points cover along it), as `_candidates` reads them."""
-    lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
-    hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
-    normals = _unit_normals(ends.mean(axis=1) - starts.mean(axis=1))
-    ps = np.einsum("bpk,bk->bp", starts, normals)
-    pe = np.einsum("bqk,bk->bq", ends, normals)
-    return lo, hi, (normals, np.minimum(ps.min(axis=1), pe.min(axis=1)),
-                    np.maximum(ps.max(axis=1), pe.max(axis=1)))
+@dataclass(frozen=True, slots=True)
+class _Hulls:
+    """What the prunes know of blocks of P x Q lines (every start point to every end
+    point): bounding boxes (lo, hi); the normal axis of each block's general direction
+    (unit normal, and the interval the block's points cover along it); and the segment
+    between the centres of its start and end points, with the points' largest distance
+    from their centre along x and y (the hull lies within that segment widened by it)."""
+
+    lo: FloatArray
+    hi: FloatArray
+    axis: tuple[FloatArray, FloatArray, FloatArray]
+    centre_s: FloatArray
+    centre_e: FloatArray
+    spread: FloatArray
+
+
+def _over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
+    """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls (numpy's reduce over
+    a short middle axis is several times slower)."""
+    out: FloatArray = functools.reduce(f, [pts[:, k] for k in range(pts.shape[1])])
+    return out
+
+
+def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
+    lo = np.minimum(_over_points(np.minimum, starts), _over_points(np.minimum, ends))
+    hi = np.maximum(_over_points(np.maximum, starts), _over_points(np.maximum, ends))
+    cs = _over_points(np.add, starts) / starts.shape[1]
+    ce = _over_points(np.add, ends) / ends.shape[1]
+    normals = _unit_normals(ce - cs)
+    ps = starts[:, :, 0] * normals[:, 0, None] + starts[:, :, 1] * normals[:, 1, None]
+    pe = ends[:, :, 0] * normals[:, 0, None] + ends[:, :, 1] * normals[:, 1, None]
+    axis = (normals, np.minimum(_over_points(np.minimum, ps), _over_points(np.minimum, pe)),
+            np.maximum(_over_points(np.maximum, ps), _over_points(np.maximum, pe)))
+    spread = np.maximum(_over_points(np.maximum, np.abs(starts - cs[:, None, :])),
+                        _over_points(np.maximum, np.abs(ends - ce[:, None, :])))
+    return _Hulls(lo, hi, axis, cs, ce, spread)
 
 
 def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
-                      segments: bool) -> Iterator[tuple[IntArray, IntArray]]:
+                      segments: bool, hulls: _Hulls | None = None
+                      ) -> Iterator[tuple[IntArray, IntArray]]:
     """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
     the bounding-box and normal-axis tests of `_candidates`, or for many walls by the
     grid index and the normal-axis test (`_grid_candidates`). Blocks come in ascending
     order, each (block, thing) once."""
-    lo, hi, axis = _block_axis(starts, ends)
+    if hulls is None:
+        hulls = _hulls(starts, ends)
     if segments and len(things) >= GRID_MIN_WALLS:
-        yield from _grid_candidates(starts, ends, things, axis)
+        yield from _grid_candidates(hulls, things)
         return
     sizes = np.ones(len(starts), dtype=np.intp)
-    yield from _candidates(lo, hi, sizes, things, axis, segments)
+    yield from _candidates(hulls.lo, hulls.hi, sizes, things, hulls.axis, segments)
 
 
 def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
@@ -441,7 +462,8 @@ _ROUND_CELLS = 1
 
 
 def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
-                 out: BoolArray, step: int, cell: float | None = None) -> None:
+                 out: BoolArray, step: int, hulls: _Hulls | None = None,
+                 cell: float | None = None) -> None:
     """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
     Only whether a line crosses one matters, so a block whose lines are all crossed is
     looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
@@ -451,8 +473,9 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
         return
     sub = walls[which]
     grid = _wall_grid(sub, cell)
-    _, _, axis = _block_axis(starts, ends)
-    pb, pc, cnt = _block_cells(starts, ends, grid, axis)
+    if hulls is None:
+        hulls = _hulls(starts, ends)
+    pb, pc, cnt = _block_cells(hulls, grid)
     b = len(starts)
     if len(pb) == 0:
         return
@@ -474,7 +497,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
         if len(rows) == 0:
             continue
         bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
-        keep = _axis_keep(sub, bi, wi, axis)
+        keep = _axis_keep(sub, bi, wi, hulls.axis)
         bi, wi = bi[keep], which[wi[keep]]
         for c0 in range(0, len(bi), step):
             cb = bi[c0:c0 + step]
@@ -501,11 +524,12 @@ def blocks_cross_walls_any(
     any_alike = np.zeros((b, p_n, q_n), dtype=bool) if alike is not None else None
     step = max(1, 65536 // (p_n * q_n))
     listed = None  # the walls listed hit by hit, when not all
+    hulls = _hulls(starts, ends)
     if any_alike is not None and alike is not None and m >= GRID_MIN_WALLS and alike.any():
-        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step)
+        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
         listed = np.flatnonzero(~alike)
-    candidates = (_block_candidates(starts, ends, walls, True) if listed is None
-                  else _block_candidates(starts, ends, walls[listed], True)
+    candidates = (_block_candidates(starts, ends, walls, True, hulls) if listed is None
+                  else _block_candidates(starts, ends, walls[listed], True, hulls)
                   if len(listed) else iter(()))
     for bi, wi in candidates:
         if listed is not None:

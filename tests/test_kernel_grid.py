@@ -79,8 +79,7 @@ def test_grid_candidates_keep_every_blocking_wall(blocks: tuple[FloatArray, Floa
                                                   cell: float | None) -> None:
     starts, ends = blocks
     w = np.array(walls, dtype=np.float64)
-    _, _, axis = kernel._block_axis(starts, ends)
-    parts = list(kernel._grid_candidates(starts, ends, w, axis, cell))
+    parts = list(kernel._grid_candidates(kernel._hulls(starts, ends), w, cell))
     bi = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.intp)
     wi = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.intp)
     found = set(zip(bi.tolist(), wi.tolist(), strict=True))
@@ -102,7 +101,7 @@ def test_crossed_any_marks_exactly_the_crossed_lines(blocks: tuple[FloatArray, F
     w = np.array(walls, dtype=np.float64)
     which = np.flatnonzero(np.array(alike[:len(w)]))
     out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
-    kernel._crossed_any(starts, ends, w, which, out, 3, cell)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, cell)
     li, wi, _ = kernel.blocks_cross_walls(starts, ends, w)
     # blocks_cross_walls here is the brute prune (fewer walls than GRID_MIN_WALLS).
     assert len(w) < kernel.GRID_MIN_WALLS
