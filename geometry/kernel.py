@@ -109,9 +109,10 @@ def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatA
 # Slack, in cells, on every cell range: both sides of a shared point must land in a shared
 # cell whatever the rounding of the conversion to cell units.
 _CELL_SLACK = 1e-6
-# Scenes with fewer walls than this use the brute box test (cheap at that size, and the
-# grid's setup costs more than it saves).
+# Batches with fewer walls than this, or fewer blocks x walls than GRID_MIN_WORK, use the
+# brute box test (cheap at that size; the grid's fixed costs would outweigh it).
 GRID_MIN_WALLS = 200
+GRID_MIN_WORK = 75_000
 # Cell side as a multiple of sqrt(area per wall).
 GRID_CELL_FACTOR = 1.5
 # Entries of the dedupe buffer (one int32 per block x wall of a chunk).
@@ -170,26 +171,43 @@ def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
     return np.repeat(item, nrow), np.arange(int(nrow.sum())) + np.repeat(first, nrow)
 
 
-def _wall_grid(walls: FloatArray, cell: float | None = None) -> _Grid:
-    """The grid index of a set of walls, with cells of side `cell` (default: about
-    GRID_CELL_FACTOR walls' worth of the walls' bounding box each)."""
-    lo = np.minimum(walls[:, 0:2], walls[:, 2:4]).min(axis=0)
-    hi = np.maximum(walls[:, 0:2], walls[:, 2:4]).max(axis=0)
+def _wall_grid(walls: FloatArray, which: IntArray | None = None,
+               cell: float | None = None) -> _Grid:
+    """The grid index of the walls `which` (default: all), listing them by their index in
+    `walls`, with cells of side `cell` (default: about GRID_CELL_FACTOR walls' worth of
+    their bounding box each). Kept for the last few sets of walls (by their coordinates:
+    the next batch of a scene, and the next revision while its walls stay, reuse it)."""
+    key = (walls.tobytes(), b"" if which is None else which.tobytes(), cell)
+    found = _GRIDS.get(key)
+    if found is not None:
+        return found
+    sub = walls if which is None else walls[which]
+    lo = np.minimum(sub[:, 0:2], sub[:, 2:4]).min(axis=0)
+    hi = np.maximum(sub[:, 0:2], sub[:, 2:4]).max(axis=0)
     span = np.maximum(hi - lo, 1e-9)
     if cell is None:
-        cell = GRID_CELL_FACTOR * float(np.sqrt(span[0] * span[1] / len(walls)))
+        cell = GRID_CELL_FACTOR * float(np.sqrt(span[0] * span[1] / len(sub)))
         # Never more cells than a few per wall (a long thin scene).
-        cell = max(cell, float(max(span)) / (4 * len(walls)), 1e-9)
+        cell = max(cell, float(max(span)) / (4 * len(sub)), 1e-9)
     nx = int(span[0] // cell) + 1
     ny = int(span[1] // cell) + 1
     grid = _Grid(float(lo[0]), float(lo[1]), cell, nx, ny,
                  np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp))
-    wall, cells = _cover_cells(walls[:, 0:2], walls[:, 2:4], 0.0, 0.0, grid)
+    wall, cells = _cover_cells(sub[:, 0:2], sub[:, 2:4], 0.0, 0.0, grid)
     order = np.argsort(cells, kind="stable")
     counts = np.bincount(cells, minlength=nx * ny)
     start = np.zeros(nx * ny + 1, dtype=np.intp)
     np.cumsum(counts, out=start[1:])
-    return replace(grid, cell_start=start, cell_walls=wall[order])
+    listed = wall[order] if which is None else which[wall[order]]
+    grid = replace(grid, cell_start=start, cell_walls=listed)
+    if len(_GRIDS) >= _GRIDS_KEPT:
+        del _GRIDS[next(iter(_GRIDS))]
+    _GRIDS[key] = grid
+    return grid
+
+
+_GRIDS: dict[tuple[bytes, bytes, float | None], _Grid] = {}
+_GRIDS_KEPT = 8
 
 
 def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArray]:
@@ -219,13 +237,13 @@ def _axis_keep(walls: FloatArray, bi: IntArray, wi: IntArray,
     return keep
 
 
-def _grid_candidates(hulls: _Hulls, walls: FloatArray, cell: float | None = None
-                     ) -> Iterator[tuple[IntArray, IntArray]]:
-    """`_candidates` for blocks against walls, by a uniform grid over the walls instead of
-    testing every block against every wall: the walls of the cells a block's hull may
-    touch (`_block_cells`), then the normal-axis test. Blocks ascending, each (block,
-    wall) once, in chunks of about CHUNK_CELLS rows."""
-    grid = _wall_grid(walls, cell)
+def _grid_candidates(hulls: _Hulls, walls: FloatArray, which: IntArray | None = None,
+                     cell: float | None = None) -> Iterator[tuple[IntArray, IntArray]]:
+    """`_candidates` for blocks against walls (those in `which`, default all), by a uniform
+    grid over the walls instead of testing every block against every wall: the walls of
+    the cells a block's hull may touch (`_block_cells`), then the normal-axis test. Blocks
+    ascending, each (block, wall) once, in chunks of about CHUNK_CELLS rows."""
+    grid = _wall_grid(walls, which, cell)
     m, b = len(walls), len(hulls.lo)
     pb, pc, cnt = _block_cells(hulls, grid)
     if len(pb) == 0:
@@ -331,20 +349,29 @@ def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
     return _Hulls(lo, hi, axis, cs, ce, spread)
 
 
+def _use_grid(blocks: int, walls: int) -> bool:
+    """Whether the grid index pays for a batch of this many blocks and walls."""
+    return walls >= GRID_MIN_WALLS and blocks * walls >= GRID_MIN_WORK
+
+
 def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
-                      segments: bool, hulls: _Hulls | None = None
-                      ) -> Iterator[tuple[IntArray, IntArray]]:
+                      segments: bool, hulls: _Hulls | None = None,
+                      which: IntArray | None = None) -> Iterator[tuple[IntArray, IntArray]]:
     """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
     the bounding-box and normal-axis tests of `_candidates`, or for many walls by the
-    grid index and the normal-axis test (`_grid_candidates`). Blocks come in ascending
-    order, each (block, thing) once."""
+    grid index and the normal-axis test (`_grid_candidates`); only the things `which`
+    when given (indices stay those of `things`). Blocks come in ascending order, each
+    (block, thing) once."""
     if hulls is None:
         hulls = _hulls(starts, ends)
-    if segments and len(things) >= GRID_MIN_WALLS:
-        yield from _grid_candidates(hulls, things)
+    m = len(things) if which is None else len(which)
+    if segments and _use_grid(len(starts), m):
+        yield from _grid_candidates(hulls, things, which)
         return
     sizes = np.ones(len(starts), dtype=np.intp)
-    yield from _candidates(hulls.lo, hulls.hi, sizes, things, hulls.axis, segments)
+    sub = things if which is None else things[which]
+    for bi, ti in _candidates(hulls.lo, hulls.hi, sizes, sub, hulls.axis, segments):
+        yield bi, (ti if which is None else which[ti])
 
 
 def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
@@ -471,8 +498,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     tested twice, which changes nothing: no dedupe)."""
     if len(which) == 0 or len(starts) == 0:
         return
-    sub = walls[which]
-    grid = _wall_grid(sub, cell)
+    grid = _wall_grid(walls, which, cell)
     if hulls is None:
         hulls = _hulls(starts, ends)
     pb, pc, cnt = _block_cells(hulls, grid)
@@ -497,8 +523,8 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
         if len(rows) == 0:
             continue
         bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
-        keep = _axis_keep(sub, bi, wi, hulls.axis)
-        bi, wi = bi[keep], which[wi[keep]]
+        keep = _axis_keep(walls, bi, wi, hulls.axis)
+        bi, wi = bi[keep], wi[keep]
         for c0 in range(0, len(bi), step):
             cb = bi[c0:c0 + step]
             hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
@@ -525,16 +551,13 @@ def blocks_cross_walls_any(
     step = max(1, 65536 // (p_n * q_n))
     listed = None  # the walls listed hit by hit, when not all
     hulls = _hulls(starts, ends)
-    if any_alike is not None and alike is not None and m >= GRID_MIN_WALLS and alike.any():
+    if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
         _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
         listed = np.flatnonzero(~alike)
-    candidates = (_block_candidates(starts, ends, walls, True, hulls) if listed is None
-                  else _block_candidates(starts, ends, walls[listed], True, hulls)
-                  if len(listed) else iter(()))
+    candidates = (_block_candidates(starts, ends, walls, True, hulls, listed)
+                  if listed is None or len(listed) else iter(()))
     for bi, wi in candidates:
-        if listed is not None:
-            wi = listed[wi]
-        elif any_alike is not None and alike is not None:
+        if listed is None and any_alike is not None and alike is not None:
             same = alike[wi]
             ab, aw = bi[same], wi[same]
             for c0 in range(0, len(ab), step):

@@ -79,7 +79,7 @@ def test_grid_candidates_keep_every_blocking_wall(blocks: tuple[FloatArray, Floa
                                                   cell: float | None) -> None:
     starts, ends = blocks
     w = np.array(walls, dtype=np.float64)
-    parts = list(kernel._grid_candidates(kernel._hulls(starts, ends), w, cell))
+    parts = list(kernel._grid_candidates(kernel._hulls(starts, ends), w, None, cell))
     bi = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.intp)
     wi = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.intp)
     found = set(zip(bi.tolist(), wi.tolist(), strict=True))
@@ -152,6 +152,7 @@ def test_block_kernels_agree_with_and_without_the_grid(monkeypatch: pytest.Monke
                                       rng.integers(0, 31, 50), np.full(50, 30)])
     alike = rng.random(len(walls)) < 0.8
     assert len(walls) >= kernel.GRID_MIN_WALLS
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
     grid = [kernel.blocks_cross_walls_any(starts, ends, walls, alike),
             kernel.blocks_cross_walls_any(starts, ends, walls, None)]
     monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
@@ -173,6 +174,7 @@ def test_grid_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch,
     starts = rng.integers(0, 30, size=(120, 1, 2)) + unit[None]
     ends = rng.integers(0, 30, size=(120, 1, 2)) + unit[None]
     walls = rng.integers(0, 31, size=(300, 4)).astype(np.float64)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
     want = kernel.blocks_cross_walls(starts, ends, walls)
     monkeypatch.setattr(kernel, "CHUNK_CELLS", cells)
     monkeypatch.setattr(kernel, "_DEDUPE_CELLS", cells)
@@ -187,6 +189,7 @@ def test_engine_with_the_grid_equals_reference(monkeypatch: pytest.MonkeyPatch,
                                                seed: int) -> None:
     # A bench scene small enough for the reference, with the grid forced on.
     monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 1)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
     geom = generate(12, 150, seed).geom
     engine = CornerEngine(geom, CornerOptions())
     n = len(geom.creatures)
@@ -196,3 +199,30 @@ def test_engine_with_the_grid_equals_reference(monkeypatch: pytest.MonkeyPatch,
     fast = Dnd35().evaluate(geom, CornerOptions())
     monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
     assert fast == Dnd35().evaluate(geom, CornerOptions())
+
+
+def test_grid_kept_for_the_same_walls_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The grid is kept by the walls' coordinates: walls changed in place (or new walls at a
+    # reused address) get a grid of their own, and the hits follow the walls.
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 1)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+    rng = np.random.default_rng(11)
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+    starts = rng.integers(0, 20, size=(80, 1, 2)) + unit[None]
+    ends = rng.integers(0, 20, size=(80, 1, 2)) + unit[None]
+    walls = rng.integers(0, 21, size=(60, 4)).astype(np.float64)
+
+    def brute() -> list[tuple[int, int, int]]:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
+            got = kernel.blocks_cross_walls(starts, ends, walls)
+        return sorted(zip(*(x.tolist() for x in got), strict=True))
+
+    first = kernel.blocks_cross_walls(starts, ends, walls)
+    again = kernel.blocks_cross_walls(starts, ends, walls)
+    assert sorted(zip(*(x.tolist() for x in first), strict=True)) == sorted(
+        zip(*(x.tolist() for x in again), strict=True)) == brute()
+    walls[:, [0, 2]] = 20 - walls[:, [0, 2]]  # mirrored in place
+    moved = kernel.blocks_cross_walls(starts, ends, walls)
+    assert sorted(zip(*(x.tolist() for x in moved), strict=True)) == brute()
+    assert brute() != sorted(zip(*(x.tolist() for x in first), strict=True))
