@@ -3,6 +3,8 @@
 Rule of this module: numpy arrays in, sparse index pairs out; no Python loop over walls or
 lines. This is the hot path of every cover computation, so it is chunked to bound memory
 (never more than CHUNK_CELLS booleans alive at once) and works on exact orientation signs.
+Before the exact tests a spatial prune keeps what could touch a line, never less: for big
+batches a uniform grid over the walls (docs/geometry.md, 'Spatial prune').
 
 Crossing convention (measured on real scenes, drawn in docs/geometry.md): a wall blocks a
 line when it touches the line's *interior* and does not run along it.
