@@ -203,7 +203,8 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
     listed = wall[order] if which is None else which[wall[order]]
     grid = replace(grid, cell_start=start, cell_walls=listed)
     if len(_GRIDS) >= _GRIDS_KEPT:
-        del _GRIDS[next(iter(_GRIDS))]
+        # pop, not del: a batch traced in another thread may have dropped it already.
+        _GRIDS.pop(next(iter(_GRIDS), key), None)
     _GRIDS[key] = grid
     return grid
 
