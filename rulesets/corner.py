@@ -351,14 +351,26 @@ def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
     """Hits on traced (real) lines as hits on every virtual line that reads them; where the
     real hits still carry sides, one-way walls are applied per virtual line's direction."""
     n_real = real.n
-    order = np.argsort(virt_real, kind="stable")
     counts = np.bincount(virt_real, minlength=n_real)
-    offsets = np.cumsum(counts) - counts
+    k = int(counts[0]) if n_real else 0
+    if (n_real and len(virt_real) == k * n_real and bool((counts == k).all())
+            and bool((virt_real[1:] >= virt_real[:-1]).all())):
+        # Every real line read the same number of times, in order (a full matrix reads
+        # each both ways): virtual line k * real + j, no sort and no ragged repeat.
+        ks = np.arange(k)
 
-    def spread(line: IntArray, other: npt.NDArray[Any]) -> tuple[IntArray, npt.NDArray[Any]]:
-        c = counts[line]
-        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
-        return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
+        def spread(line: IntArray, other: npt.NDArray[Any]
+                   ) -> tuple[IntArray, npt.NDArray[Any]]:
+            return (line[:, None] * k + ks).reshape(-1), np.repeat(other, k)
+    else:
+        order = np.argsort(virt_real, kind="stable")
+        offsets = np.cumsum(counts) - counts
+
+        def spread(line: IntArray, other: npt.NDArray[Any]
+                   ) -> tuple[IntArray, npt.NDArray[Any]]:
+            c = counts[line]
+            within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+            return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
 
     wl, wi = spread(real.wall_line, real.wall_idx)
     if real.wall_side is not None:
