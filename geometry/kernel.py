@@ -173,6 +173,10 @@ def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
     return np.repeat(item, nrow), np.arange(int(nrow.sum())) + np.repeat(first, nrow)
 
 
+_GRIDS: dict[tuple[bytes, bytes, float | None], _Grid] = {}
+_GRIDS_KEPT = 8
+
+
 def _wall_grid(walls: FloatArray, which: IntArray | None = None,
                cell: float | None = None) -> _Grid:
     """The grid index of the walls `which` (default: all), listing them by their index in
@@ -207,10 +211,6 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
         _GRIDS.pop(next(iter(_GRIDS), key), None)
     _GRIDS[key] = grid
     return grid
-
-
-_GRIDS: dict[tuple[bytes, bytes, float | None], _Grid] = {}
-_GRIDS_KEPT = 8
 
 
 def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArray]:
@@ -338,6 +338,7 @@ def _over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
 
 
 def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
+    """The `_Hulls` of blocks with start points (B, P, 2) and end points (B, Q, 2)."""
     lo = np.minimum(_over_points(np.minimum, starts), _over_points(np.minimum, ends))
     hi = np.maximum(_over_points(np.maximum, starts), _over_points(np.maximum, ends))
     cs = _over_points(np.add, starts) / starts.shape[1]
