@@ -3,6 +3,8 @@
 Rule of this module: numpy arrays in, sparse index pairs out; no Python loop over walls or
 lines. This is the hot path of every cover computation, so it is chunked to bound memory
 (never more than CHUNK_CELLS booleans alive at once) and works on exact orientation signs.
+Before the exact tests a spatial prune keeps what could touch a line, never less: for big
+batches a uniform grid over the walls (docs/geometry.md, 'Spatial prune').
 
 Crossing convention (measured on real scenes, drawn in docs/geometry.md): a wall blocks a
 line when it touches the line's *interior* and does not run along it.
@@ -17,7 +19,9 @@ along an edge does not enter it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +106,174 @@ def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatA
         yield gi, bi
 
 
+# -- uniform grid over the walls ----------------------------------------------------------
+
+# Slack, in cells, on every cell range: both sides of a shared point must land in a shared
+# cell whatever the rounding of the conversion to cell units.
+_CELL_SLACK = 1e-6
+# Batches with fewer walls than this, or fewer blocks x walls than GRID_MIN_WORK, use the
+# brute box test (cheap at that size; the grid's fixed costs would outweigh it).
+GRID_MIN_WALLS = 200
+GRID_MIN_WORK = 75_000
+# Cell side as a multiple of sqrt(area per wall).
+GRID_CELL_FACTOR = 1.5
+# Entries of the dedupe buffer (one int32 per block x wall of a chunk).
+_DEDUPE_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """Square cells of side `size` from (x0, y0), nx columns by ny rows; cell id
+    column * ny + row; the walls registered in each cell in CSR form (every cell a wall
+    passes through, within slack)."""
+
+    x0: float
+    y0: float
+    size: float
+    nx: int
+    ny: int
+    cell_start: IntArray  # (nx * ny + 1,)
+    cell_walls: IntArray
+
+
+def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
+                 ry: FloatArray | float, grid: _Grid) -> tuple[IntArray, IntArray]:
+    """(item, cell) for every grid cell that segment a-b of each item, widened by a box of
+    half-sides rx, ry (its Minkowski sum with that box), meets, with slack: column by
+    column, the widened segment's y extent over the column. Items ascending, each item's
+    cells ascending; no cell twice."""
+    c, n = grid.size, len(a)
+    ax, ay = (a[:, 0] - grid.x0) / c, (a[:, 1] - grid.y0) / c
+    dx, dy = (b[:, 0] - grid.x0) / c - ax, (b[:, 1] - grid.y0) / c - ay
+    rxu = np.broadcast_to(np.asarray(rx, dtype=np.float64) / c + _CELL_SLACK, (n,))
+    ryu = np.broadcast_to(np.asarray(ry, dtype=np.float64) / c + _CELL_SLACK, (n,))
+    # A vertical centre segment (or one so steep that its slope could overflow) is taken
+    # as its middle widened by half its length: the whole of its y extent in each column.
+    flat = np.abs(dx) <= 1e-9 * np.abs(dy)
+    slope = np.divide(dy, dx, out=np.zeros(n), where=~flat)
+    ay = np.where(flat, ay + dy / 2, ay)
+    ryu = np.where(flat, ryu + np.abs(dy) / 2, ryu)
+    cx0, cx1 = np.minimum(ax, ax + dx), np.maximum(ax, ax + dx)
+    i0 = np.maximum(np.floor(cx0 - rxu), 0).astype(np.intp)
+    i1 = np.minimum(np.floor(cx1 + rxu), grid.nx - 1).astype(np.intp)
+    ncol = np.maximum(i1 - i0 + 1, 0)
+    item = np.repeat(np.arange(n), ncol)
+    col = np.arange(int(ncol.sum())) + np.repeat(i0 - (np.cumsum(ncol) - ncol), ncol)
+    # Per column: the centre segment's part whose widened box reaches into it.
+    lo_x, hi_x, r_x = cx0[item], cx1[item], rxu[item]
+    xs = np.minimum(np.maximum(col - r_x, lo_x), hi_x)
+    xe = np.minimum(np.maximum(col + 1 + r_x, lo_x), hi_x)
+    y0, x0, k, r_y = ay[item], ax[item], slope[item], ryu[item]
+    ys, ye = y0 + (xs - x0) * k, y0 + (xe - x0) * k
+    j0 = np.maximum(np.floor(np.minimum(ys, ye) - r_y - _CELL_SLACK), 0).astype(np.intp)
+    j1 = np.minimum(np.floor(np.maximum(ys, ye) + r_y + _CELL_SLACK),
+                    grid.ny - 1).astype(np.intp)
+    nrow = np.maximum(j1 - j0 + 1, 0)
+    first = col * grid.ny + j0 - (np.cumsum(nrow) - nrow)
+    return np.repeat(item, nrow), np.arange(int(nrow.sum())) + np.repeat(first, nrow)
+
+
+_GRIDS: dict[tuple[bytes, bytes, float | None], _Grid] = {}
+_GRIDS_KEPT = 8
+
+
+def _wall_grid(walls: FloatArray, which: IntArray | None = None,
+               cell: float | None = None) -> _Grid:
+    """The grid index of the walls `which` (default: all), listing them by their index in
+    `walls`, with cells of side `cell` (default: about GRID_CELL_FACTOR walls' worth of
+    their bounding box each). Kept for the last few sets of walls (by their coordinates:
+    the next batch of a scene, and the next revision while its walls stay, reuse it)."""
+    key = (walls.tobytes(), b"" if which is None else which.tobytes(), cell)
+    found = _GRIDS.get(key)
+    if found is not None:
+        return found
+    sub = walls if which is None else walls[which]
+    lo = np.minimum(sub[:, 0:2], sub[:, 2:4]).min(axis=0)
+    hi = np.maximum(sub[:, 0:2], sub[:, 2:4]).max(axis=0)
+    span = np.maximum(hi - lo, 1e-9)
+    if cell is None:
+        cell = GRID_CELL_FACTOR * float(np.sqrt(span[0] * span[1] / len(sub)))
+        # Never more cells than a few per wall (a long thin scene).
+        cell = max(cell, float(max(span)) / (4 * len(sub)), 1e-9)
+    nx = int(span[0] // cell) + 1
+    ny = int(span[1] // cell) + 1
+    grid = _Grid(float(lo[0]), float(lo[1]), cell, nx, ny,
+                 np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp))
+    wall, cells = _cover_cells(sub[:, 0:2], sub[:, 2:4], 0.0, 0.0, grid)
+    order = np.argsort(cells, kind="stable")
+    counts = np.bincount(cells, minlength=nx * ny)
+    start = np.zeros(nx * ny + 1, dtype=np.intp)
+    np.cumsum(counts, out=start[1:])
+    listed = wall[order] if which is None else which[wall[order]]
+    grid = replace(grid, cell_start=start, cell_walls=listed)
+    if len(_GRIDS) >= _GRIDS_KEPT:
+        # pop, not del: a batch traced in another thread may have dropped it already.
+        _GRIDS.pop(next(iter(_GRIDS), key), None)
+    _GRIDS[key] = grid
+    return grid
+
+
+def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArray]:
+    """(block, cell, walls in the cell) for every cell holding walls that a block's hull
+    (every line between its start and end points) may touch: the hull lies in the segment
+    between the points' centres widened by their spread. Blocks ascending."""
+    pb, pc = _cover_cells(hulls.centre_s, hulls.centre_e, hulls.spread[:, 0],
+                          hulls.spread[:, 1], grid)
+    cnt = grid.cell_start[pc + 1] - grid.cell_start[pc]
+    busy = cnt > 0
+    return pb[busy], pc[busy], cnt[busy]
+
+
+def _cell_walls(grid: _Grid, pb: IntArray, pc: IntArray, cnt: IntArray
+                ) -> tuple[IntArray, IntArray]:
+    """(block, wall) for every wall of each (block, cell) row, in row order."""
+    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return np.repeat(pb, cnt), grid.cell_walls[np.repeat(grid.cell_start[pc], cnt) + within]
+
+
+def _axis_keep(walls: FloatArray, bi: IntArray, wi: IntArray,
+               axis: tuple[FloatArray, FloatArray, FloatArray]) -> BoolArray:
+    """Whether each (block, wall) row's wall overlaps the block along its normal axis."""
+    normals, lo, hi = axis
+    t_lo, t_hi = _thing_extent(walls[wi], normals[bi], True)
+    keep: BoolArray = (t_lo <= hi[bi] + _AXIS_SLACK) & (t_hi >= lo[bi] - _AXIS_SLACK)
+    return keep
+
+
+def _grid_candidates(hulls: _Hulls, walls: FloatArray, which: IntArray | None = None,
+                     cell: float | None = None) -> Iterator[tuple[IntArray, IntArray]]:
+    """`_candidates` for blocks against walls (those in `which`, default all), by a uniform
+    grid over the walls instead of testing every block against every wall: the walls of
+    the cells a block's hull may touch (`_block_cells`), then the normal-axis test. Blocks
+    ascending, each (block, wall) once, in chunks of about CHUNK_CELLS rows."""
+    grid = _wall_grid(walls, which, cell)
+    m, b = len(walls), len(hulls.lo)
+    pb, pc, cnt = _block_cells(hulls, grid)
+    if len(pb) == 0:
+        return
+    cum = np.cumsum(np.bincount(pb, weights=cnt, minlength=b))
+    cuts = np.searchsorted(cum, np.arange(1, int(cum[-1] // CHUNK_CELLS) + 1) * CHUNK_CELLS)
+    step = max(1, _DEDUPE_CELLS // m)
+    cuts = np.unique(np.concatenate([[0, b], cuts, np.arange(step, b, step)]).astype(np.intp))
+    bounds = np.searchsorted(pb, cuts)
+    # Not cleared between chunks: every entry a chunk reads it has just written.
+    buf = np.empty(min(b, step) * m, dtype=np.int32)
+    for k in range(len(cuts) - 1):
+        b0, p0, p1 = int(cuts[k]), int(bounds[k]), int(bounds[k + 1])
+        if p0 == p1:
+            continue
+        bi, wi = _cell_walls(grid, pb[p0:p1], pc[p0:p1], cnt[p0:p1])
+        keep = _axis_keep(walls, bi, wi, hulls.axis)
+        bi, wi = bi[keep], wi[keep]
+        # A wall met in several of a block's cells: keep one of its rows (whichever the
+        # scatter leaves last; the order of blocks is kept).
+        key = (bi - b0) * m + wi
+        seq = np.arange(len(key), dtype=np.int32)
+        buf[key] = seq
+        once = buf[key] == seq
+        yield bi[once], wi[once]
+
+
 def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
                           boxes: FloatArray, segments: bool | None = None,
                           ) -> Iterator[tuple[IntArray, IntArray]]:
@@ -142,19 +314,68 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
         yield first + offset, np.repeat(bi, counts)
 
 
+@dataclass(frozen=True, slots=True)
+class _Hulls:
+    """What the prunes know of blocks of P x Q lines (every start point to every end
+    point): bounding boxes (lo, hi); the normal axis of each block's general direction
+    (unit normal, and the interval the block's points cover along it); and the segment
+    between the centres of its start and end points, with the points' largest distance
+    from their centre along x and y (the hull lies within that segment widened by it)."""
+
+    lo: FloatArray
+    hi: FloatArray
+    axis: tuple[FloatArray, FloatArray, FloatArray]
+    centre_s: FloatArray
+    centre_e: FloatArray
+    spread: FloatArray
+
+
+def _over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
+    """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls (numpy's reduce over
+    a short middle axis is several times slower)."""
+    out: FloatArray = functools.reduce(f, [pts[:, k] for k in range(pts.shape[1])])
+    return out
+
+
+def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
+    """The `_Hulls` of blocks with start points (B, P, 2) and end points (B, Q, 2)."""
+    lo = np.minimum(_over_points(np.minimum, starts), _over_points(np.minimum, ends))
+    hi = np.maximum(_over_points(np.maximum, starts), _over_points(np.maximum, ends))
+    cs = _over_points(np.add, starts) / starts.shape[1]
+    ce = _over_points(np.add, ends) / ends.shape[1]
+    normals = _unit_normals(ce - cs)
+    ps = starts[:, :, 0] * normals[:, 0, None] + starts[:, :, 1] * normals[:, 1, None]
+    pe = ends[:, :, 0] * normals[:, 0, None] + ends[:, :, 1] * normals[:, 1, None]
+    axis = (normals, np.minimum(_over_points(np.minimum, ps), _over_points(np.minimum, pe)),
+            np.maximum(_over_points(np.maximum, ps), _over_points(np.maximum, pe)))
+    spread = np.maximum(_over_points(np.maximum, np.abs(starts - cs[:, None, :])),
+                        _over_points(np.maximum, np.abs(ends - ce[:, None, :])))
+    return _Hulls(lo, hi, axis, cs, ce, spread)
+
+
+def _use_grid(blocks: int, walls: int) -> bool:
+    """Whether the grid index pays for a batch of this many blocks and walls."""
+    return walls >= GRID_MIN_WALLS and blocks * walls >= GRID_MIN_WORK
+
+
 def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
-                      segments: bool) -> Iterator[tuple[IntArray, IntArray]]:
+                      segments: bool, hulls: _Hulls | None = None,
+                      which: IntArray | None = None) -> Iterator[tuple[IntArray, IntArray]]:
     """(block, thing) candidates for blocks of P x Q lines (every start to every end), by
-    the bounding-box and normal-axis tests of `_candidates`."""
-    lo = np.minimum(starts.min(axis=1), ends.min(axis=1))
-    hi = np.maximum(starts.max(axis=1), ends.max(axis=1))
-    normals = _unit_normals(ends.mean(axis=1) - starts.mean(axis=1))
-    ps = np.einsum("bpk,bk->bp", starts, normals)
-    pe = np.einsum("bqk,bk->bq", ends, normals)
-    axis = (normals, np.minimum(ps.min(axis=1), pe.min(axis=1)),
-            np.maximum(ps.max(axis=1), pe.max(axis=1)))
+    the bounding-box and normal-axis tests of `_candidates`, or for many walls by the
+    grid index and the normal-axis test (`_grid_candidates`); only the things `which`
+    when given (indices stay those of `things`). Blocks come in ascending order, each
+    (block, thing) once."""
+    if hulls is None:
+        hulls = _hulls(starts, ends)
+    m = len(things) if which is None else len(which)
+    if segments and _use_grid(len(starts), m):
+        yield from _grid_candidates(hulls, things, which)
+        return
     sizes = np.ones(len(starts), dtype=np.intp)
-    yield from _candidates(lo, hi, sizes, things, axis, segments)
+    sub = things if which is None else things[which]
+    for bi, ti in _candidates(hulls.lo, hulls.hi, sizes, sub, hulls.axis, segments):
+        yield bi, (ti if which is None else which[ti])
 
 
 def group_candidates(starts: FloatArray, ends: FloatArray, group_start: IntArray,
@@ -239,6 +460,84 @@ def blocks_cross_walls(
     return line, wall, side
 
 
+def _block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,
+                cw: IntArray) -> tuple[BoolArray, FloatArray]:
+    """Rows of (block, wall): which of the block's P x Q lines the wall blocks (C, P, Q),
+    and the orientation of each start point to the wall (C, P, 1)."""
+    ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
+    bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
+    s, e = starts[cb], ends[cb]
+    px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
+    qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
+    o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
+    o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
+    dx, dy = qx - px, qy - py  # (C, P, Q)
+    o1 = dx * (ay - py) - dy * (ax - px)
+    o2 = dx * (by - py) - dy * (bx - px)
+    # Dense over the block's lines: cheaper than gathering the few that survive.
+    hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
+    return hit, o3
+
+
+def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
+    """out[block] |= hit for rows that come block by block (ascending): each run of a
+    block's rows ORed first (a block listed twice in one fancy assignment would keep only
+    one of its rows)."""
+    first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
+    out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+
+
+# Cells per block in the first round of `_crossed_any`; each round after takes twice as
+# many.
+_ROUND_CELLS = 1
+
+
+def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
+                 out: BoolArray, step: int, hulls: _Hulls | None = None,
+                 cell: float | None = None) -> None:
+    """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
+    Only whether a line crosses one matters, so a block whose lines are all crossed is
+    looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
+    at a time, in rounds, until it is or its cells run out (a wall seen in two cells is
+    tested twice, which changes nothing: no dedupe)."""
+    if len(which) == 0 or len(starts) == 0:
+        return
+    grid = _wall_grid(walls, which, cell)
+    if hulls is None:
+        hulls = _hulls(starts, ends)
+    pb, pc, cnt = _block_cells(hulls, grid)
+    b = len(starts)
+    if len(pb) == 0:
+        return
+    per = np.bincount(pb, minlength=b)
+    first = np.cumsum(per) - per
+    # Each row's place in its block's walk, from the middle of the block outwards (the
+    # walls between two creatures' rooms are more likely away from either end), and the
+    # round it falls in: rounds of _ROUND_CELLS, then twice as many each time.
+    pos = np.arange(len(pb)) - first[pb]
+    n = per[pb]
+    rank = np.where(2 * pos >= n, 2 * pos - n, n - 1 - 2 * pos)
+    rnd = np.floor(np.log2(rank / _ROUND_CELLS + 1)).astype(np.uint8)
+    order = np.argsort(rnd, kind="stable")
+    cuts = np.searchsorted(rnd[order], np.arange(int(rnd.max()) + 2))
+    done = np.zeros(b, dtype=bool)
+    for k in range(len(cuts) - 1):
+        rows = order[cuts[k]:cuts[k + 1]]
+        rows = rows[~done[pb[rows]]]
+        if len(rows) == 0:
+            continue
+        bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
+        keep = _axis_keep(walls, bi, wi, hulls.axis)
+        bi, wi = bi[keep], wi[keep]
+        for c0 in range(0, len(bi), step):
+            cb = bi[c0:c0 + step]
+            hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
+            _or_runs(out, cb, hit)
+        blocks = pb[rows]  # ascending
+        act = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
+        done[act] = out[act].reshape(len(act), -1).all(axis=1)
+
+
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
@@ -254,37 +553,25 @@ def blocks_cross_walls_any(
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.int8]]] = []
     any_alike = np.zeros((b, p_n, q_n), dtype=bool) if alike is not None else None
     step = max(1, 65536 // (p_n * q_n))
-
-    def hits(cb: IntArray, cw: IntArray) -> tuple[BoolArray, FloatArray]:
-        ax, ay = walls[cw, 0][:, None, None], walls[cw, 1][:, None, None]
-        bx, by = walls[cw, 2][:, None, None], walls[cw, 3][:, None, None]
-        s, e = starts[cb], ends[cb]
-        px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
-        qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
-        o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
-        o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
-        dx, dy = qx - px, qy - py  # (C, P, Q)
-        o1 = dx * (ay - py) - dy * (ax - px)
-        o2 = dx * (by - py) - dy * (bx - px)
-        # Dense over the block's lines: cheaper than gathering the few that survive.
-        hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
-        return hit, o3
-
-    for bi, wi in _block_candidates(starts, ends, walls, True):
-        if any_alike is not None and alike is not None:
+    listed = None  # the walls listed hit by hit, when not all
+    hulls = _hulls(starts, ends)
+    if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
+        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
+        listed = np.flatnonzero(~alike)
+    candidates = (_block_candidates(starts, ends, walls, True, hulls, listed)
+                  if listed is None or len(listed) else iter(()))
+    for bi, wi in candidates:
+        if listed is None and any_alike is not None and alike is not None:
             same = alike[wi]
-            # Candidates come block by block (ascending): OR each run of a block's rows.
             ab, aw = bi[same], wi[same]
             for c0 in range(0, len(ab), step):
-                cb, cw = ab[c0:c0 + step], aw[c0:c0 + step]
-                hit, _ = hits(cb, cw)
-                first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
-                blocks = cb[first]
-                any_alike[blocks] |= np.logical_or.reduceat(hit, first, axis=0)
+                cb = ab[c0:c0 + step]
+                hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
+                _or_runs(any_alike, cb, hit)
             bi, wi = bi[~same], wi[~same]
         for c0 in range(0, len(bi), step):
             cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            hit, o3 = hits(cb, cw)
+            hit, o3 = _block_hits(starts, ends, walls, cb, cw)
             ci, k, el = np.nonzero(hit)
             if ci.size == 0:
                 continue

@@ -388,14 +388,26 @@ def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
     """Hits on traced (real) lines as hits on every virtual line that reads them; where the
     real hits still carry sides, one-way walls are applied per virtual line's direction."""
     n_real = real.n
-    order = np.argsort(virt_real, kind="stable")
     counts = np.bincount(virt_real, minlength=n_real)
-    offsets = np.cumsum(counts) - counts
+    k = int(counts[0]) if n_real else 0
+    if (n_real and len(virt_real) == k * n_real and bool((counts == k).all())
+            and bool((virt_real[1:] >= virt_real[:-1]).all())):
+        # Every real line read the same number of times, in order (a full matrix reads
+        # each both ways): virtual line k * real + j, no sort and no ragged repeat.
+        ks = np.arange(k)
 
-    def spread(line: IntArray, other: npt.NDArray[Any]) -> tuple[IntArray, npt.NDArray[Any]]:
-        c = counts[line]
-        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
-        return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
+        def spread(line: IntArray, other: npt.NDArray[Any]
+                   ) -> tuple[IntArray, npt.NDArray[Any]]:
+            return (line[:, None] * k + ks).reshape(-1), np.repeat(other, k)
+    else:
+        order = np.argsort(virt_real, kind="stable")
+        offsets = np.cumsum(counts) - counts
+
+        def spread(line: IntArray, other: npt.NDArray[Any]
+                   ) -> tuple[IntArray, npt.NDArray[Any]]:
+            c = counts[line]
+            within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+            return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
 
     wl, wi = spread(real.wall_line, real.wall_idx)
     if real.wall_side is not None:
@@ -766,33 +778,49 @@ class CornerEngine:
         idx = np.nonzero(h_low)[0]
         if idx.size == 0:
             return active
-        a, t, w = att[wl[idx]], tgt[wl[idx]], wi[idx]
-        # Both ends measured in one call (attackers' and targets' pairs share walls).
-        both = self._distances(np.concatenate([a, t]), np.concatenate([w, w]))
-        da, dt = both[:len(idx)], both[len(idx):]
+        lines = wl[idx]
+        da, dt = self._distances(att[lines], tgt[lines], wi[idx])
         near = da if self.options.low_obstacle_range_from == "attacker" else dt
         active[idx] = (near <= LOW_OBSTACLE_RANGE_FT + 1e-9) & ~(da < dt - 1e-9)
         return active
 
-    def _distances(self, creatures: IntArray, walls: IntArray) -> FloatArray:
-        """Feet from each creature's space to each (paired) wall; every distinct pair is
-        measured once, however many lines cross that wall."""
+    def _distances(self, att: IntArray, tgt: IntArray,
+                   walls: IntArray) -> tuple[FloatArray, FloatArray]:
+        """Feet from each attacker's and each target's space to each (paired) wall, exact
+        up to LOW_OBSTACLE_RANGE_FT and beyond it only a bound from below that is itself
+        beyond it (all `_low_active` can tell apart: a wall out of range for one end never
+        counts, and the other end, in range, is then the closer). Every distinct
+        (creature, wall) pair is measured once, however many lines cross that wall
+        (attackers' and targets' pairs share walls)."""
         tr = self.tracer
-        keys = creatures * len(tr.walls) + walls
-        # np.unique(keys, return_inverse=True) by marking (keys are dense small integers).
-        mark = np.zeros(len(self.cs) * len(tr.walls), dtype=bool)
-        mark[keys] = True
+        n_walls = len(tr.walls)
+        keys_a, keys_t = att * n_walls + walls, tgt * n_walls + walls
+        # The distinct keys by marking (keys are dense small integers), and each key's
+        # distance read back from a table over every creature x wall slot, written only
+        # at those keys (all that is read).
+        mark = np.zeros(len(self.cs) * n_walls, dtype=bool)
+        mark[keys_a] = True
+        mark[keys_t] = True
         unique = np.flatnonzero(mark)
-        # Each key's place among the unique ones (a search: a running count over every
-        # creature x wall slot costs more than the few keys).
-        back = np.searchsorted(unique, keys)
-        uc, uw = unique // len(tr.walls), unique % len(tr.walls)
-        boxes = shapely.box(*tr.boxes[uc].T)
-        lines = shapely.linestrings(tr.wall_xy[uw].reshape(-1, 2, 2))
-        feet = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
-            self.grid.px_per_foot)
-        out: FloatArray = feet[back]
-        return out
+        uc, uw = unique // n_walls, unique % n_walls
+        # The gap between the space and the wall's bounding box never exceeds the true
+        # distance; only pairs it puts within range (with a margin far above rounding)
+        # are measured exactly, by Shapely.
+        box, xy = tr.boxes[uc], tr.wall_xy[uw]
+        gap = [np.maximum(0.0, np.maximum(
+            np.minimum(xy[:, k], xy[:, k + 2]) - np.maximum(box[:, k], box[:, k + 2]),
+            np.minimum(box[:, k], box[:, k + 2]) - np.maximum(xy[:, k], xy[:, k + 2])))
+            for k in (0, 1)]
+        feet = np.hypot(gap[0], gap[1]) / self.grid.px_per_foot
+        near = feet <= LOW_OBSTACLE_RANGE_FT + 1e-6
+        if near.any():
+            boxes = shapely.box(*box[near].T)
+            lines = shapely.linestrings(xy[near].reshape(-1, 2, 2))
+            feet[near] = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
+                self.grid.px_per_foot)
+        table = np.empty(len(mark), dtype=np.float64)
+        table[unique] = feet
+        return table[keys_a], table[keys_t]
 
     # -- evaluation --------------------------------------------------------------------
 

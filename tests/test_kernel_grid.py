@@ -1,0 +1,228 @@
+"""The uniform grid over the walls (geometry/kernel.py): it only prunes, so every wall that
+blocks a line of a block must survive it, on the awkward cases a grid has (walls and lines
+along cell lines, ends on cell corners, long walls across many cells, walls of almost no
+length, lines of no length); and the kernels built on it give what the brute prune gives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.scenes import generate
+from geometry import kernel
+from geometry.kernel import FloatArray
+from rulesets.base import AttackMode
+from rulesets.corner import CornerEngine, CornerOptions
+from rulesets.dnd35 import Dnd35
+
+Pairs = set[tuple[int, int]]
+
+# Coordinates on a lattice of half cells (cells of side 1 or 2 from the walls' lowest
+# corner, itself on the lattice: many points on cell lines and corners), and off it.
+_lattice = st.integers(0, 16).map(lambda k: k / 2)
+_coord = st.one_of(_lattice, st.floats(-1.0, 9.0, allow_nan=False, width=32).map(float))
+
+
+@st.composite
+def _wall(draw: st.DrawFn) -> tuple[float, float, float, float]:
+    kind = draw(st.sampled_from(["any", "axis", "tiny", "long"]))
+    x0, y0 = draw(_coord), draw(_coord)
+    if kind == "axis":
+        length = draw(_coord)
+        return (x0, y0, x0 + length, y0) if draw(st.booleans()) else (x0, y0, x0, y0 + length)
+    if kind == "tiny":
+        # Almost no length (a rounding-error wall), on the lattice or off it.
+        eps = draw(st.sampled_from([1e-12, 1e-9, 1e-6]))
+        return (x0, y0, x0 + eps * draw(st.integers(-1, 1)), y0 + eps)
+    if kind == "long":
+        return (-1.0, draw(_coord), 9.0, draw(_coord))
+    return (x0, y0, draw(_coord), draw(_coord))
+
+
+@st.composite
+def _blocks(draw: st.DrawFn) -> tuple[FloatArray, FloatArray]:
+    """Blocks of P x Q lines: corners of squares (a corner engine's blocks, lines along
+    cell lines when they are aligned), or loose points (single lines, P = Q = 1)."""
+    b = draw(st.integers(1, 12))
+    if draw(st.booleans()):
+        side = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        unit = np.array([[0, 0], [side, 0], [side, side], [0, side]], dtype=np.float64)
+        a = np.array(draw(st.lists(st.tuples(_coord, _coord), min_size=b, max_size=b)))
+        t = np.array(draw(st.lists(st.tuples(_coord, _coord), min_size=b, max_size=b)))
+        return a[:, None, :] + unit[None], t[:, None, :] + unit[None]
+    s = np.array(draw(st.lists(st.tuples(_coord, _coord), min_size=b, max_size=b)))
+    e = np.array(draw(st.lists(st.tuples(_coord, _coord), min_size=b, max_size=b)))
+    return s[:, None, :].astype(np.float64), e[:, None, :].astype(np.float64)
+
+
+def _exact(starts: FloatArray, ends: FloatArray, walls: FloatArray) -> Pairs:
+    """(block, wall) where the wall blocks at least one of the block's lines, by the
+    row-paired exact test on every line and every wall."""
+    b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
+    flat_s = np.repeat(starts, q_n, axis=1).reshape(-1, 2)
+    flat_e = np.tile(ends, (1, p_n, 1)).reshape(-1, 2)
+    li = np.repeat(np.arange(len(flat_s)), len(walls))
+    wi = np.tile(np.arange(len(walls)), len(flat_s))
+    hit = kernel.cross_paired(flat_s[li], flat_e[li], walls[wi])
+    assert b * p_n * q_n == len(flat_s)
+    return set(zip((li[hit] // (p_n * q_n)).tolist(), wi[hit].tolist(), strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
+       cell=st.sampled_from([None, 0.5, 1.0, 2.0]))
+def test_grid_candidates_keep_every_blocking_wall(blocks: tuple[FloatArray, FloatArray],
+                                                  walls: list[tuple[float, ...]],
+                                                  cell: float | None) -> None:
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    parts = list(kernel._grid_candidates(kernel._hulls(starts, ends), w, None, cell))
+    bi = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.intp)
+    wi = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.intp)
+    found = set(zip(bi.tolist(), wi.tolist(), strict=True))
+    assert _exact(starts, ends, w) <= found
+    # Each (block, wall) once, blocks ascending (readers OR runs of a block's rows).
+    assert len(found) == len(bi)
+    assert np.all(np.diff(bi) >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
+       alike=st.lists(st.booleans(), min_size=40, max_size=40),
+       cell=st.sampled_from([None, 0.5, 1.0, 2.0]))
+def test_crossed_any_marks_exactly_the_crossed_lines(blocks: tuple[FloatArray, FloatArray],
+                                                     walls: list[tuple[float, ...]],
+                                                     alike: list[bool],
+                                                     cell: float | None) -> None:
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    which = np.flatnonzero(np.array(alike[:len(w)]))
+    out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, cell)
+    li, wi, _ = kernel.blocks_cross_walls(starts, ends, w)
+    # blocks_cross_walls here is the brute prune (fewer walls than GRID_MIN_WALLS).
+    assert len(w) < kernel.GRID_MIN_WALLS
+    want = np.zeros(out.size, dtype=bool)
+    want[li[np.isin(wi, which)]] = True
+    assert np.array_equal(out.reshape(-1), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.tuples(_coord, _coord), b=st.tuples(_coord, _coord),
+       r=st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.sampled_from([0.0, 0.5, 1.5])),
+       t=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8),
+       cell=st.sampled_from([0.5, 1.0, 2.0]))
+def test_cover_cells_hold_every_point_of_the_widened_segment(
+        a: tuple[float, float], b: tuple[float, float], r: tuple[float, float],
+        t: list[float], cell: float) -> None:
+    grid = kernel._Grid(-1.0, -1.0, cell, int(12 // cell), int(12 // cell),
+                        np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp))
+    pa, pb = np.array([a], dtype=np.float64), np.array([b], dtype=np.float64)
+    item, cells = kernel._cover_cells(pa, pb, np.array([r[0]]), np.array([r[1]]), grid)
+    assert np.all(item == 0) and len(set(cells.tolist())) == len(cells)
+    got = set(cells.tolist())
+    # Points along the segment, pushed to the corners and sides of their box: each lies in
+    # the cell its coordinates floor to (on a cell line, the cell after it).
+    tt = np.array(t)
+    pts = pa + (pb - pa) * tt[:, None]
+    for dx in (-r[0], 0.0, r[0]):
+        for dy in (-r[1], 0.0, r[1]):
+            p = pts + np.array([dx, dy])
+            ix = np.floor((p[:, 0] + 1.0) / cell).astype(int)
+            iy = np.floor((p[:, 1] + 1.0) / cell).astype(int)
+            inside = (ix >= 0) & (ix < grid.nx) & (iy >= 0) & (iy < grid.ny)
+            assert {int(c) for c in (ix * grid.ny + iy)[inside]} <= got
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_block_kernels_agree_with_and_without_the_grid(monkeypatch: pytest.MonkeyPatch,
+                                                       seed: int) -> None:
+    # Square blocks over a 30 x 30 board and 400 walls (more than GRID_MIN_WALLS), some
+    # along lattice lines, some long: the grid and the brute prune give the same hits.
+    rng = np.random.default_rng(seed)
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+    starts = rng.integers(0, 30, size=(300, 1, 2)) + unit[None]
+    ends = rng.integers(0, 30, size=(300, 1, 2)) + unit[None]
+    walls = rng.integers(0, 31, size=(400, 4)).astype(np.float64)
+    walls[:100, 3] = walls[:100, 1]  # horizontal, along lattice lines
+    walls[100:150] = np.column_stack([rng.integers(0, 31, 50), np.zeros(50),
+                                      rng.integers(0, 31, 50), np.full(50, 30)])
+    alike = rng.random(len(walls)) < 0.8
+    assert len(walls) >= kernel.GRID_MIN_WALLS
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+    grid = [kernel.blocks_cross_walls_any(starts, ends, walls, alike),
+            kernel.blocks_cross_walls_any(starts, ends, walls, None)]
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
+    brute = [kernel.blocks_cross_walls_any(starts, ends, walls, alike),
+             kernel.blocks_cross_walls_any(starts, ends, walls, None)]
+    for got, want in zip(grid, brute, strict=True):
+        key_got = sorted(zip(*(x.tolist() for x in got[:3]), strict=True))
+        key_want = sorted(zip(*(x.tolist() for x in want[:3]), strict=True))
+        assert key_got == key_want and key_want
+        assert np.array_equal(got[3], want[3])
+    assert grid[0][3].size
+
+
+@pytest.mark.parametrize("cells", [1, 500, 7000])
+def test_grid_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch,
+                                               cells: int) -> None:
+    rng = np.random.default_rng(7)
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+    starts = rng.integers(0, 30, size=(120, 1, 2)) + unit[None]
+    ends = rng.integers(0, 30, size=(120, 1, 2)) + unit[None]
+    walls = rng.integers(0, 31, size=(300, 4)).astype(np.float64)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+    want = kernel.blocks_cross_walls(starts, ends, walls)
+    monkeypatch.setattr(kernel, "CHUNK_CELLS", cells)
+    monkeypatch.setattr(kernel, "_DEDUPE_CELLS", cells)
+    got = kernel.blocks_cross_walls(starts, ends, walls)
+    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == sorted(
+        zip(*(x.tolist() for x in want), strict=True))
+    assert want[0].size
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_engine_with_the_grid_equals_reference(monkeypatch: pytest.MonkeyPatch,
+                                               seed: int) -> None:
+    # A bench scene small enough for the reference, with the grid forced on.
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 1)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+    geom = generate(12, 150, seed).geom
+    engine = CornerEngine(geom, CornerOptions())
+    n = len(geom.creatures)
+    rows = [(a, t, m) for a in range(n) for t in range(n) if a != t for m in AttackMode]
+    assert engine.evaluate(rows, True) == engine.reference(rows, True)
+    # And through the ruleset, as the server calls it.
+    fast = Dnd35().evaluate(geom, CornerOptions())
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
+    assert fast == Dnd35().evaluate(geom, CornerOptions())
+
+
+def test_grid_kept_for_the_same_walls_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The grid is kept by the walls' coordinates: walls changed in place (or new walls at a
+    # reused address) get a grid of their own, and the hits follow the walls.
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 1)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+    rng = np.random.default_rng(11)
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+    starts = rng.integers(0, 20, size=(80, 1, 2)) + unit[None]
+    ends = rng.integers(0, 20, size=(80, 1, 2)) + unit[None]
+    walls = rng.integers(0, 21, size=(60, 4)).astype(np.float64)
+
+    def brute() -> list[tuple[int, int, int]]:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernel, "GRID_MIN_WALLS", 10 ** 9)
+            got = kernel.blocks_cross_walls(starts, ends, walls)
+        return sorted(zip(*(x.tolist() for x in got), strict=True))
+
+    first = kernel.blocks_cross_walls(starts, ends, walls)
+    again = kernel.blocks_cross_walls(starts, ends, walls)
+    assert sorted(zip(*(x.tolist() for x in first), strict=True)) == sorted(
+        zip(*(x.tolist() for x in again), strict=True)) == brute()
+    walls[:, [0, 2]] = 20 - walls[:, [0, 2]]  # mirrored in place
+    moved = kernel.blocks_cross_walls(starts, ends, walls)
+    assert sorted(zip(*(x.tolist() for x in moved), strict=True)) == brute()
+    assert brute() != sorted(zip(*(x.tolist() for x in first), strict=True))
