@@ -464,7 +464,12 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
               f"- code: commit {info['commit']}",
               f"- scenes: bench/scenes.py, seed {plan.seed}; workers limited to "
               f"{plan.mem_limit_gb:g} GiB of address space, {plan.timeout:.0f} s each; "
-              f"whole run {elapsed:.0f} s"]
+              f"whole run {elapsed:.0f} s",
+              "- allocator: every worker and the server run with the server's C allocator "
+              "settings (server/memory.py: glibc mmap threshold 256 MiB, trim threshold "
+              "1 GiB; " + ("turned off for this run by COVERCAST_TUNE_MALLOC=0"
+                           if os.environ.get("COVERCAST_TUNE_MALLOC") == "0" else "in force")
+              + ")"]
     if r.get("load"):
         lines += [f"- machine shared with other jobs: {info['nproc']}-CPU load average (1 min) "
                   "as each part started: " + ", ".join(f"{k} {v:.1f}" for k, v in r["load"])

@@ -1,0 +1,55 @@
+"""The C allocator's settings for a Covercast process.
+
+Rule of this module: process-wide allocator settings, applied once at start; nothing else.
+
+The geometry works in whole-array passes that allocate and free numpy temporaries of a few
+hundred kilobytes to tens of megabytes many times per computation. With glibc's defaults each
+of those above the (dynamic) mmap threshold is mapped and unmapped, and the top of the heap is
+trimmed back to the system as soon as 128 KiB are free there, so the same memory is faulted
+in again page by page on every pass. Measured on the benchmark scenes (bench/RESULTS.md): a
+100-token / 100-wall full matrix 135 -> 100 ms CPU, 200 tokens / 5,000 walls 780 -> 700 ms,
+one move at 100 tokens / 1,000 walls 9.6 -> 9.0 ms. The price: up to TRIM_THRESHOLD bytes
+freed at the top of the heap stay with the process instead of going back to the system.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+
+log = logging.getLogger("covercast.memory")
+
+#: Blocks at least this large are still mapped on their own (a whole-scene snapshot).
+MMAP_THRESHOLD = 256 * 1024 * 1024
+#: Free memory at the top of the heap is given back to the system beyond this.
+TRIM_THRESHOLD = 1024 * 1024 * 1024
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+#: Set to 0 to keep the C library's defaults.
+ENV = "COVERCAST_TUNE_MALLOC"
+
+_applied: bool | None = None
+
+
+def tune_allocator() -> bool:
+    """Apply the settings above once per process (glibc only; elsewhere, or with
+    COVERCAST_TUNE_MALLOC=0, nothing changes). Returns whether they are in force."""
+    global _applied
+    if _applied is not None:
+        return _applied
+    _applied = False
+    if os.environ.get(ENV, "1") == "0":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False  # not glibc: its defaults are not the ones measured above
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    _applied = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+                    and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    if not _applied:
+        log.warning("mallopt refused the allocator settings; keeping the defaults")
+    return _applied
