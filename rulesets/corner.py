@@ -17,6 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, overload
@@ -883,24 +884,30 @@ class CornerEngine:
         """The plan of `rows`, the rows in the plan's order, and where each planned row came
         from (None: the rows' own order)."""
         # Nearly every row is between one-square creatures (shape _SIMPLE, planned first);
-        # only the others need their shape worked out one by one.
+        # the others are sorted by shape and planned a run of one shape at a time.
         a, t, code = self._row_arrays(rows)
         simple = (self._k[a] == 4) & (self._k[t] == 4)
         simple_idx = np.flatnonzero(simple)
-        others = np.flatnonzero(~simple).tolist()
-        keys = self._row_shapes(rows, others, a, t)
-        others.sort(key=keys.__getitem__)
+        others = np.flatnonzero(~simple)
         n_simple = len(simple_idx)
         segments: list[tuple[tuple[int, ...], int, int]] = (
             [((_SIMPLE,), 0, n_simple)] if n_simple else [])
-        for pos, i in enumerate(others, start=n_simple):
-            if segments and segments[-1][0] == keys[i] and keys[i][0] != _ONE_BY_ONE:
-                segments[-1] = (keys[i], segments[-1][1], pos + 1)
-            else:
-                segments.append((keys[i], pos, pos + 1))
-        if not others:
+        if not len(others):
             return self._block_plan(rows, segments), rows, None
-        at = np.concatenate([simple_idx, np.array(others, dtype=np.intp)])
+        shape = self._row_shapes(a[others], t[others], code[others])
+        # Stable: rows of one shape keep their order.
+        order = np.lexsort(shape[::-1])
+        others, shape = others[order], shape[:, order]
+        # A run ends where the shape changes; adjacent melee rows are each their own.
+        ends = np.flatnonzero((shape[:, 1:] != shape[:, :-1]).any(axis=0)
+                              | (shape[0, :-1] == _ONE_BY_ONE)) + 1
+        bounds = np.concatenate([[0], ends, [len(others)]]).tolist()
+        for lo, hi in itertools.pairwise(bounds):
+            kind, ka, kt, n_sq = shape[:, lo].tolist()
+            key = ((_ONE_BY_ONE,) if kind == _ONE_BY_ONE else (_SPACES, ka, kt)
+                   if kind == _SPACES else (_SQUARES, ka, kt, n_sq))
+            segments.append((key, n_simple + lo, n_simple + hi))
+        at = np.concatenate([simple_idx, others])
         ordered = Rows(a[at], t[at], code[at])
         return self._block_plan(ordered, segments), ordered, at
 
@@ -917,32 +924,25 @@ class CornerEngine:
         return self._evaluate_plan(replace(plan.arrays(), real_groups=None), rows, want_lines,
                                    want_probes)
 
-    def _row_shapes(self, rows: Sequence[tuple[int, int, AttackMode]], which: list[int],
-                    a: IntArray, t: IntArray) -> dict[int, tuple[int, ...]]:
-        """The shape of each row in `which` (indices into rows, a and t). Rows of one shape
-        share their probe layout and are planned together: both creatures of one square;
-        space corners to space corners; every corner to each target square; or, one by one,
-        adjacent melee with a big creature."""
-        if not which:
-            return {}
-        idx = np.array(which, dtype=np.intp)
-        sx, sy = self._steps(a[idx], t[idx])
-        adj = ((sx <= 1) & (sy <= 1) & (self._vsteps(a[idx], t[idx]) <= 1)).tolist()
-        ka, kt = self._k[a[idx]].tolist(), self._k[t[idx]].tolist()
-        targets, codes = t[idx].tolist(), self._row_arrays(rows)[2][idx].tolist()
-        big_ranged = self.options.big_creatures_ranged
-        out: dict[int, tuple[int, ...]] = {}
-        for j, i in enumerate(which):
-            ti, code = targets[j], codes[j]
-            if ka[j] == 4 and kt[j] == 4:
-                out[i] = (_SIMPLE,)
-            elif code == _MELEE_CODE and adj[j]:
-                out[i] = (_ONE_BY_ONE,)
-            elif code == _RANGED_CODE and not big_ranged:
-                out[i] = (_SPACES, ka[j], kt[j])
-            else:
-                out[i] = (_SQUARES, ka[j], kt[j], len(self.squares[ti]))
-        return out
+    def _row_shapes(self, a: IntArray, t: IntArray, code: npt.NDArray[np.int8],
+                    ) -> npt.NDArray[np.intp]:
+        """The shape of each of these rows with a creature bigger than one square, as a
+        (4, rows) array: kind (_ONE_BY_ONE, _SPACES or _SQUARES), the attacker's and the
+        target's corner counts, and the target's square count (0 unless _SQUARES). Rows of
+        one shape share their probe layout and are planned together: space corners to
+        space corners; every corner to each target square; or, one by one, adjacent melee
+        with a big creature."""
+        sx, sy = self._steps(a, t)
+        adj = (sx <= 1) & (sy <= 1) & (self._vsteps(a, t) <= 1)
+        n_squares = np.array([len(sq) for sq in self.squares], dtype=np.intp)
+        spaces = code == _RANGED_CODE if not self.options.big_creatures_ranged else (
+            np.zeros(len(code), dtype=bool))
+        one_by_one = (code == _MELEE_CODE) & adj
+        kind = np.where(one_by_one, _ONE_BY_ONE, np.where(spaces, _SPACES, _SQUARES))
+        squares = kind == _SQUARES
+        return np.stack([kind, np.where(one_by_one, 0, self._k[a]),
+                         np.where(one_by_one, 0, self._k[t]),
+                         np.where(squares, n_squares[t], 0)]).astype(np.intp)
 
     def _block_plan(self, rows: Sequence[tuple[int, int, AttackMode]],
                     segments: Sequence[tuple[tuple[int, ...], int, int]]) -> PlanArrays:
