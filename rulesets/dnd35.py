@@ -31,7 +31,6 @@ from rulesets.base import (
     pair_indices,
 )
 from rulesets.corner import (
-    CODE_MODE,
     CORNER_OPTION_DOCS,
     COVER,
     IMPROVED,
@@ -139,7 +138,7 @@ class Dnd35(Ruleset):
             flags, mods = self._outcome_of(degree, bool(k & 4), bool(k & 2), bool(k & 1))
             table[k] = (degree is not Degree.TOTAL, degree, mods, flags)
         ids = [c.id for c in engine.cs]
-        mode_of = [CODE_MODE[c] for c in code[:n].tolist()]
+        mode_of = list(modes) * n_pairs  # the rows' modes, as laid out above
         out = [Annotation(ids[x], ids[y], m, *table[k])
                for x, y, m, k in zip(a.tolist(), t.tolist(), mode_of, outcome_key.tolist(),
                                      strict=True)]
