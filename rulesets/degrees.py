@@ -481,6 +481,18 @@ class _Context:
         """Per creature, its 'any part' sample points (n, P, 2), the centre last: 5 on a
         square grid; on a hex grid its footprint's corners, as many as the creature with the
         most has (others repeat their centre before it: see `sample_valid`)."""
+        if self._sample_arr is None and self.hex is None:
+            # Square grids: every creature's inset corners and centre at once (the same
+            # arithmetic as `_samples`, which a move repeated for every creature).
+            sp = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
+            x0, y0, x1, y1 = sp.T
+            pts = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1),
+                            np.stack([x1, y1], 1), np.stack([x0, y1], 1)], axis=1)
+            mid = np.stack([(x0 + x1) / 2, (y0 + y1) / 2], axis=1)
+            d = mid[:, None, :] - pts
+            pts = pts + np.sign(d) * np.minimum(INSET_PX, np.abs(d))
+            self._sample_arr = np.concatenate([pts, mid[:, None, :]], axis=1)
+            self._sample_valid = np.ones(self._sample_arr.shape[:2], dtype=bool)
         if self._sample_arr is None:
             each = [self._samples(k) for k in range(len(self.cs))]
             width = max((len(s) for s in each), default=5)

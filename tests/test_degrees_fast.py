@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -322,3 +323,14 @@ def test_fast_equals_reference_on_random_hex_scenes(name: str, doc: Doc, lines: 
     ruleset = rules(name)
     assert_same(ruleset.evaluate(scene.geometry, scene.options, lines=lines),
                 ruleset.reference(scene.geometry, scene.options, lines=lines))
+
+
+def test_square_samples_at_once_equal_creature_by_creature() -> None:
+    # `samples` builds every creature's inset corners and centre in one pass on square
+    # grids; `_samples` is the one-creature definition (mixed sizes, Tiny included).
+    geom = dress(generate(60, 100, 3).geom, 3)
+    ctx = CoverDegrees()._context(geom, DegreesOptions())
+    assert ctx.hex is None
+    each = np.stack([ctx._samples(k) for k in range(len(ctx.cs))])
+    assert np.array_equal(ctx.samples, each)
+    assert ctx.sample_valid.all()
