@@ -356,6 +356,17 @@ def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
     return _Hulls(lo, hi, axis, cs, ce, spread)
 
 
+def _sub_hulls(hulls: _Hulls, blocks: IntArray) -> _Hulls:
+    """The `_Hulls` of some of the blocks, in the order given."""
+    def rows(a: FloatArray) -> FloatArray:
+        out: FloatArray = np.take(a, blocks, axis=0)
+        return out
+
+    normals, lo, hi = hulls.axis
+    return _Hulls(rows(hulls.lo), rows(hulls.hi), (rows(normals), rows(lo), rows(hi)),
+                  rows(hulls.centre_s), rows(hulls.centre_e), rows(hulls.spread))
+
+
 def _use_grid(blocks: int, walls: int) -> bool:
     """Whether the grid index pays for a batch of this many blocks and walls."""
     return walls >= GRID_MIN_WALLS and blocks * walls >= GRID_MIN_WORK
@@ -543,11 +554,16 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
 
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
+        still: BoolArray | None = None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
     """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
     reads the hits: it only asks whether a line crosses any of them) are not listed hit by
     hit: the fourth array holds each line that crosses at least one of them, once. A dense
-    scene's lines cross dozens of walls each; this keeps the hits to what differs."""
+    scene's lines cross dozens of walls each; this keeps the hits to what differs.
+
+    With `still` (walls that matter to the reader even on a line that crosses an alike
+    wall), a line that crosses an alike wall lists no other hits than those of `still`
+    walls: a block whose every line crosses one is tested against nothing else."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -558,35 +574,57 @@ def blocks_cross_walls_any(
     step = max(1, 65536 // (p_n * q_n))
     listed = None  # the walls listed hit by hit, when not all
     hulls = _hulls(starts, ends)
+    passes: list[tuple[IntArray | None, IntArray]] = []  # (blocks or all, walls)
     if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
         _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
         listed = np.flatnonzero(~alike)
-    candidates = (_block_candidates(starts, ends, walls, True, hulls, listed)
-                  if listed is None or len(listed) else iter(()))
-    for bi, wi in candidates:
-        if listed is None and any_alike is not None and alike is not None:
-            same = alike[wi]
-            ab, aw = bi[same], wi[same]
-            for c0 in range(0, len(ab), step):
-                cb = ab[c0:c0 + step]
-                hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
-                _or_runs(any_alike, cb, hit)
-            bi, wi = bi[~same], wi[~same]
-        for c0 in range(0, len(bi), step):
-            cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            hit, o3 = _block_hits(starts, ends, walls, cb, cw)
-            ci, k, el = np.nonzero(hit)
-            if ci.size == 0:
-                continue
-            # Foundry's orient2dFast is the negative of this orientation: positive is left.
-            side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
-            parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
+        if still is not None and len(listed):
+            # Blocks whose every line is crossed meet only the `still` walls.
+            open_blocks = np.flatnonzero(~any_alike.reshape(b, -1).all(axis=1))
+            kept = still[listed]
+            passes = [(open_blocks, listed[~kept]), (None, listed[kept])]
+        else:
+            passes = [(None, listed)]
+    for blocks, which in passes if listed is not None else [(None, None)]:
+        if which is not None and len(which) == 0:
+            continue
+        if blocks is None:
+            candidates = _block_candidates(starts, ends, walls, True, hulls, which)
+        elif len(blocks) == 0:
+            continue
+        else:
+            candidates = ((blocks[bi], wi) for bi, wi in _block_candidates(
+                starts[blocks], ends[blocks], walls, True, _sub_hulls(hulls, blocks), which))
+        for bi, wi in candidates:
+            if listed is None and any_alike is not None and alike is not None:
+                same = alike[wi]
+                ab, aw = bi[same], wi[same]
+                for c0 in range(0, len(ab), step):
+                    cb = ab[c0:c0 + step]
+                    hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
+                    _or_runs(any_alike, cb, hit)
+                bi, wi = bi[~same], wi[~same]
+            for c0 in range(0, len(bi), step):
+                cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
+                hit, o3 = _block_hits(starts, ends, walls, cb, cw)
+                ci, k, el = np.nonzero(hit)
+                if ci.size == 0:
+                    continue
+                # Foundry's orient2dFast is the negative of this orientation: positive is
+                # left.
+                side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
+                parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
     crossed = (np.flatnonzero(any_alike.reshape(-1)) if any_alike is not None
                else empty_i.copy())
     if not parts:
         return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), crossed
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), crossed)
+    line, wall, side = (np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]))
+    if still is not None and any_alike is not None:
+        keep = ~any_alike.reshape(-1)[line] | still[wall]
+        line, wall, side = line[keep], wall[keep], side[keep]
+    return line, wall, side, crossed
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
@@ -639,25 +677,38 @@ def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> Boo
     return entered
 
 
-def blocks_enter_boxes(starts: FloatArray, ends: FloatArray,
-                       boxes: FloatArray) -> tuple[IntArray, IntArray]:
+def blocks_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
+                       skip: BoolArray | None = None) -> tuple[IntArray, IntArray]:
     """`segments_enter_boxes` for blocks of P x Q lines (as `blocks_cross_walls` numbers
     them): the same test, element for element, on every line of each candidate block at
-    once instead of gathering lines one by one."""
+    once instead of gathering lines one by one. Lines marked in `skip` (B, P, Q) list no
+    hits, and a block whose lines all are is not tested at all."""
     b, m = len(starts), len(boxes)
+    empty = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
-        empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
     p_n, q_n = starts.shape[1], ends.shape[1]
     parts: list[tuple[IntArray, IntArray]] = []
     step = max(1, 65536 // (p_n * q_n))
-    for bi, ti in _block_candidates(starts, ends, boxes, False):
+    blocks = None
+    if skip is not None:
+        blocks = np.flatnonzero(~skip.reshape(b, -1).all(axis=1))
+        if len(blocks) == 0:
+            return empty, empty.copy()
+        if len(blocks) == b:
+            blocks = None
+    sub_s, sub_e = (starts, ends) if blocks is None else (starts[blocks], ends[blocks])
+    for bi, ti in _block_candidates(sub_s, sub_e, boxes, False):
+        if blocks is not None:
+            bi = blocks[bi]
         for c0 in range(0, len(bi), step):
             cb, ct = bi[c0:c0 + step], ti[c0:c0 + step]
             hit = _enter_block(np.take(starts, cb, axis=0)[:, :, None, :],
                                np.take(ends, cb, axis=0)[:, None, :, :],
-                               np.take(boxes, ct, axis=0)[:, None, None, :]).reshape(-1)
-            ci = np.nonzero(hit)[0]
+                               np.take(boxes, ct, axis=0)[:, None, None, :])
+            if skip is not None:
+                hit &= ~np.take(skip, cb, axis=0)
+            ci = np.flatnonzero(hit)
             if ci.size == 0:
                 continue
             blk = ci // (p_n * q_n)
