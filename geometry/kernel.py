@@ -92,6 +92,10 @@ def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatA
     by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
     by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
     step = max(1, CHUNK_CELLS // (m * int(sizes.max())))
+    # With slack, as the grid's cells and the normal axis: the exact tests that follow
+    # decide a pair rounding puts a hair apart, never the prune (a wall end a denormal
+    # beyond a line's end can round onto it), so every prune keeps the same pairs.
+    glo, ghi = glo - _AXIS_SLACK, ghi + _AXIS_SLACK
     for g0 in range(0, len(glo), step):
         sl = slice(g0, g0 + step)
         near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
@@ -501,6 +505,55 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
     out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
 
 
+_RUNS: dict[tuple[bytes, bytes], FloatArray] = {}
+_RUNS_KEPT = 8
+
+
+def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
+    """The walls `which` for a test that only asks whether a line crosses any of them:
+    walls running exactly along one vertical (or horizontal) line that touch or overlap
+    merged into one wall per run (a room's side drawn as many segments and doors is one
+    wall here), the others as they are. Kept for the last few sets of walls.
+
+    A line crosses a run exactly when it crosses one of its walls, in floating point too:
+    along an axis-parallel run every wall shares the run's orientation to the line's ends
+    (the same exact products), and the computed orientation of a point of the run to the
+    line is monotone along the run (each operation rounds monotonically), so the run's
+    ends lie on opposite sides of the line, or one on it, exactly when some wall's do."""
+    key = (walls.tobytes(), which.tobytes())
+    found = _RUNS.get(key)
+    if found is not None:
+        return found
+    sub = np.take(walls, which, axis=0)
+    vertical = (sub[:, 0] == sub[:, 2]) & (sub[:, 1] != sub[:, 3])
+    horizontal = (sub[:, 1] == sub[:, 3]) & (sub[:, 0] != sub[:, 2])
+    parts = [sub[~vertical & ~horizontal]]
+    for mask, along, across in ((vertical, 1, 0), (horizontal, 0, 1)):
+        w = sub[mask]
+        at = w[:, across]
+        lo = np.minimum(w[:, along], w[:, along + 2])
+        hi = np.maximum(w[:, along], w[:, along + 2])
+        order = np.lexsort((lo, at))
+        runs: list[tuple[float, float, float]] = []
+        for a, b, c in zip(at[order].tolist(), lo[order].tolist(), hi[order].tolist(),
+                           strict=True):
+            if runs and runs[-1][0] == a and b <= runs[-1][2]:
+                if c > runs[-1][2]:
+                    runs[-1] = (a, runs[-1][1], c)
+            else:
+                runs.append((a, b, c))
+        r = np.array(runs, dtype=np.float64).reshape(-1, 3)
+        out = np.empty((len(r), 4))
+        out[:, across], out[:, across + 2] = r[:, 0], r[:, 0]
+        out[:, along], out[:, along + 2] = r[:, 1], r[:, 2]
+        parts.append(out)
+    merged = np.concatenate(parts)
+    if len(_RUNS) >= _RUNS_KEPT:
+        _RUNS.pop(next(iter(_RUNS), key), None)
+    _RUNS[key] = merged
+    return merged
+
+
 # Cells per block in the first round of `_crossed_any`; each round after takes twice as
 # many.
 _ROUND_CELLS = 1
@@ -516,6 +569,8 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     tested twice, which changes nothing: no dedupe)."""
     if len(which) == 0 or len(starts) == 0:
         return
+    walls = _merged_runs(walls, which)
+    which = np.arange(len(walls))
     grid = _wall_grid(walls, which, cell)
     if hulls is None:
         hulls = _hulls(starts, ends)

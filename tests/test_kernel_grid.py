@@ -6,6 +6,8 @@ length, lines of no length); and the kernels built on it give what the brute pru
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -280,3 +282,47 @@ def test_skipped_lines_enter_no_boxes(blocks: tuple[FloatArray, FloatArray],
     got = kernel.blocks_enter_boxes(starts, ends, bx, mask)
     assert _hit_set(got) == _hit_set((want[0][keep], want[1][keep]))
     assert len(got[0]) == int(keep.sum())
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> list[tuple[float, float, float, float]]:
+    """Axis-parallel walls along a few shared lines, touching end to end, overlapping,
+    nested, or apart (a room's side drawn as segments and doors), plus a few others."""
+    walls: list[tuple[float, float, float, float]] = []
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(_coord)
+        vertical = draw(st.booleans())
+        cuts = sorted(draw(st.lists(_coord, min_size=2, max_size=8)))
+        for a, b in itertools.pairwise(cuts):
+            kind = draw(st.sampled_from(["touch", "touch", "overlap", "gap", "flip"]))
+            lo = a - 0.25 if kind == "overlap" else a + 0.25 if kind == "gap" else a
+            hi = b
+            if kind == "flip":
+                lo, hi = hi, lo
+            walls.append((at, lo, at, hi) if vertical else (lo, at, hi, at))
+    walls += draw(st.lists(_wall(), max_size=5))
+    return walls
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks=_blocks(), walls=_runs(), cell=st.sampled_from([None, 0.5, 1.0, 2.0]))
+def test_merged_runs_cross_the_lines_their_walls_cross(blocks: tuple[FloatArray, FloatArray],
+                                                       walls: list[tuple[float, ...]],
+                                                       cell: float | None) -> None:
+    # `_crossed_any` merges axis-parallel walls that touch or overlap into runs: a line
+    # crosses a run exactly when it crosses one of its walls (the row-paired exact test on
+    # each wall, here), lines along the run, through its joints and past its ends included.
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    which = np.arange(len(w))
+    out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, cell)
+    flat_s = np.repeat(starts, ends.shape[1], axis=1).reshape(-1, 2)
+    flat_e = np.tile(ends, (1, starts.shape[1], 1)).reshape(-1, 2)
+    li = np.repeat(np.arange(len(flat_s)), len(w))
+    wi = np.tile(which, len(flat_s))
+    hit = kernel.cross_paired(flat_s[li], flat_e[li], w[wi])
+    want = np.zeros(len(flat_s), dtype=bool)
+    want[li[hit]] = True
+    assert np.array_equal(out.reshape(-1), want)
+    assert len(kernel._merged_runs(w, which)) <= len(w)
