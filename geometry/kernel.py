@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -502,7 +503,16 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
     block's rows ORed first (a block listed twice in one fancy assignment would keep only
     one of its rows)."""
     first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
-    out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+    if not out.flags.c_contiguous:
+        out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+        return
+    # As whole words: each block's P x Q booleans (0 or 1 bytes) ORed several at a time.
+    per = hit[0].size if len(hit) else 1
+    word = next(w for w in ("u8", "u4", "u2", "u1") if per % int(w[1]) == 0)
+    flat_out: npt.NDArray[np.unsignedinteger[Any]] = out.reshape(len(out), -1).view(word)
+    flat_hit = np.ascontiguousarray(hit).reshape(len(hit), -1).view(word)
+    rows = cb[first]
+    flat_out[rows] = flat_out[rows] | np.bitwise_or.reduceat(flat_hit, first, axis=0)
 
 
 _RUNS: dict[tuple[bytes, bytes], FloatArray] = {}
