@@ -728,13 +728,21 @@ def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> Boo
     """Whether lines pass through boxes' open interiors (a slab clip), on row-paired
     arrays (N, 2) / (N, 4) or broadcast blocks (starts (C, P, 1, 2), ends (C, 1, Q, 2),
     boxes (C, 1, 1, 4)) without copying each line's points and box out first."""
+    return _slab_enter((starts[..., 0], starts[..., 1]), (ends[..., 0], ends[..., 1]),
+                       tuple(boxes[..., k] for k in range(4)))
+
+
+def _slab_enter(start: Sequence[FloatArray], end: Sequence[FloatArray],
+                box: Sequence[FloatArray]) -> BoolArray:
+    """`_enter_block` on coordinates given apart (x and y of the starts and ends; x0, y0,
+    x1, y1 of the boxes), broadcast together."""
     with np.errstate(divide="ignore", invalid="ignore"):
         tlo: FloatArray = np.zeros(1)
         thi: FloatArray = np.ones(1)
         for axis in (0, 1):
-            p = starts[..., axis]
-            d = ends[..., axis] - p
-            b0, b1 = boxes[..., axis], boxes[..., axis + 2]
+            p = start[axis]
+            d = end[axis] - p
+            b0, b1 = box[axis], box[axis + 2]
             ta, tb = (b0 - p) / d, (b1 - p) / d
             still = d == 0
             inside = (p > b0) & (p < b1)
@@ -772,9 +780,13 @@ def blocks_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
             bi = blocks[bi]
         for c0 in range(0, len(bi), step):
             cb, ct = bi[c0:c0 + step], ti[c0:c0 + step]
-            hit = _enter_block(np.take(starts, cb, axis=0)[:, :, None, :],
-                               np.take(ends, cb, axis=0)[:, None, :, :],
-                               np.take(boxes, ct, axis=0)[:, None, None, :])
+            # Rows last, (P, Q, C), as in `_block_hits`: long inner loops.
+            s = np.take(starts, cb, axis=0).transpose(2, 1, 0).copy()  # (2, P, C)
+            e = np.take(ends, cb, axis=0).transpose(2, 1, 0).copy()  # (2, Q, C)
+            box = np.take(boxes, ct, axis=0).T.copy()  # (4, C)
+            hit = np.ascontiguousarray(_slab_enter(
+                (s[0][:, None], s[1][:, None]), (e[0][None], e[1][None]),
+                tuple(box)).transpose(2, 0, 1))
             if skip is not None:
                 hit &= ~np.take(skip, cb, axis=0)
             ci = np.flatnonzero(hit)
