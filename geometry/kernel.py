@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +93,10 @@ def _candidates(glo: FloatArray, ghi: FloatArray, sizes: IntArray, boxes: FloatA
     by0 = np.minimum(boxes[:, 1], boxes[:, 3])[None, :]
     by1 = np.maximum(boxes[:, 1], boxes[:, 3])[None, :]
     step = max(1, CHUNK_CELLS // (m * int(sizes.max())))
+    # With slack, as the grid's cells and the normal axis: the exact tests that follow
+    # decide a pair rounding puts a hair apart, never the prune (a wall end a denormal
+    # beyond a line's end can round onto it), so every prune keeps the same pairs.
+    glo, ghi = glo - _AXIS_SLACK, ghi + _AXIS_SLACK
     for g0 in range(0, len(glo), step):
         sl = slice(g0, g0 + step)
         near = ((glo[sl, 0:1] <= bx1) & (ghi[sl, 0:1] >= bx0)
@@ -356,6 +361,17 @@ def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
     return _Hulls(lo, hi, axis, cs, ce, spread)
 
 
+def _sub_hulls(hulls: _Hulls, blocks: IntArray) -> _Hulls:
+    """The `_Hulls` of some of the blocks, in the order given."""
+    def rows(a: FloatArray) -> FloatArray:
+        out: FloatArray = np.take(a, blocks, axis=0)
+        return out
+
+    normals, lo, hi = hulls.axis
+    return _Hulls(rows(hulls.lo), rows(hulls.hi), (rows(normals), rows(lo), rows(hi)),
+                  rows(hulls.centre_s), rows(hulls.centre_e), rows(hulls.spread))
+
+
 def _use_grid(blocks: int, walls: int) -> bool:
     """Whether the grid index pays for a batch of this many blocks and walls."""
     return walls >= GRID_MIN_WALLS and blocks * walls >= GRID_MIN_WORK
@@ -467,19 +483,23 @@ def _block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: Int
                 cw: IntArray) -> tuple[BoolArray, FloatArray]:
     """Rows of (block, wall): which of the block's P x Q lines the wall blocks (C, P, Q),
     and the orientation of each start point to the wall (C, P, 1)."""
-    w = np.take(walls, cw, axis=0)[:, :, None, None]
-    ax, ay, bx, by = w[:, 0], w[:, 1], w[:, 2], w[:, 3]
-    s, e = np.take(starts, cb, axis=0), np.take(ends, cb, axis=0)
-    px, py = s[:, :, 0][:, :, None], s[:, :, 1][:, :, None]  # (C, P, 1)
-    qx, qy = e[:, :, 0][:, None, :], e[:, :, 1][:, None, :]  # (C, 1, Q)
-    o3 = _orient(ax, ay, bx, by, px, py)  # (C, P, 1)
-    o4 = _orient(ax, ay, bx, by, qx, qy)  # (C, 1, Q)
-    dx, dy = qx - px, qy - py  # (C, P, Q)
+    # Worked out with the rows last, (P, Q, C): numpy broadcasts a (P, 1, C) operand over
+    # long inner loops there, where rows first would loop over Q (4) at a time (twice the
+    # time). The same operations on the same numbers: the same results.
+    w = np.take(walls, cw, axis=0).T  # (4, C)
+    ax, ay, bx, by = w[0], w[1], w[2], w[3]
+    s = np.take(starts, cb, axis=0).transpose(2, 1, 0).copy()  # (2, P, C)
+    e = np.take(ends, cb, axis=0).transpose(2, 1, 0).copy()  # (2, Q, C)
+    px, py = s[0][:, None, :], s[1][:, None, :]  # (P, 1, C)
+    qx, qy = e[0][None, :, :], e[1][None, :, :]  # (1, Q, C)
+    o3 = _orient(ax, ay, bx, by, px, py)  # (P, 1, C)
+    o4 = _orient(ax, ay, bx, by, qx, qy)  # (1, Q, C)
+    dx, dy = qx - px, qy - py  # (P, Q, C)
     o1 = dx * (ay - py) - dy * (ax - px)
     o2 = dx * (by - py) - dy * (bx - px)
     # Dense over the block's lines: cheaper than gathering the few that survive.
-    hit: BoolArray = (o3 * o4 < 0) & (o1 * o2 <= 0)
-    return hit, o3
+    hit: BoolArray = np.ascontiguousarray(((o3 * o4 < 0) & (o1 * o2 <= 0)).transpose(2, 0, 1))
+    return hit, o3.transpose(2, 0, 1)
 
 
 def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
@@ -487,7 +507,65 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
     block's rows ORed first (a block listed twice in one fancy assignment would keep only
     one of its rows)."""
     first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
-    out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+    if not out.flags.c_contiguous:
+        out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
+        return
+    # As whole words: each block's P x Q booleans (0 or 1 bytes) ORed several at a time.
+    per = hit[0].size if len(hit) else 1
+    word = next(w for w in ("u8", "u4", "u2", "u1") if per % int(w[1]) == 0)
+    flat_out: npt.NDArray[np.unsignedinteger[Any]] = out.reshape(len(out), -1).view(word)
+    flat_hit = np.ascontiguousarray(hit).reshape(len(hit), -1).view(word)
+    rows = cb[first]
+    flat_out[rows] = flat_out[rows] | np.bitwise_or.reduceat(flat_hit, first, axis=0)
+
+
+_RUNS: dict[tuple[bytes, bytes], FloatArray] = {}
+_RUNS_KEPT = 8
+
+
+def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
+    """The walls `which` for a test that only asks whether a line crosses any of them:
+    walls running exactly along one vertical (or horizontal) line that touch or overlap
+    merged into one wall per run (a room's side drawn as many segments and doors is one
+    wall here), the others as they are. Kept for the last few sets of walls.
+
+    A line crosses a run exactly when it crosses one of its walls, in floating point too:
+    along an axis-parallel run every wall shares the run's orientation to the line's ends
+    (the same exact products), and the computed orientation of a point of the run to the
+    line is monotone along the run (each operation rounds monotonically), so the run's
+    ends lie on opposite sides of the line, or one on it, exactly when some wall's do."""
+    key = (walls.tobytes(), which.tobytes())
+    found = _RUNS.get(key)
+    if found is not None:
+        return found
+    sub = np.take(walls, which, axis=0)
+    vertical = (sub[:, 0] == sub[:, 2]) & (sub[:, 1] != sub[:, 3])
+    horizontal = (sub[:, 1] == sub[:, 3]) & (sub[:, 0] != sub[:, 2])
+    parts = [sub[~vertical & ~horizontal]]
+    for mask, along, across in ((vertical, 1, 0), (horizontal, 0, 1)):
+        w = sub[mask]
+        at = w[:, across]
+        lo = np.minimum(w[:, along], w[:, along + 2])
+        hi = np.maximum(w[:, along], w[:, along + 2])
+        order = np.lexsort((lo, at))
+        runs: list[tuple[float, float, float]] = []
+        for a, b, c in zip(at[order].tolist(), lo[order].tolist(), hi[order].tolist(),
+                           strict=True):
+            if runs and runs[-1][0] == a and b <= runs[-1][2]:
+                if c > runs[-1][2]:
+                    runs[-1] = (a, runs[-1][1], c)
+            else:
+                runs.append((a, b, c))
+        r = np.array(runs, dtype=np.float64).reshape(-1, 3)
+        out = np.empty((len(r), 4))
+        out[:, across], out[:, across + 2] = r[:, 0], r[:, 0]
+        out[:, along], out[:, along + 2] = r[:, 1], r[:, 2]
+        parts.append(out)
+    merged = np.concatenate(parts)
+    if len(_RUNS) >= _RUNS_KEPT:
+        _RUNS.pop(next(iter(_RUNS), key), None)
+    _RUNS[key] = merged
+    return merged
 
 
 # Cells per block in the first round of `_crossed_any`; each round after takes twice as
@@ -505,6 +583,8 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     tested twice, which changes nothing: no dedupe)."""
     if len(which) == 0 or len(starts) == 0:
         return
+    walls = _merged_runs(walls, which)
+    which = np.arange(len(walls))
     grid = _wall_grid(walls, which, cell)
     if hulls is None:
         hulls = _hulls(starts, ends)
@@ -543,11 +623,16 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
 
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
+        still: BoolArray | None = None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
     """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
     reads the hits: it only asks whether a line crosses any of them) are not listed hit by
     hit: the fourth array holds each line that crosses at least one of them, once. A dense
-    scene's lines cross dozens of walls each; this keeps the hits to what differs."""
+    scene's lines cross dozens of walls each; this keeps the hits to what differs.
+
+    With `still` (walls that matter to the reader even on a line that crosses an alike
+    wall), a line that crosses an alike wall lists no other hits than those of `still`
+    walls: a block whose every line crosses one is tested against nothing else."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -558,35 +643,57 @@ def blocks_cross_walls_any(
     step = max(1, 65536 // (p_n * q_n))
     listed = None  # the walls listed hit by hit, when not all
     hulls = _hulls(starts, ends)
+    passes: list[tuple[IntArray | None, IntArray]] = []  # (blocks or all, walls)
     if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
         _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
         listed = np.flatnonzero(~alike)
-    candidates = (_block_candidates(starts, ends, walls, True, hulls, listed)
-                  if listed is None or len(listed) else iter(()))
-    for bi, wi in candidates:
-        if listed is None and any_alike is not None and alike is not None:
-            same = alike[wi]
-            ab, aw = bi[same], wi[same]
-            for c0 in range(0, len(ab), step):
-                cb = ab[c0:c0 + step]
-                hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
-                _or_runs(any_alike, cb, hit)
-            bi, wi = bi[~same], wi[~same]
-        for c0 in range(0, len(bi), step):
-            cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
-            hit, o3 = _block_hits(starts, ends, walls, cb, cw)
-            ci, k, el = np.nonzero(hit)
-            if ci.size == 0:
-                continue
-            # Foundry's orient2dFast is the negative of this orientation: positive is left.
-            side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
-            parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
+        if still is not None and len(listed):
+            # Blocks whose every line is crossed meet only the `still` walls.
+            open_blocks = np.flatnonzero(~any_alike.reshape(b, -1).all(axis=1))
+            kept = still[listed]
+            passes = [(open_blocks, listed[~kept]), (None, listed[kept])]
+        else:
+            passes = [(None, listed)]
+    for blocks, which in passes if listed is not None else [(None, None)]:
+        if which is not None and len(which) == 0:
+            continue
+        if blocks is None:
+            candidates = _block_candidates(starts, ends, walls, True, hulls, which)
+        elif len(blocks) == 0:
+            continue
+        else:
+            candidates = ((blocks[bi], wi) for bi, wi in _block_candidates(
+                starts[blocks], ends[blocks], walls, True, _sub_hulls(hulls, blocks), which))
+        for bi, wi in candidates:
+            if listed is None and any_alike is not None and alike is not None:
+                same = alike[wi]
+                ab, aw = bi[same], wi[same]
+                for c0 in range(0, len(ab), step):
+                    cb = ab[c0:c0 + step]
+                    hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
+                    _or_runs(any_alike, cb, hit)
+                bi, wi = bi[~same], wi[~same]
+            for c0 in range(0, len(bi), step):
+                cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
+                hit, o3 = _block_hits(starts, ends, walls, cb, cw)
+                ci, k, el = np.nonzero(hit)
+                if ci.size == 0:
+                    continue
+                # Foundry's orient2dFast is the negative of this orientation: positive is
+                # left.
+                side = np.where(o3[ci, k, 0] > 0, 1, 2).astype(np.int8)
+                parts.append((cb[ci] * (p_n * q_n) + k * q_n + el, cw[ci], side))
     crossed = (np.flatnonzero(any_alike.reshape(-1)) if any_alike is not None
                else empty_i.copy())
     if not parts:
         return empty_i, empty_i.copy(), np.empty(0, dtype=np.int8), crossed
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), crossed)
+    line, wall, side = (np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]))
+    if still is not None and any_alike is not None:
+        keep = ~any_alike.reshape(-1)[line] | still[wall]
+        line, wall, side = line[keep], wall[keep], side[keep]
+    return line, wall, side, crossed
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
@@ -621,13 +728,21 @@ def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> Boo
     """Whether lines pass through boxes' open interiors (a slab clip), on row-paired
     arrays (N, 2) / (N, 4) or broadcast blocks (starts (C, P, 1, 2), ends (C, 1, Q, 2),
     boxes (C, 1, 1, 4)) without copying each line's points and box out first."""
+    return _slab_enter((starts[..., 0], starts[..., 1]), (ends[..., 0], ends[..., 1]),
+                       tuple(boxes[..., k] for k in range(4)))
+
+
+def _slab_enter(start: Sequence[FloatArray], end: Sequence[FloatArray],
+                box: Sequence[FloatArray]) -> BoolArray:
+    """`_enter_block` on coordinates given apart (x and y of the starts and ends; x0, y0,
+    x1, y1 of the boxes), broadcast together."""
     with np.errstate(divide="ignore", invalid="ignore"):
         tlo: FloatArray = np.zeros(1)
         thi: FloatArray = np.ones(1)
         for axis in (0, 1):
-            p = starts[..., axis]
-            d = ends[..., axis] - p
-            b0, b1 = boxes[..., axis], boxes[..., axis + 2]
+            p = start[axis]
+            d = end[axis] - p
+            b0, b1 = box[axis], box[axis + 2]
             ta, tb = (b0 - p) / d, (b1 - p) / d
             still = d == 0
             inside = (p > b0) & (p < b1)
@@ -639,25 +754,42 @@ def _enter_block(starts: FloatArray, ends: FloatArray, boxes: FloatArray) -> Boo
     return entered
 
 
-def blocks_enter_boxes(starts: FloatArray, ends: FloatArray,
-                       boxes: FloatArray) -> tuple[IntArray, IntArray]:
+def blocks_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
+                       skip: BoolArray | None = None) -> tuple[IntArray, IntArray]:
     """`segments_enter_boxes` for blocks of P x Q lines (as `blocks_cross_walls` numbers
     them): the same test, element for element, on every line of each candidate block at
-    once instead of gathering lines one by one."""
+    once instead of gathering lines one by one. Lines marked in `skip` (B, P, Q) list no
+    hits, and a block whose lines all are is not tested at all."""
     b, m = len(starts), len(boxes)
+    empty = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
-        empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
     p_n, q_n = starts.shape[1], ends.shape[1]
     parts: list[tuple[IntArray, IntArray]] = []
     step = max(1, 65536 // (p_n * q_n))
-    for bi, ti in _block_candidates(starts, ends, boxes, False):
+    blocks = None
+    if skip is not None:
+        blocks = np.flatnonzero(~skip.reshape(b, -1).all(axis=1))
+        if len(blocks) == 0:
+            return empty, empty.copy()
+        if len(blocks) == b:
+            blocks = None
+    sub_s, sub_e = (starts, ends) if blocks is None else (starts[blocks], ends[blocks])
+    for bi, ti in _block_candidates(sub_s, sub_e, boxes, False):
+        if blocks is not None:
+            bi = blocks[bi]
         for c0 in range(0, len(bi), step):
             cb, ct = bi[c0:c0 + step], ti[c0:c0 + step]
-            hit = _enter_block(np.take(starts, cb, axis=0)[:, :, None, :],
-                               np.take(ends, cb, axis=0)[:, None, :, :],
-                               np.take(boxes, ct, axis=0)[:, None, None, :]).reshape(-1)
-            ci = np.nonzero(hit)[0]
+            # Rows last, (P, Q, C), as in `_block_hits`: long inner loops.
+            s = np.take(starts, cb, axis=0).transpose(2, 1, 0).copy()  # (2, P, C)
+            e = np.take(ends, cb, axis=0).transpose(2, 1, 0).copy()  # (2, Q, C)
+            box = np.take(boxes, ct, axis=0).T.copy()  # (4, C)
+            hit = np.ascontiguousarray(_slab_enter(
+                (s[0][:, None], s[1][:, None]), (e[0][None], e[1][None]),
+                tuple(box)).transpose(2, 0, 1))
+            if skip is not None:
+                hit &= ~np.take(skip, cb, axis=0)
+            ci = np.flatnonzero(hit)
             if ci.size == 0:
                 continue
             blk = ci // (p_n * q_n)

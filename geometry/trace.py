@@ -149,6 +149,9 @@ class Tracer:
         #: dimension can let a line pass over or under.
         self.wall_banded: BoolArray = ~(np.isnan(w.top) & np.isnan(w.bottom))
         self.wall_plain: BoolArray = w.plain
+        #: Walls whose cover hint is improved (arrow slits): the only walls besides plain
+        #: ones a level-only trace lists on a line a plain wall stops (`trace_blocks`).
+        self.wall_improved: BoolArray = w.cover_code == IMPROVED_CODE
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
         self.boxes: FloatArray = np.array(
@@ -262,14 +265,24 @@ class Tracer:
         index block * P * Q + p * Q + q), for both directions at once: one-way walls are
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
         tested on the `space_*` points, as in `trace`. Without `every_wall`, a line that
-        crosses plain walls (`_WallArrays.plain`) lists one of them, not each: enough for
-        rules that ask what a line meets, not for drawing it."""
+        crosses plain walls (`_WallArrays.plain`) lists one of them, not each, and of all
+        else it meets only the walls whose cover hint is improved (`wall_improved`): no
+        creature, no other wall. A plain wall stops a line from either end whatever else
+        it meets, and an arrow slit before it is the one thing that can still make the
+        line worth more to a rule than plain cover (rulesets/corner.py, `_levels`'
+        partly blocked corner). Enough for rules that ask what a line's obstacles are worth,
+        not for drawing it."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         if b <= REUSE_MAX_BLOCKS:
             wl, wi, side = self._walls_reused(starts, ends, every_wall)
         else:
             wl, wi, side = self._walls(starts, ends, every_wall)
-        cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes)
+        skip = None
+        if not every_wall and self.wall_plain.any():
+            # Lines a plain wall stops: no creature can matter on them.
+            skip = np.zeros((b, p_n, q_n), dtype=bool)
+            skip.reshape(-1)[wl[self.wall_plain[wi]]] = True
+        cl, ci = kernel.blocks_enter_boxes(space_starts, space_ends, self.boxes, skip)
         rl = ri = np.empty(0, dtype=np.intp)
         if self.region_polys or self.creature_polys is not None:
             flat_s = np.repeat(space_starts, q_n, axis=1).reshape(-1, 2)
@@ -286,8 +299,8 @@ class Tracer:
         """Wall hits of blocks, plain walls collapsed to one per line unless every_wall."""
         if every_wall or not self.wall_plain.any():
             return kernel.blocks_cross_walls(starts, ends, self.wall_xy)
-        wl, wi, side, crossed = kernel.blocks_cross_walls_any(starts, ends, self.wall_xy,
-                                                              self.wall_plain)
+        wl, wi, side, crossed = kernel.blocks_cross_walls_any(
+            starts, ends, self.wall_xy, self.wall_plain, self.wall_improved)
         first_plain = int(np.argmax(self.wall_plain))
         return (np.concatenate([wl, crossed]),
                 np.concatenate([wi, np.full(len(crossed), first_plain, dtype=np.intp)]),

@@ -410,12 +410,20 @@ def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
             within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
             return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
 
-    wl, wi = spread(real.wall_line, real.wall_idx)
-    if real.wall_side is not None:
-        _, side = spread(real.wall_line, real.wall_side)
-        side = np.where(virt_reversed[wl], 3 - side, side)
-        keep = (wall_dir[wi] == 0) | (side != wall_dir[wi])
-        wl, wi = wl[keep], wi[keep]
+    sides = real.wall_side
+    one_way = wall_dir[real.wall_idx] != 0
+    if sides is None or not one_way.any():
+        wl, wi = spread(real.wall_line, real.wall_idx)
+    else:
+        # Sides matter only on one-way walls' hits (few): the others are spread as they are.
+        both = ~one_way
+        wl, wi = spread(real.wall_line[both], real.wall_idx[both])
+        line1 = real.wall_line[one_way]
+        wl1, wi1 = spread(line1, real.wall_idx[one_way])
+        _, side = spread(line1, sides[one_way])
+        side = np.where(virt_reversed[wl1], 3 - side, side)
+        keep = side != wall_dir[wi1]
+        wl, wi = np.concatenate([wl, wl1[keep]]), np.concatenate([wi, wi1[keep]])
     cl, ci = spread(real.creature_line, real.creature_idx)
     rl, ri = spread(real.region_line, real.region_idx)
     return LineHits(len(virt_real), wl, wi, cl, ci, rl, ri)
@@ -657,18 +665,30 @@ class CornerEngine:
                                                      npt.NDArray[np.int8]]:
         """Per virtual line (reading directed line at[v] under its mode's rule): its level,
         and what it is worth when its corner is only partly blocked."""
-        soft_ok = (kind == RANGED_LINE) | (
-            (kind == REACH_LINE) & self.options.soft_cover_vs_reach)
-        adj = kind == ADJACENT_LINE
-        level = np.zeros(len(at), dtype=np.int8)
-        level[~adj & soft_ok & comps["creature"][at]] = SOFT
-        level[(~adj & comps["cover_reg"][at]) | comps["low"][at]] = COVER
-        level[comps["improved_wall"][at] | (~adj & comps["impr_reg"][at])] = IMPROVED
-        # A blocked line still tells what else it passed (an arrow slit before the wall
-        # behind it): a partly blocked corner is worth at least that, never less.
-        blocked = comps["solid"][at] | comps["block_reg"][at]
-        partly = np.where(blocked, np.maximum(level, COVER), level).astype(np.int8)
-        level[blocked] = TOTAL
+        # Worked out per directed line for each of the three line kinds, then read once per
+        # virtual line: there are several virtual lines per directed line.
+        n = len(comps["solid"])
+        blocked = comps["solid"] | comps["block_reg"]
+        low, improved_wall = comps["low"], comps["improved_wall"]
+        cover_any = comps["cover_reg"] | low
+        improved_any = improved_wall | comps["impr_reg"]
+        level_tab = np.empty((3, n), dtype=np.int8)
+        partly_tab = np.empty((3, n), dtype=np.int8)
+        for k in (RANGED_LINE, REACH_LINE, ADJACENT_LINE):
+            adj = k == ADJACENT_LINE
+            soft_ok = k == RANGED_LINE or (k == REACH_LINE and self.options.soft_cover_vs_reach)
+            # Each later rule overrides the one before: the largest that applies.
+            base = np.where(improved_wall if adj else improved_any, IMPROVED,
+                            np.where(low if adj else cover_any, COVER,
+                                     np.where(comps["creature"] if soft_ok else False,
+                                              SOFT, NONE))).astype(np.int8)
+            # A blocked line still tells what else it passed (an arrow slit before the wall
+            # behind it): a partly blocked corner is worth at least that, never less.
+            partly_tab[k] = np.where(blocked, np.maximum(base, COVER), base)
+            level_tab[k] = np.where(blocked, TOTAL, base)
+        flat = kind.astype(np.intp) * n + at
+        level: npt.NDArray[np.int8] = np.take(level_tab.reshape(-1), flat)
+        partly: npt.NDArray[np.int8] = np.take(partly_tab.reshape(-1), flat)
         return level, partly
 
     def _wall_roles(self, walls: IntArray,

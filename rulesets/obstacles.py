@@ -23,9 +23,12 @@ def wall_roles(tracer: Tracer, tall: FloatArray, elevation: FloatArray, walls: I
     and an improved one (arrow slit) lets lines through with improved cover.
     """
     cover = tracer.wall_cover_code[walls]
-    tops = tracer.wall_top[walls]
-    with np.errstate(invalid="ignore"):
-        by_height = np.isfinite(tops) & (tops - elevation[targets] <= tall[targets] / 2)
+    # Only hits on walls with a top can be low by height (most walls have none).
+    topped = np.flatnonzero(np.isfinite(tracer.wall_top)[walls])
+    by_height = np.zeros(len(walls), dtype=bool)
+    if topped.size:
+        tops, tg = tracer.wall_top[walls[topped]], targets[topped]
+        by_height[topped] = tops - elevation[tg] <= tall[tg] / 2
     # Any wall topping out at the waist is a low obstacle, arrow slits included.
     low = (cover == LOW_CODE) | by_height
     improved = (cover == IMPROVED_CODE) & ~by_height

@@ -6,6 +6,8 @@ length, lines of no length); and the kernels built on it give what the brute pru
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -226,3 +228,101 @@ def test_grid_kept_for_the_same_walls_only(monkeypatch: pytest.MonkeyPatch) -> N
     moved = kernel.blocks_cross_walls(starts, ends, walls)
     assert sorted(zip(*(x.tolist() for x in moved), strict=True)) == brute()
     assert brute() != sorted(zip(*(x.tolist() for x in first), strict=True))
+
+
+def _hit_set(got: tuple[np.ndarray, ...]) -> set[tuple[int, ...]]:
+    return set(zip(*(x.tolist() for x in got), strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
+       alike=st.lists(st.booleans(), min_size=40, max_size=40),
+       still=st.lists(st.booleans(), min_size=40, max_size=40),
+       use_grid=st.booleans())
+def test_still_walls_alone_are_listed_on_crossed_lines(
+        blocks: tuple[FloatArray, FloatArray], walls: list[tuple[float, ...]],
+        alike: list[bool], still: list[bool], use_grid: bool) -> None:
+    # With `still`, a line that crosses an alike wall lists the hits of the still walls
+    # and nothing else (whole blocks of such lines are skipped for the other walls); lines
+    # that cross none list every hit, as without it. Grid and brute prune alike.
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    al, st_ = np.array(alike[:len(w)]), np.array(still[:len(w)])
+    every = kernel.blocks_cross_walls(starts, ends, w)  # every hit, brute prune
+    crossed = np.unique(every[0][al[every[1]]])
+    on_crossed = np.isin(every[0], crossed)
+    listed = ~al[every[1]] & (~on_crossed | st_[every[1]])
+    with pytest.MonkeyPatch.context() as mp:
+        if use_grid:
+            mp.setattr(kernel, "GRID_MIN_WALLS", 1)
+            mp.setattr(kernel, "GRID_MIN_WORK", 0)
+        line, wall, side, got_crossed = kernel.blocks_cross_walls_any(starts, ends, w, al, st_)
+    assert np.array_equal(got_crossed, crossed)
+    assert _hit_set((line, wall, side)) == _hit_set(tuple(x[listed] for x in every))
+    assert len(line) == int(listed.sum())
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=_blocks(), boxes=st.lists(st.tuples(_coord, _coord, st.sampled_from(
+           [0.5, 1.0, 2.0])), min_size=1, max_size=20),
+       skip=st.lists(st.booleans(), min_size=12 * 16, max_size=12 * 16),
+       whole=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_skipped_lines_enter_no_boxes(blocks: tuple[FloatArray, FloatArray],
+                                      boxes: list[tuple[float, float, float]],
+                                      skip: list[bool], whole: list[bool]) -> None:
+    # Skipped lines list no box, every other line lists what it lists without a skip, and
+    # blocks whose lines are all skipped (tested on nothing) change nothing either.
+    starts, ends = blocks
+    b, n = len(starts), starts.shape[1] * ends.shape[1]
+    bx = np.array([(x, y, x + s, y + s) for x, y, s in boxes], dtype=np.float64)
+    mask = np.array(skip[:b * n]).reshape(b, starts.shape[1], ends.shape[1])
+    mask[np.array(whole[:b])] = True
+    want = kernel.blocks_enter_boxes(starts, ends, bx)
+    keep = ~mask.reshape(-1)[want[0]]
+    got = kernel.blocks_enter_boxes(starts, ends, bx, mask)
+    assert _hit_set(got) == _hit_set((want[0][keep], want[1][keep]))
+    assert len(got[0]) == int(keep.sum())
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> list[tuple[float, float, float, float]]:
+    """Axis-parallel walls along a few shared lines, touching end to end, overlapping,
+    nested, or apart (a room's side drawn as segments and doors), plus a few others."""
+    walls: list[tuple[float, float, float, float]] = []
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(_coord)
+        vertical = draw(st.booleans())
+        cuts = sorted(draw(st.lists(_coord, min_size=2, max_size=8)))
+        for a, b in itertools.pairwise(cuts):
+            kind = draw(st.sampled_from(["touch", "touch", "overlap", "gap", "flip"]))
+            lo = a - 0.25 if kind == "overlap" else a + 0.25 if kind == "gap" else a
+            hi = b
+            if kind == "flip":
+                lo, hi = hi, lo
+            walls.append((at, lo, at, hi) if vertical else (lo, at, hi, at))
+    walls += draw(st.lists(_wall(), max_size=5))
+    return walls
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks=_blocks(), walls=_runs(), cell=st.sampled_from([None, 0.5, 1.0, 2.0]))
+def test_merged_runs_cross_the_lines_their_walls_cross(blocks: tuple[FloatArray, FloatArray],
+                                                       walls: list[tuple[float, ...]],
+                                                       cell: float | None) -> None:
+    # `_crossed_any` merges axis-parallel walls that touch or overlap into runs: a line
+    # crosses a run exactly when it crosses one of its walls (the row-paired exact test on
+    # each wall, here), lines along the run, through its joints and past its ends included.
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    which = np.arange(len(w))
+    out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, cell)
+    flat_s = np.repeat(starts, ends.shape[1], axis=1).reshape(-1, 2)
+    flat_e = np.tile(ends, (1, starts.shape[1], 1)).reshape(-1, 2)
+    li = np.repeat(np.arange(len(flat_s)), len(w))
+    wi = np.tile(which, len(flat_s))
+    hit = kernel.cross_paired(flat_s[li], flat_e[li], w[wi])
+    want = np.zeros(len(flat_s), dtype=bool)
+    want[li[hit]] = True
+    assert np.array_equal(out.reshape(-1), want)
+    assert len(kernel._merged_runs(w, which)) <= len(w)
