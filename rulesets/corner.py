@@ -672,8 +672,9 @@ class CornerEngine:
         low, improved_wall = comps["low"], comps["improved_wall"]
         cover_any = comps["cover_reg"] | low
         improved_any = improved_wall | comps["impr_reg"]
-        level_tab = np.empty((3, n), dtype=np.int8)
-        partly_tab = np.empty((3, n), dtype=np.int8)
+        # Per directed line and kind: level + 8 * partly (both 0..4), read back with one
+        # gather at 3 * line + kind.
+        table = np.empty((n, 3), dtype=np.int8)
         for k in (RANGED_LINE, REACH_LINE, ADJACENT_LINE):
             adj = k == ADJACENT_LINE
             soft_ok = k == RANGED_LINE or (k == REACH_LINE and self.options.soft_cover_vs_reach)
@@ -684,11 +685,12 @@ class CornerEngine:
                                               SOFT, NONE))).astype(np.int8)
             # A blocked line still tells what else it passed (an arrow slit before the wall
             # behind it): a partly blocked corner is worth at least that, never less.
-            partly_tab[k] = np.where(blocked, np.maximum(base, COVER), base)
-            level_tab[k] = np.where(blocked, TOTAL, base)
-        flat = kind.astype(np.intp) * n + at
-        level: npt.NDArray[np.int8] = np.take(level_tab.reshape(-1), flat)
-        partly: npt.NDArray[np.int8] = np.take(partly_tab.reshape(-1), flat)
+            table[:, k] = np.where(blocked, TOTAL + 8 * np.maximum(base, COVER), base * 9)
+        flat = at * 3
+        flat += kind
+        both = np.take(table.reshape(-1), flat)
+        level: npt.NDArray[np.int8] = both & 7
+        partly: npt.NDArray[np.int8] = both >> 3
         return level, partly
 
     def _wall_roles(self, walls: IntArray,

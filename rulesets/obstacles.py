@@ -119,7 +119,12 @@ def limited_blocked(tracer: Tracer, line: IntArray, wall: IntArray, mask: BoolAr
     o4 = (b[:, 0] - a[:, 0]) * (q[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (q[:, 0] - a[:, 0])
     # Where along the line it meets the wall's line (o3, o4 have opposite signs on a hit).
     where = np.round(o3 / (o3 - o4), 9)
-    distinct = np.unique(np.column_stack([ln, where]), axis=0)
-    counts = np.bincount(distinct[:, 0].astype(np.intp), minlength=n)
+    # Distinct (line, where) pairs by sorting the two keys (np.unique over rows sorts them
+    # as opaque records, many times slower); where is never NaN (o3 and o4 have opposite
+    # signs on a hit).
+    order = np.lexsort((where, ln))
+    ln, where = ln[order], where[order]
+    new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
+    counts = np.bincount(ln[new], minlength=n)
     blocked: BoolArray = counts >= 2
     return blocked
