@@ -127,6 +127,8 @@ class _Traced:
     probe_n: IntArray
     rstart: IntArray
     rend: IntArray
+    #: Each row's level with its ranged lines read under the reach rule (when asked for).
+    row_level_reach: npt.NDArray[np.int8] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +384,16 @@ def _concat_hits(parts: list[tuple[int, LineHits]], n: int) -> LineHits:
                     cat("region_line", True), cat("region_idx", False),
                     np.concatenate(sides).astype(np.int8) if sides else
                     np.empty(0, dtype=np.int8))
+
+
+def _probe_levels(level: npt.NDArray[np.int8], partly: npt.NDArray[np.int8],
+                  pstart: IntArray) -> npt.NDArray[np.int8]:
+    """Each probe's level from its lines': total when every line is blocked, else the
+    worst of what its lines are worth (a blocked line counting as at least cover)."""
+    probe_max = np.maximum.reduceat(partly, pstart)
+    all_total = np.minimum.reduceat(level, pstart) == TOTAL
+    out: npt.NDArray[np.int8] = np.where(all_total, TOTAL, probe_max).astype(np.int8)
+    return out
 
 
 def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
@@ -660,11 +672,9 @@ class CornerEngine:
             "h_blocking_region": rkind == RegionKind.BLOCKING,
         }
 
-    def _levels(self, comps: dict[str, BoolArray], at: IntArray,
-                kind: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.int8],
-                                                     npt.NDArray[np.int8]]:
-        """Per virtual line (reading directed line at[v] under its mode's rule): its level,
-        and what it is worth when its corner is only partly blocked."""
+    def _level_table(self, comps: dict[str, BoolArray]) -> npt.NDArray[np.int8]:
+        """Per directed line and line kind (RANGED_LINE, REACH_LINE, ADJACENT_LINE): its
+        level plus 8 times what it is worth when its corner is only partly blocked."""
         # Worked out per directed line for each of the three line kinds, then read once per
         # virtual line: there are several virtual lines per directed line.
         n = len(comps["solid"])
@@ -686,6 +696,14 @@ class CornerEngine:
             # A blocked line still tells what else it passed (an arrow slit before the wall
             # behind it): a partly blocked corner is worth at least that, never less.
             table[:, k] = np.where(blocked, TOTAL + 8 * np.maximum(base, COVER), base * 9)
+        return table
+
+    @staticmethod
+    def _levels(table: npt.NDArray[np.int8], at: IntArray, kind: npt.NDArray[np.int8],
+                ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+        """Per virtual line (reading directed line at[v] under its kind's rule, from
+        `_level_table`): its level, and what it is worth when its corner is only partly
+        blocked."""
         flat = at * 3
         flat += kind
         both = np.take(table.reshape(-1), flat)
@@ -881,25 +899,41 @@ class CornerEngine:
         # from each corner): each such pair is planned and traced once for both.
         simple = (self._k[a] == 4) & (self._k[t] == 4)
         planned = np.where(simple & (code == _MELEE_CODE) & ~adjacent, _REACH_CODE, code)
+        # ...and a reach attack between them reads the very probes of the ranged attack,
+        # only under the reach rule (creatures in the way count for ranged lines alone,
+        # unless the option says otherwise): planned and traced as the ranged row, read
+        # twice.
+        by_reach = simple & (planned == _REACH_CODE)
+        planned = np.where(by_reach, _RANGED_CODE, planned)
         n = len(self.cs)
         key = (a * n + t) * 3 + planned
         unique, back = np.unique(key, return_inverse=True)
-        if len(unique) == len(rows):
-            return RowFacts(self._row_levels(rows), adjacent, in_reach)
+        back = back.reshape(-1)
         pair = unique // 3
-        level = self._row_levels(Rows(pair // n, pair % n, (unique % 3).astype(np.int8)))
-        return RowFacts(level[back.reshape(-1)], adjacent, in_reach)
+        level, reach_level = self._row_levels(
+            Rows(pair // n, pair % n, (unique % 3).astype(np.int8)), bool(by_reach.any()))
+        out = level[back]
+        if reach_level is not None:
+            out = np.where(by_reach, reach_level[back], out)
+        return RowFacts(out, adjacent, in_reach)
 
-    def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]],
-                    ) -> npt.NDArray[np.int8]:
-        """Each row's level, in the rows' order."""
+    def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]], reach_too: bool,
+                    ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
+        """Each row's level, in the rows' order, and with `reach_too` also its level with
+        its ranged lines read under the reach rule."""
         plan, ordered, order = self._planned(rows)
-        level = self._plan_levels(plan, ordered, False).row_level.astype(np.int8)
-        if order is None:
-            return level
-        out = np.empty_like(level)
-        out[order] = level
-        return out
+        traced = self._plan_levels(plan, ordered, False, reach_too)
+
+        def in_order(level: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
+            level = level.astype(np.int8)
+            if order is None:
+                return level
+            put = np.empty_like(level)
+            put[order] = level
+            return put
+
+        reach = traced.row_level_reach
+        return in_order(traced.row_level), None if reach is None else in_order(reach)
 
     def _planned(self, rows: Sequence[tuple[int, int, AttackMode]],
                  ) -> tuple[PlanArrays, Sequence[tuple[int, int, AttackMode]], IntArray | None]:
@@ -1153,9 +1187,10 @@ class CornerEngine:
             row_probe_start=np.array([0], dtype=np.intp))
 
     def _plan_levels(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
-                     want_lines: bool) -> _Traced:
+                     want_lines: bool, reach_too: bool = False) -> _Traced:
         """Trace the plan's lines and reduce them to each row's level, with the probe and
-        line arrays the per-row facts read back."""
+        line arrays the per-row facts read back; with `reach_too`, each row's level also
+        with its ranged lines read under the reach rule."""
         if plan.blocks is not None:
             real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
                                                                   want_lines))
@@ -1183,22 +1218,25 @@ class CornerEngine:
         starts = np.take(both, d_real + flip, axis=0)
         ends = np.take(both, d_real + len(plan.real_starts) - flip, axis=0)
         comps = self._components(hits, att, tgt, starts, ends)
-        level, partly = self._levels(comps, at, plan.kind)
+        table = self._level_table(comps)
+        level, partly = self._levels(table, at, plan.kind)
 
-        pstart = plan.probe_start
-        capped = partly
-        probe_max = np.maximum.reduceat(capped, pstart)
-        probe_all_total = np.minimum.reduceat(level, pstart) == TOTAL
-        probe_level = np.where(probe_all_total, TOTAL, probe_max)
-        rstart = plan.row_probe_start
+        pstart, rstart = plan.probe_start, plan.row_probe_start
+        probe_level = _probe_levels(level, partly, pstart)
         row_level = np.minimum.reduceat(probe_level, rstart)
+        row_level_reach = None
+        if reach_too:
+            # The same probes read under the reach rule (ranged lines only differ).
+            kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
+            row_level_reach = np.minimum.reduceat(
+                _probe_levels(*self._levels(table, at, kind), pstart), rstart)
         probe_open = np.add.reduceat((level <= SOFT).astype(np.intp), pstart)
         probe_n = np.diff(np.append(pstart, len(level)))
         rend = np.append(rstart[1:], len(pstart))
 
         adj, in_reach = self._reach_facts(*self._row_arrays(rows))
         return _Traced(row_level, adj, in_reach, hits, comps, at, level, starts, ends,
-                       probe_level, probe_open, probe_n, rstart, rend)
+                       probe_level, probe_open, probe_n, rstart, rend, row_level_reach)
 
     def _reach_facts(self, a: IntArray, t: IntArray, mode_code: npt.NDArray[np.int8],
                      ) -> tuple[BoolArray, BoolArray]:
