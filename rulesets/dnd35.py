@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from geometry.incremental import SightPoints
 from geometry.model import SceneGeom, point_creature
@@ -90,14 +91,20 @@ class Dnd35(Ruleset):
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
         engine = CornerEngine(scene, options)
-        idx_pairs = pair_indices(len(scene.creatures), engine.index, pairs)
         modes = tuple(modes)
+        columnar = not lines and type(self)._degree is Dnd35._degree
+        n = len(scene.creatures)
+        if pairs is None and columnar:
+            # Every ordered pair, as arrays; flanking's melee facts are all among them.
+            pa = np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1).astype(np.intp)
+            return self._annotate_columns(engine, pa, modes, [], options)
+        idx_pairs = pair_indices(n, engine.index, pairs)
         # Flanking needs melee facts for everyone who can reach a target, asked for or not.
         melee = AttackMode.MELEE in modes
         asked = set(idx_pairs) if melee else set()
         extra = [] if not any(m is not AttackMode.RANGED for m in modes) else [
             (b, t) for b, t in engine.threat_rows(idx_pairs) if (b, t) not in asked]
-        if lines or type(self)._degree is not Dnd35._degree:
+        if not columnar:
             # A variant overriding _degree may look at the probes; lines are per row.
             rows = [(a, t, m) for a, t in idx_pairs for m in modes]
             all_rows = rows + [(b, t, AttackMode.MELEE) for b, t in extra]
@@ -108,17 +115,17 @@ class Dnd35(Ruleset):
                          if m is AttackMode.MELEE}
             return [self._annotation(engine, a, t, m, f, threatens, options)
                     for (a, t, m), f in zip(rows, facts[:len(rows)], strict=True)]
-        return self._annotate_columns(engine, idx_pairs, modes, extra, options)
+        return self._annotate_columns(
+            engine, np.array(idx_pairs, dtype=np.intp).reshape(-1, 2), modes, extra, options)
 
-    def _annotate_columns(self, engine: CornerEngine, idx_pairs: Sequence[tuple[int, int]],
+    def _annotate_columns(self, engine: CornerEngine, pa: npt.NDArray[np.intp],
                           modes: tuple[AttackMode, ...], extra: Sequence[tuple[int, int]],
                           options: Any) -> list[Annotation]:
         """Every row's annotation when the degree is the engine's level: the facts come as
         arrays, rows sharing an outcome (degree, reach, adjacency, melee) share its flags
         and modifiers, and only rows a GM floor or flanking touches are worked out one by
         one (`_annotation`). Equal to `_annotation` on every row."""
-        n_pairs, n_modes = len(idx_pairs), len(modes)
-        pa = np.array(idx_pairs, dtype=np.intp).reshape(-1, 2)
+        n_pairs, n_modes = len(pa), len(modes)
         ex = np.array(extra, dtype=np.intp).reshape(-1, 2)
         codes = np.array([MODE_CODE[m] for m in modes], dtype=np.int8)
         a = np.concatenate([np.repeat(pa[:, 0], n_modes), ex[:, 0]])
@@ -139,9 +146,9 @@ class Dnd35(Ruleset):
             table[k] = (degree is not Degree.TOTAL, degree, mods, flags)
         ids = [c.id for c in engine.cs]
         mode_of = list(modes) * n_pairs  # the rows' modes, as laid out above
-        out = [Annotation(ids[x], ids[y], m, *table[k])
-               for x, y, m, k in zip(a.tolist(), t.tolist(), mode_of, outcome_key.tolist(),
-                                     strict=True)]
+        out = [Annotation(ids[x], ids[y], m, o[0], o[1], o[2], o[3])
+               for x, y, m, o in zip(a.tolist(), t.tolist(), mode_of,
+                                     map(table.__getitem__, outcome_key.tolist()), strict=True)]
         # One by one: a target under a GM floor, and melee rows that may be flanking.
         floored = np.array([c.cover_floor is not None for c in engine.cs], dtype=bool)
         can_flank = np.array([self._can_flank(engine, k) for k in range(len(engine.cs))],
