@@ -112,6 +112,10 @@ def _box_hex(poly: shapely.Polygon) -> FloatArray:
 #: few hundred pairs); a full matrix traces everything once and keeps nothing.
 REUSE_MAX_BLOCKS = 512
 _BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
+#: One block's hits as held: the traced batch's sorted hits, where the block's run starts
+#: and ends in them, and the line offset of the block in that batch (cut when read: most
+#: blocks held are never read again).
+_HeldBlock = tuple[_BlockHits, int, int, int]
 
 
 @dataclass(slots=True)
@@ -121,8 +125,8 @@ class _BlockGeneration:
 
     walls: tuple[WallGeom, ...]
     geom: SceneGeom
-    current: dict[bytes, _BlockHits]
-    previous: dict[bytes, _BlockHits]
+    current: dict[bytes, _HeldBlock]
+    previous: dict[bytes, _HeldBlock]
 
 
 # Per (walls tuple id, block shape, every wall listed).
@@ -324,24 +328,28 @@ class Tracer:
         current, previous = held.current, held.previous
         found = [current.get(key) or previous.get(key) for key in keys]
         todo = [k for k, f in enumerate(found) if f is None]
+        per = p_n * q_n
+        fresh: _BlockHits | None = None
         if todo:
             wl, wi, side = self._walls(starts[todo], ends[todo], every_wall)
-            per = p_n * q_n
             blk = wl // per
             order = np.argsort(blk, kind="stable")
-            wl, wi, side, blk = wl[order], wi[order], side[order], blk[order]
-            cuts = np.searchsorted(blk, np.arange(len(todo) + 1))
+            fresh = (wl[order], wi[order], side[order])
+            cuts = np.searchsorted(blk[order], np.arange(len(todo) + 1)).tolist()
             for j, k in enumerate(todo):
-                lo, hi = cuts[j], cuts[j + 1]
-                found[k] = (wl[lo:hi] - j * per, wi[lo:hi], side[lo:hi])
+                found[k] = (fresh, cuts[j], cuts[j + 1], j * per)
         complete = [f for f in found if f is not None]  # every block, now
         current.update(zip(keys, complete, strict=True))
         if len(_BLOCK_HITS) >= _BLOCK_HITS_SLOTS and slot not in _BLOCK_HITS:
             del _BLOCK_HITS[next(iter(_BLOCK_HITS))]
         _BLOCK_HITS[slot] = held
-        per = p_n * q_n
-        parts = [(hits[0] + k * per, hits[1], hits[2])
-                 for k, hits in enumerate(complete) if len(hits[0])]
+        if fresh is not None and len(todo) == b:
+            return fresh  # nothing reused: the batch's hits, block by block, as traced
+        parts = []
+        for k, (arrays, lo, hi, offset) in enumerate(complete):
+            if hi > lo:
+                parts.append((arrays[0][lo:hi] - offset + k * per, arrays[1][lo:hi],
+                              arrays[2][lo:hi]))
         if not parts:
             return (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
                     np.empty(0, dtype=np.int8))

@@ -157,3 +157,36 @@ def test_flanking_asks_only_for_targets_within_reach(monkeypatch: pytest.MonkeyP
             assert got == want, (name, seed)
             flanked += sum(bool(a.flankers) for a in got if a.mode.value == "reach")
     assert flanked
+
+
+@pytest.mark.parametrize("every_wall", [True, False])
+def test_reused_block_hits_equal_a_fresh_trace(every_wall: bool) -> None:
+    # Batches small enough for the tracer's reuse: a first batch traced fresh, then batches
+    # mixing its blocks (in another order) with new ones; every batch's wall hits equal
+    # those of tracing it from scratch (no reuse).
+    import numpy as np
+
+    from bench.scenes import generate
+    from geometry.trace import Tracer
+
+    geom = generate(30, 300, 5).geom
+    rng = np.random.default_rng(5)
+    side = max(w for wall in geom.walls for w in (wall.x0, wall.x1, wall.y0, wall.y1))
+
+    def blocks(n: int) -> tuple[Any, Any]:
+        return rng.uniform(0, side, (n, 4, 2)), rng.uniform(0, side, (n, 4, 2))
+
+    def as_set(hits: tuple[Any, Any, Any]) -> set[tuple[int, int, int]]:
+        return set(zip(*(h.tolist() for h in hits), strict=True))
+
+    tracer = Tracer(geom)
+    s0, e0 = blocks(40)
+    batches = [(s0, e0)]
+    for _ in range(4):
+        s1, e1 = blocks(25)
+        pick = rng.permutation(40)[:30]
+        batches.append((np.concatenate([s0[pick], s1]), np.concatenate([e0[pick], e1])))
+    for s, e in batches:
+        got = tracer._walls_reused(s, e, every_wall)
+        want = tracer._walls(s, e, every_wall)
+        assert as_set(got) == as_set(want)
