@@ -49,6 +49,9 @@ from bench.scenes import generate
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
+#: The heading of the results file's last section, measured by `python -m bench.hexbench`
+#: and written by hand; a run of this command keeps it.
+KEPT_SECTION = "## Hex grids"
 Result = dict[str, Any]
 
 FULL_CONFIGS = [(t, w) for t in (50, 100, 200) for w in (100, 1000, 5000)]
@@ -783,7 +786,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = report(plan, time.perf_counter() - t0, info)
     print(text)
     if out is not None:
-        out.write_text(text + "\n")
+        # Sections measured by other commands (bench.hexbench: "## Hex grids") are kept.
+        kept = ""
+        if out.exists():
+            old = out.read_text()
+            at = old.find(KEPT_SECTION)
+            kept = "\n" + old[at:].rstrip("\n") if at >= 0 else ""
+        out.write_text(text + "\n" + kept + ("\n" if kept else ""))
         _say(f"[bench] wrote {out}")
     wrong, failed = problems(plan)
     if wrong:
