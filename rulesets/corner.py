@@ -110,12 +110,10 @@ class RowFacts:
 
 @dataclass(frozen=True, slots=True)
 class _Traced:
-    """A plan traced and reduced: per row the level, adjacency and reach; per probe and
-    virtual line what the per-row facts read back."""
+    """A plan traced and reduced: per row its level; per probe and virtual line what the
+    per-row facts (`_evaluate_plan`) read back."""
 
     row_level: npt.NDArray[np.int8]
-    adjacent: BoolArray
-    in_reach: BoolArray
     hits: LineHits
     comps: dict[str, BoolArray]
     at: IntArray
@@ -123,10 +121,6 @@ class _Traced:
     starts: FloatArray
     ends: FloatArray
     probe_level: npt.NDArray[np.int8]
-    probe_open: IntArray
-    probe_n: IntArray
-    rstart: IntArray
-    rend: IntArray
     #: Each row's level with its ranged lines read under the reach rule (when asked for).
     row_level_reach: npt.NDArray[np.int8] | None = None
 
@@ -921,8 +915,8 @@ class CornerEngine:
                     ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
         """Each row's level, in the rows' order, and with `reach_too` also its level with
         its ranged lines read under the reach rule."""
-        plan, ordered, order = self._planned(rows)
-        traced = self._plan_levels(plan, ordered, False, reach_too)
+        plan, _, order = self._planned(rows)
+        traced = self._plan_levels(plan, False, reach_too)
 
         def in_order(level: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
             level = level.astype(np.int8)
@@ -1186,11 +1180,12 @@ class CornerEngine:
             probe_box=np.array(boxes, dtype=np.float64).reshape(-1, 4),
             row_probe_start=np.array([0], dtype=np.intp))
 
-    def _plan_levels(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
-                     want_lines: bool, reach_too: bool = False) -> _Traced:
+    def _plan_levels(self, plan: PlanArrays, want_lines: bool,
+                     reach_too: bool = False) -> _Traced:
         """Trace the plan's lines and reduce them to each row's level, with the probe and
         line arrays the per-row facts read back; with `reach_too`, each row's level also
-        with its ranged lines read under the reach rule."""
+        with its ranged lines read under the reach rule. Adjacency and reach are the
+        caller's (`row_facts` has them for the rows as asked, before planning)."""
         if plan.blocks is not None:
             real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
                                                                   want_lines))
@@ -1230,13 +1225,8 @@ class CornerEngine:
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
             row_level_reach = np.minimum.reduceat(
                 _probe_levels(*self._levels(table, at, kind), pstart), rstart)
-        probe_open = np.add.reduceat((level <= SOFT).astype(np.intp), pstart)
-        probe_n = np.diff(np.append(pstart, len(level)))
-        rend = np.append(rstart[1:], len(pstart))
-
-        adj, in_reach = self._reach_facts(*self._row_arrays(rows))
-        return _Traced(row_level, adj, in_reach, hits, comps, at, level, starts, ends,
-                       probe_level, probe_open, probe_n, rstart, rend, row_level_reach)
+        return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
+                       row_level_reach)
 
     def _reach_facts(self, a: IntArray, t: IntArray, mode_code: npt.NDArray[np.int8],
                      ) -> tuple[BoolArray, BoolArray]:
@@ -1253,16 +1243,20 @@ class CornerEngine:
 
     def _evaluate_plan(self, plan: PlanArrays, rows: Sequence[tuple[int, int, AttackMode]],
                        want_lines: bool, want_probes: bool) -> list[PairFacts]:
-        tr = self._plan_levels(plan, rows, want_lines)
+        tr = self._plan_levels(plan, want_lines)
         hits, comps, at, level, starts, ends = (tr.hits, tr.comps, tr.at, tr.level,
                                                 tr.starts, tr.ends)
-        pstart, probe_n = plan.probe_start, tr.probe_n
-        in_reach_l = tr.in_reach.tolist()
-        adj_list = tr.adjacent.tolist()
+        pstart, rstart = plan.probe_start, plan.row_probe_start
+        probe_open = np.add.reduceat((level <= SOFT).astype(np.intp), pstart)
+        probe_n = np.diff(np.append(pstart, len(level)))
+        rend = np.append(rstart[1:], len(pstart))
+        adj, in_reach = self._reach_facts(*self._row_arrays(rows))
+        in_reach_l = in_reach.tolist()
+        adj_list = adj.tolist()
         level_list = tr.row_level.tolist()
-        rstart_l, rend_l = tr.rstart.tolist(), tr.rend.tolist()
-        plevel_l, popen_l, pn_l = (tr.probe_level.tolist(), tr.probe_open.tolist(),
-                                   tr.probe_n.tolist())
+        rstart_l, rend_l = rstart.tolist(), rend.tolist()
+        plevel_l, popen_l, pn_l = (tr.probe_level.tolist(), probe_open.tolist(),
+                                   probe_n.tolist())
         out: list[PairFacts] = []
         for r in range(len(rows)):
             in_reach = in_reach_l[r]
