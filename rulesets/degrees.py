@@ -43,10 +43,10 @@ from geometry.square import (
     INSET_PX,
     Box,
     centre,
-    corners,
+    corners_many,
     creature_centre,
     grid_steps_many,
-    inset,
+    inset_many,
     space,
     squares,
     steps_3d,
@@ -372,8 +372,8 @@ class _Context:
         """Points standing for 'any part' of a creature's space: its corners (a hair inside)
         and centre; on a hex grid the corners of its hex footprint."""
         if self.hex is None:
-            box = self.spaces[k]
-            return np.vstack([inset(corners(box), box), np.array([centre(box)])])
+            mine: FloatArray = self.samples[k]  # all creatures' at once (`samples`)
+            return mine
         fp = hexgrid.footprint(self.cs[k], self.grid)
         ring = np.asarray(fp.polygon.exterior.coords, dtype=np.float64)[:-1]
         c = np.array(fp.centre)
@@ -482,16 +482,12 @@ class _Context:
         square grid; on a hex grid its footprint's corners, as many as the creature with the
         most has (others repeat their centre before it: see `sample_valid`)."""
         if self._sample_arr is None and self.hex is None:
-            # Square grids: every creature's inset corners and centre at once (the same
-            # arithmetic as `_samples`, which a move repeated for every creature).
+            # Square grids: every creature's corners a hair inside, then its centre, for
+            # all spaces at once.
             sp = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
-            x0, y0, x1, y1 = sp.T
-            pts = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1),
-                            np.stack([x1, y1], 1), np.stack([x0, y1], 1)], axis=1)
-            mid = np.stack([(x0 + x1) / 2, (y0 + y1) / 2], axis=1)
-            d = mid[:, None, :] - pts
-            pts = pts + np.sign(d) * np.minimum(INSET_PX, np.abs(d))
-            self._sample_arr = np.concatenate([pts, mid[:, None, :]], axis=1)
+            mid = np.stack([(sp[:, 0] + sp[:, 2]) / 2, (sp[:, 1] + sp[:, 3]) / 2], axis=1)
+            self._sample_arr = np.concatenate([inset_many(corners_many(sp), sp),
+                                               mid[:, None, :]], axis=1)
             self._sample_valid = np.ones(self._sample_arr.shape[:2], dtype=bool)
         if self._sample_arr is None:
             each = [self._samples(k) for k in range(len(self.cs))]

@@ -34,6 +34,7 @@ from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry.model import GridKind, SceneGeom
+from geometry.square import centre, corners, inset
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.degrees import CoverDegrees, DegreesOptions
@@ -327,10 +328,12 @@ def test_fast_equals_reference_on_random_hex_scenes(name: str, doc: Doc, lines: 
 
 def test_square_samples_at_once_equal_creature_by_creature() -> None:
     # `samples` builds every creature's inset corners and centre in one pass on square
-    # grids; `_samples` is the one-creature definition (mixed sizes, Tiny included).
+    # grids; one creature's, by geometry.square's helpers, is the definition (mixed sizes,
+    # Tiny included).
     geom = dress(generate(60, 100, 3).geom, 3)
     ctx = CoverDegrees()._context(geom, DegreesOptions())
     assert ctx.hex is None
-    each = np.stack([ctx._samples(k) for k in range(len(ctx.cs))])
+    each = np.stack([np.vstack([inset(corners(box), box), np.array([centre(box)])])
+                     for box in ctx.spaces])
     assert np.array_equal(ctx.samples, each)
     assert ctx.sample_valid.all()
