@@ -43,7 +43,7 @@ from geometry.square import (
     vertical_steps_many,
     within_reach_many,
 )
-from geometry.trace import LOW_CODE, SOLID_CODE, LineHits, Tracer
+from geometry.trace import LOW_CODE, SOLID_CODE, BlockGroup, LineHits, Tracer
 from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
@@ -145,7 +145,7 @@ class PlanArrays:
     virt_reversed: BoolArray
     #: The real lines as blocks of P x Q, grouped by shape: (first real line, start points,
     #: end points, and the same two exact, for spaces and regions), when they are.
-    blocks: list[tuple[int, FloatArray, FloatArray, FloatArray, FloatArray]] | None
+    blocks: list[BlockGroup] | None
     kind: npt.NDArray[np.int8]
     att: IntArray
     tgt: IntArray
@@ -364,20 +364,6 @@ def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     hits = np.all(np.isclose(points[None, :, :], wanted[:, None, :]), axis=2)
     found: IntArray = np.argmax(hits, axis=1)
     return found
-
-
-def _concat_hits(parts: list[tuple[int, LineHits]], n: int) -> LineHits:
-    """Hits of several traced groups of lines, each starting at its offset, as one."""
-    def cat(field: str, shift: bool) -> npt.NDArray[Any]:
-        arrays = [getattr(h, field) + (off if shift else 0) for off, h in parts]
-        return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.intp)
-
-    sides = [h.wall_side for _, h in parts if h.wall_side is not None]
-    return LineHits(n, cat("wall_line", True), cat("wall_idx", False),
-                    cat("creature_line", True), cat("creature_idx", False),
-                    cat("region_line", True), cat("region_idx", False),
-                    np.concatenate(sides).astype(np.int8) if sides else
-                    np.empty(0, dtype=np.int8))
 
 
 def _probe_levels(level: npt.NDArray[np.int8], partly: npt.NDArray[np.int8],
@@ -1187,10 +1173,8 @@ class CornerEngine:
         with its ranged lines read under the reach rule. Adjacency and reach are the
         caller's (`row_facts` has them for the rows as asked, before planning)."""
         if plan.blocks is not None:
-            real = _concat_hits([(first, self.tracer.trace_blocks(s_in, e_in, s_raw, e_raw,
-                                                                  want_lines))
-                                 for first, s_in, e_in, s_raw, e_raw in plan.blocks],
-                                len(plan.real_starts))
+            real = self.tracer.trace_block_groups(plan.blocks, len(plan.real_starts),
+                                                  want_lines)
         else:
             real = self.tracer.trace(plan.real_starts, plan.real_ends, plan.real_groups,
                                      (plan.space_starts, plan.space_ends))
