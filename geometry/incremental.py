@@ -13,7 +13,7 @@ a creature in the way changes only what creatures in the way count for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,10 @@ Pair = tuple[str, str]
 # Pixels of slack on the slanted separating axis (rounding must never drop a pair).
 _SLACK = 1e-6
 
+
+#: Per pair (attackers[k], targets[k]): whether a creature stepping into or out of the way
+#: of the lines from one to the other can change that annotation at all.
+MayChange = Callable[[Sequence[str], Sequence[str]], list[bool]]
 
 #: Where a ruleset's lines between two creatures may start and end: every line it draws
 #: between a and t runs between one of a's points and one of t's (None: anywhere in the
@@ -57,16 +61,17 @@ def affected_pairs(old: SceneGeom, new: SceneGeom,
 
 def affected(old: SceneGeom, new: SceneGeom,
              sight_points: SightPoints | None = None,
-             may_change: Callable[[str, str], bool] | None = None,
+             may_change: MayChange | None = None,
              only: set[Pair] | None = None) -> Affected | None:
     """The pairs of `new` whose annotations may differ from `old`'s, split as `Affected`
     says; None when everything may (grid, regions or water changed). With `sight_points`, a
     creature that moved, appeared or vanished affects a pair of others only when one of the
     segments between their points enters its space (old or new), the exact test the rules
     apply to creatures in the way; otherwise when it meets the hull of their spaces.
-    `may_change(a, t)` says whether a creature stepping into or out of the way of the lines
-    from a to t can change that annotation at all (one already at a degree creatures cannot
-    raise): pairs it rules out both ways round are left out of `in_the_way` untested.
+    `may_change` says, for many pairs at once, whether a creature stepping into or out of
+    the way of the lines from a to t can change that annotation at all (one already at a
+    degree creatures cannot raise): pairs it rules out both ways round are left out of
+    `in_the_way` untested.
     With `only`, the answer is exact for those pairs and may miss others: the obstacle
     tests run on them (either way round) and on the pairs whose threats decide flanking
     (an attacker within twice its reach of the target), not on every pair of the scene."""
@@ -124,9 +129,10 @@ def affected(old: SceneGeom, new: SceneGeom,
     near = _hulls_enter(spaces, a_idx, t_idx, changed_boxes) & ~hit
     if may_change is not None and near.any():
         at = np.flatnonzero(near)
-        still = [may_change(ids[a], ids[t]) or may_change(ids[t], ids[a])
-                 for a, t in zip(a_idx[at].tolist(), t_idx[at].tolist(), strict=True)]
-        near[at[~np.array(still, dtype=bool)]] = False
+        first = [ids[a] for a in a_idx[at].tolist()]
+        second = [ids[t] for t in t_idx[at].tolist()]
+        still = np.array(may_change(first + second, second + first), dtype=bool)
+        near[at[~(still[:len(at)] | still[len(at):])]] = False
     if sight_points is not None and near.any():
         near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
                                   changed_boxes, sight_points)

@@ -16,14 +16,14 @@ import hmac
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 
 from geometry import hex as hexgrid
-from geometry.incremental import Affected
+from geometry.incremental import Affected, MayChange
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
@@ -690,8 +690,10 @@ class Core:
             in_the_way = set(affected.in_the_way)
             if not lines:
                 # ...and only those whose degree a creature in the way can still change.
-                may_change = self._may_change(scene, cached)
-                in_the_way = {pair for pair in in_the_way if may_change(*pair)}
+                pairs = list(in_the_way)
+                keep = self._may_change(scene, cached)([a for a, _ in pairs],
+                                                       [t for _, t in pairs])
+                in_the_way = {pair for pair, k in zip(pairs, keep, strict=True) if k}
             whole_pairs, way_pairs = set(affected.whole), in_the_way
             lent: list[AnnotationOut] = []
             if without_hidden:
@@ -781,20 +783,23 @@ class Core:
         return whole & touched, way & touched, lent
 
     @staticmethod
-    def _may_change(scene: scenes.Scene, cached: _Cached) -> Callable[[str, str], bool]:
-        """Whether a creature stepping into or out of the way of the lines from a to t can
-        change any of their annotations (lines not drawn) that creatures in the way count
-        for: one of those is missing from `cached`, or stands at a degree they can change."""
+    def _may_change(scene: scenes.Scene, cached: _Cached) -> MayChange:
+        """Per pair (attackers[k], targets[k]): whether a creature stepping into or out of
+        the way of the lines from one to the other can change any of their annotations
+        (lines not drawn) that creatures in the way count for: one of those is missing from
+        `cached`, or stands at a degree they can change."""
         may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
         way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
         held = cached.table.get
 
-        def may_change(a: str, t: str) -> bool:
+        def may_change(attackers: Sequence[str], targets: Sequence[str]) -> list[bool]:
+            # One pass per mode over all pairs: a few hundred pairs a move, so the per-pair
+            # cost is what counts.
+            out = [False] * len(attackers)
             for m in way_values:
-                old = held((a, t, m))
-                if old is None or may[old.cover]:
-                    return True
-            return False
+                out = [was or (old := held((a, t, m))) is None or may[old.cover]
+                       for was, a, t in zip(out, attackers, targets, strict=True)]
+            return out
 
         return may_change
 

@@ -9,6 +9,7 @@ that applies the deltas it receives must hold the same table.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -238,13 +239,16 @@ def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
     # creatures cannot raise) is left out untested, unless it can change one way round.
     asked: list[tuple[str, str]] = []
 
-    def never(p: str, q: str) -> bool:
-        asked.append((p, q))
-        return False
+    def never(ps: Sequence[str], qs: Sequence[str]) -> list[bool]:
+        asked.extend(zip(ps, qs, strict=True))
+        return [False] * len(ps)
+
+    def one_way(ps: Sequence[str], qs: Sequence[str]) -> list[bool]:
+        return [(p, q) == ("b", "a") for p, q in zip(ps, qs, strict=True)]
 
     got = affected(old, between, sight_points, never)
     assert got is not None and not pair & got.in_the_way and ("a", "b") in asked
-    got = affected(old, between, sight_points, lambda p, q: (p, q) == ("b", "a"))
+    got = affected(old, between, sight_points, one_way)
     assert got is not None and pair <= got.in_the_way
 
 
