@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import hmac
-import itertools
 import logging
 import random
 from collections.abc import Iterable, Sequence
@@ -705,20 +704,25 @@ class Core:
                 results += scene.ruleset.annotate(geom, scene.options,
                                                   pairs=sorted(way_pairs),
                                                   modes=way_modes, lines=lines)
-            changed: set[Key] = set()
             old_table = cached.table
-            recomputed: set[Key] = set()
             keys = self._keys.setdefault(sid, {})
             if len(keys) > 2 * len(old_table) + 1024:
                 keys.clear()  # mostly keys of pairs long gone
-            for new in itertools.chain(map(annotation_out, results), lent):
-                fresh = (new.attacker, new.target, new.mode)
-                k = keys.setdefault(fresh, fresh)
-                recomputed.add(k)
-                old = old_table.get(k)
+            # A few hundred entries a move: built-in methods mapped over lists, not a
+            # Python loop body per entry.
+            outs = list(map(annotation_out, results))
+            outs += lent
+            fresh = [(o.attacker, o.target, o.mode) for o in outs]
+            recomputed = set(fresh)
+            # An unchanged entry stays the same object, for every diff; a recomputed one is
+            # replaced in place (no deletion: the next copy stays a clone, and an entry
+            # replaced keeps its key object). Only a key new to the table is looked up among
+            # the scene's keys (one tuple per pair and mode).
+            changed: set[Key] = set()
+            for k, old, new in zip(fresh, map(old_table.get, fresh), outs, strict=True):
                 if old is None or old != new:
-                    # An unchanged entry stays the same object, for every diff; a recomputed
-                    # one is replaced in place (no deletion: the next copy stays a clone).
+                    if old is None:
+                        k = keys.setdefault(k, k)
                     table[k] = new
                     changed.add(k)
             # Stale entries not computed again are pairs that no longer exist: when no
