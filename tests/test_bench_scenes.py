@@ -159,3 +159,31 @@ def test_fast_engine_equals_reference_with_wall_bands_and_elevations(small: Benc
     wrong = [(row, f, r) for row, f, r in zip(rows, fast, ref, strict=True) if f != r]
     assert not wrong, f"{len(wrong)} rows differ, first: {wrong[0]}"
     assert {f.level for f in fast} >= {0, 4}
+
+
+def test_end_to_end_figures_are_the_median_runs() -> None:
+    # Three runs: the one whose p99 is the median gives the figures, every run's p50 and
+    # p99 are listed in run order, the throughput comes from the run that measured it, and
+    # a failed run is the result (never a median that hides it).
+    from bench.__main__ import median_run
+
+    def run(p50: float, p99: float, **more: object) -> dict[str, object]:
+        return {"all_delivered_p50_s": p50, "all_delivered_p99_s": p99,
+                "per_client_p99_s": p99, **more}
+
+    runs = [run(0.007, 0.012), run(0.006, 0.009), run(0.0065, 0.0095, moves_per_s=90.0,
+                                                      throughput_seconds=10.0,
+                                                      deltas_per_client_per_s=90.0,
+                                                      caught_up=True, catch_up_s=0.01)]
+    got = median_run(runs)
+    assert got["all_delivered_p99_s"] == 0.0095 and got["all_delivered_p50_s"] == 0.0065
+    assert got["runs_p99_s"] == [0.012, 0.009, 0.0095]
+    assert got["runs_p50_s"] == [0.007, 0.006, 0.0065]
+    assert got["moves_per_s"] == 90.0
+    runs[2] = run(0.006, 0.008)
+    runs[0]["moves_per_s"] = 80.0
+    for k in ("throughput_seconds", "deltas_per_client_per_s", "caught_up", "catch_up_s"):
+        runs[0][k] = 0.0
+    got = median_run(runs)
+    assert got["all_delivered_p99_s"] == 0.009 and got["moves_per_s"] == 80.0
+    assert median_run([run(0.006, 0.009), {"error": "boom"}]) == {"error": "boom"}
