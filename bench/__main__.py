@@ -644,7 +644,13 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                    f"client process CPU per move {_ms(e2e['client_cpu_per_move_s'])}"]
                   if "all_handled_p50_s" in e2e else []),
                 f"- ack to the mover: p50 {_ms(e2e['ack_p50_s'])}",
-                f"- server CPU per move: {_ms(cpu) if cpu is not None else 'n/a'}",
+                f"- server CPU per move: {_ms(cpu) if cpu is not None else 'n/a'}"
+                + (f"; move by move (the scheduler's count for the server's threads): p50 "
+                   f"{_ms(e2e['move_cpu_p50_s'])}, p99 {_ms(e2e['move_cpu_p99_s'])}; the "
+                   f"slowest moves: "
+                   + ", ".join(f"{_ms(lat)} with {_ms(c)} of server CPU"
+                               for lat, c in e2e["slowest"])
+                   if "move_cpu_p50_s" in e2e else ""),
                 f"- subscribing all {e2e['clients']} (first one computes the matrix): "
                 f"{_s(e2e['subscribe_all_s'])}"]
             if "moves_per_s" in e2e:

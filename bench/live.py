@@ -322,6 +322,21 @@ class ServerHandle:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def cpu_ns(self) -> int | None:
+        """Nanoseconds the server process's threads have run on a CPU so far, from the
+        scheduler's own accounting (/proc/<pid>/task/*/schedstat: fine enough to time one
+        move; None in thread mode or where it is missing)."""
+        if self._proc is None:
+            return None
+        total = 0
+        try:
+            for task in Path(f"/proc/{self._proc.pid}/task").iterdir():
+                with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                    total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return total
+
     def stop(self) -> None:
         if self._proc is not None:
             with contextlib.suppress(OSError):
@@ -488,7 +503,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: float,
-              server_cpu: Callable[[], float | None], warmup: int = WARMUP_MOVES) -> Result:
+              server_cpu: Callable[[], float | None], warmup: int = WARMUP_MOVES,
+              server_cpu_ns: Callable[[], int | None] = lambda: None) -> Result:
     out: Result = {"tokens": scene.tokens, "walls": scene.walls, "clients": clients,
                    "moves": moves, "warmup": warmup}
     mover_ws = await _connect(url)
@@ -550,9 +566,13 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
         acks: list[float] = []
         cpu0 = server_cpu()
         client0 = time.process_time()
+        # Server CPU of each move (read outside the timed window): tells a move that took
+        # long because the server worked longer from one that waited.
+        move_cpu: list[float] = []
         for k in range(warmup, warmup + moves):
             to = mover[2] if k % 2 == 0 else mover[1]
             frame = pack(move_frame(scene, mover[0], to, k))
+            ns0 = server_cpu_ns()
             t_send = time.perf_counter()
             await mover_ws.send(frame)
             ack = await _recv_type(mover_ws, "ack", timeout=60)
@@ -562,6 +582,9 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
                 out["error"] = f"move {k}: not every subscriber got revision {rev} in 60 s"
                 break
             lat = [r.arrival(rev) - t_send for r in readers]
+            ns1 = server_cpu_ns()
+            if ns0 is not None and ns1 is not None:
+                move_cpu.append((ns1 - ns0) / 1e9)
             per_client += lat
             all_delivered.append(max(lat))
             all_handled.append(max(r.arrival(rev, handled=True) for r in readers) - t_send)
@@ -578,6 +601,12 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
             "all_handled_p50_s": percentile(all_handled, 50),
             "all_handled_p99_s": percentile(all_handled, 99),
             "ack_p50_s": percentile(acks, 50),
+            **({"move_cpu_p50_s": percentile(move_cpu, 50),
+                "move_cpu_p99_s": percentile(move_cpu, 99),
+                # The three slowest moves (the p99's neighbourhood) and their server CPU.
+                "slowest": [(all_delivered[i], move_cpu[i]) for i in sorted(
+                    range(len(move_cpu)), key=lambda i: -all_delivered[i])[:3]]}
+               if len(move_cpu) == len(all_delivered) and move_cpu else {}),
             "client_cpu_per_move_s": (client1 - client0) / done if done else None,
             "server_cpu_per_move_s": ((cpu1 - cpu0) / done
                                       if cpu0 is not None and cpu1 is not None and done
@@ -622,7 +651,7 @@ def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
     try:
         with asyncio.Runner(loop_factory=_stamping_loop) as runner:
             result = runner.run(e2e(server.url, scene, clients, moves, seconds,
-                                    server.cpu_seconds))
+                                    server.cpu_seconds, server_cpu_ns=server.cpu_ns))
     finally:
         _Stamped.selector = None
         server.stop()
