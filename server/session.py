@@ -715,14 +715,15 @@ class Core:
             fresh = [(o.attacker, o.target, o.mode) for o in outs]
             recomputed = set(fresh)
             # An unchanged entry stays the same object, for every diff; a recomputed one is
-            # replaced in place (no deletion: the next copy stays a clone, and an entry
-            # replaced keeps its key object). Only a key new to the table is looked up among
-            # the scene's keys (one tuple per pair and mode).
+            # replaced in place (no deletion: the next copy stays a clone). A table is
+            # written only with the scene's own key tuples (one per pair and mode, long
+            # since untracked by the collector): a dict written with a key the collector
+            # still tracks is tracked from then on, and every young collection would walk
+            # its 30,000 entries.
             changed: set[Key] = set()
             for k, old, new in zip(fresh, map(old_table.get, fresh), outs, strict=True):
                 if old is None or old != new:
-                    if old is None:
-                        k = keys.setdefault(k, k)
+                    k = keys.setdefault(k, k)
                     table[k] = new
                     changed.add(k)
             # Stale entries not computed again are pairs that no longer exist: when no

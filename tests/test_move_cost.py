@@ -72,6 +72,32 @@ def test_a_move_replaces_table_entries_in_place() -> None:
     assert moved  # some move changed some annotation
 
 
+def test_tables_stay_untracked_by_the_collector() -> None:
+    # A table is written only with the scene's own key tuples, which the collector untracks
+    # once it has seen them: a dict written with a tuple it still tracks (one just built) is
+    # tracked from then on, and every young collection walks all of its entries.
+    import gc
+
+    core, gm, rng = _core(5)
+    sub = core.connect()
+    _send(core, sub, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, sub, {"type": "subscribe", "scene": "s"})
+    changed = 0
+    for step in range(8):
+        gc.collect()  # what is there now has been seen
+        before = core._current("s", False)
+        assert not gc.is_tracked(before), f"step {step}"
+        token = rng.choice(list(core.scenes["s"].tokens))
+        frame = {"type": "token.update", "scene": "s",
+                 "tokens": [{"id": token, "x": rng.randrange(0, 12) * 100,
+                             "y": rng.randrange(0, 12) * 100}]}
+        core.drain(core.receive(gm, msgpack.packb(frame)))
+        after = core._current("s", False)
+        changed += any(after[k] is not before[k] for k in before if k in after)
+        assert not gc.is_tracked(after), f"step {step}"
+    assert changed  # entries were replaced, so the test saw the writes it is about
+
+
 def test_an_engine_after_a_move_sees_the_moved_creatures_only() -> None:
     # The corner engine patches the previous engine's per-creature stacks where creatures
     # changed: facts after moves (one token stepping, one growing to a large one, a new
