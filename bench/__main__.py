@@ -225,6 +225,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(runs, key=lambda r: r["all_delivered_p99_s"])
     out = dict(ordered[(len(ordered) - 1) // 2])
     out["runs_p99_s"] = [r["all_delivered_p99_s"] for r in runs]
+    out["runs_steadiness"] = [r.get("steadiness") for r in runs]
     out["runs_p50_s"] = [r["all_delivered_p50_s"] for r in runs]
     for r in runs:
         if "moves_per_s" in r:
@@ -241,6 +242,18 @@ def _e2e_runs(e2e: dict[str, Any]) -> str:
         return ""
     each = ", ".join(f"{_ms(a)} / {_ms(b)}" for a, b in zip(p50s, p99s, strict=True))
     return f"; median of {len(p99s)} runs on fresh servers, p50 / p99 of each: {each}"
+
+
+def _steadiness(e2e: dict[str, Any]) -> list[str]:
+    """The machine's steadiness measured before each end-to-end run, as a report line."""
+    steady = [m for m in e2e.get("runs_steadiness") or [e2e.get("steadiness")] if m]
+    if not steady:
+        return []
+    each = ", ".join(f"{_ms(m['p50_s'])} / {_ms(m['p99_s'])} ({m['p99_s'] / m['p50_s']:.2f}x)"
+                     for m in steady)
+    return [f"- the machine's steadiness just before each run (bench/live.py `steadiness`: "
+            f"one fixed ~2 ms pure-Python workload timed {steady[0]['samples']} times), "
+            f"p50 / p99: {each}"]
 
 
 def _warmup(e2e: dict[str, Any]) -> str:
@@ -644,6 +657,7 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                    f"client process CPU per move {_ms(e2e['client_cpu_per_move_s'])}"]
                   if "all_handled_p50_s" in e2e else []),
                 f"- ack to the mover: p50 {_ms(e2e['ack_p50_s'])}",
+                *_steadiness(e2e),
                 f"- server CPU per move: {_ms(cpu) if cpu is not None else 'n/a'}"
                 + (f"; move by move (the scheduler's count for the server's threads): p50 "
                    f"{_ms(e2e['move_cpu_p50_s'])}, p99 {_ms(e2e['move_cpu_p99_s'])}; the "

@@ -502,6 +502,27 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[int(rank) - 1]
 
 
+def steadiness(samples: int = 100, pause_s: float = 0.005) -> Result:
+    """How steady this machine's CPU is right now: one fixed pure-Python workload (about
+    2 ms) timed `samples` times, with a pause between, as p50 and p99. On a shared or
+    virtual machine the same work slows by tens of percent for stretches of a second; a
+    latency percentile measured here carries that."""
+    def work() -> int:
+        total = 0
+        for i in range(40_000):
+            total += i * i % 7
+        return total
+
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - t0)
+        time.sleep(pause_s)
+    return {"p50_s": percentile(times, 50), "p99_s": percentile(times, 99),
+            "samples": samples}
+
+
 async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: float,
               server_cpu: Callable[[], float | None], warmup: int = WARMUP_MOVES,
               server_cpu_ns: Callable[[], int | None] = lambda: None) -> Result:
@@ -647,6 +668,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
 
 def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
             in_thread: bool, mem_limit_gib: float | None) -> Result:
+    steady = steadiness()
     server = ServerHandle(in_thread=in_thread, mem_limit_gib=mem_limit_gib)
     try:
         with asyncio.Runner(loop_factory=_stamping_loop) as runner:
@@ -656,6 +678,7 @@ def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
         _Stamped.selector = None
         server.stop()
     result["server"] = "thread" if in_thread else "process"
+    result["steadiness"] = steady
     return result
 
 
