@@ -28,9 +28,10 @@ Pair = tuple[str, str]
 _SLACK = 1e-6
 
 
-#: Per pair (attackers[k], targets[k]): whether a creature stepping into or out of the way
-#: of the lines from one to the other can change that annotation at all.
-MayChange = Callable[[Sequence[str], Sequence[str]], list[bool]]
+#: For creatures with these ids, in this order: an (n, n) array, [i, j] true when a creature
+#: stepping into or out of the way of the lines from ids[i] to ids[j] can change that
+#: annotation at all.
+MayChange = Callable[[Sequence[str]], BoolArray]
 
 #: Where a ruleset's lines between two creatures may start and end: every line it draws
 #: between a and t runs between one of a's points and one of t's (None: anywhere in the
@@ -68,7 +69,7 @@ def affected(old: SceneGeom, new: SceneGeom,
     creature that moved, appeared or vanished affects a pair of others only when one of the
     segments between their points enters its space (old or new), the exact test the rules
     apply to creatures in the way; otherwise when it meets the hull of their spaces.
-    `may_change` says, for many pairs at once, whether a creature stepping into or out of
+    `may_change` says, for every pair at once, whether a creature stepping into or out of
     the way of the lines from a to t can change that annotation at all (one already at a
     degree creatures cannot raise): pairs it rules out both ways round are left out of
     `in_the_way` untested.
@@ -126,13 +127,14 @@ def affected(old: SceneGeom, new: SceneGeom,
     a_idx, t_idx = a_idx[keep], t_idx[keep]
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
-    near = _hulls_enter(spaces, a_idx, t_idx, changed_boxes) & ~hit
-    if may_change is not None and near.any():
-        at = np.flatnonzero(near)
-        first = [ids[a] for a in a_idx[at].tolist()]
-        second = [ids[t] for t in t_idx[at].tolist()]
-        still = np.array(may_change(first + second, second + first), dtype=bool)
-        near[at[~(still[:len(at)] | still[len(at):])]] = False
+    # The hull test only for pairs a creature in the way can still change one way round.
+    open_ = ~hit
+    if may_change is not None:
+        may = may_change(ids).reshape(-1)
+        open_ &= np.take(may, a_idx * n + t_idx) | np.take(may, t_idx * n + a_idx)
+    near = np.zeros(len(a_idx), dtype=bool)
+    at = np.flatnonzero(open_)
+    near[at] = _hulls_enter(spaces, a_idx[at], t_idx[at], changed_boxes)
     if sight_points is not None and near.any():
         near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
                                   changed_boxes, sight_points)

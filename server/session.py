@@ -15,7 +15,7 @@ import enum
 import hmac
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,6 +78,8 @@ from server.messages import (
     parse_request,
     request_id,
 )
+from server.settled import Settled
+from server.settled import after as settled_after
 from server.store import Store
 
 log = logging.getLogger("covercast.session")
@@ -149,6 +151,8 @@ class _Cached:
     #: Per cached revision, the keys that may have changed since the previous cached one
     #: (None: all of them), for subscribers a few revisions behind.
     log: dict[int, frozenset[Key] | None]
+    #: Tables without lines: the pairs a creature in the way can still change.
+    settled: Settled | None = None
 
 
 @dataclass(slots=True)
@@ -662,7 +666,7 @@ class Core:
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
             affected = affected_by(cached.geom, geom, scene.ruleset.sight_points(),
-                                   None if lines else self._may_change(scene, cached))
+                                   None if lines else self._may_change(cached))
             if affected is not None:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
@@ -687,12 +691,10 @@ class Core:
             way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
             way_values = tuple(m.value for m in way_modes)
             in_the_way = set(affected.in_the_way)
-            if not lines:
+            if not lines and cached.settled is not None:
                 # ...and only those whose degree a creature in the way can still change.
-                pairs = list(in_the_way)
-                keep = self._may_change(scene, cached)([a for a, _ in pairs],
-                                                       [t for _, t in pairs])
-                in_the_way = {pair for pair, k in zip(pairs, keep, strict=True) if k}
+                may = cached.settled.pair
+                in_the_way = {pair for pair in in_the_way if may(*pair)}
             whole_pairs, way_pairs = set(affected.whole), in_the_way
             lent: list[AnnotationOut] = []
             if without_hidden:
@@ -744,8 +746,15 @@ class Core:
         log[scene.revision] = touched
         while len(log) > CHANGE_LOG:
             del log[min(log)]
+        known = None
+        if not lines:
+            way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
+            can_change = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
+            known = settled_after(cached.settled if cached is not None else None,
+                                  tuple(c.id for c in geom.creatures), table, touched,
+                                  way_values, can_change)
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
-                                   table, log)
+                                   table, log, known)
         return table
 
     def _lend(self, key: CacheKey, geom: SceneGeom, whole: set[Pair], way: set[Pair],
@@ -788,25 +797,10 @@ class Core:
         return whole & touched, way & touched, lent
 
     @staticmethod
-    def _may_change(scene: scenes.Scene, cached: _Cached) -> MayChange:
-        """Per pair (attackers[k], targets[k]): whether a creature stepping into or out of
-        the way of the lines from one to the other can change any of their annotations
-        (lines not drawn) that creatures in the way count for: one of those is missing from
-        `cached`, or stands at a degree they can change."""
-        may = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
-        way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
-        held = cached.table.get
-
-        def may_change(attackers: Sequence[str], targets: Sequence[str]) -> list[bool]:
-            # One pass per mode over all pairs: a few hundred pairs a move, so the per-pair
-            # cost is what counts.
-            out = [False] * len(attackers)
-            for m in way_values:
-                out = [was or (old := held((a, t, m))) is None or may[old.cover]
-                       for was, a, t in zip(out, attackers, targets, strict=True)]
-            return out
-
-        return may_change
+    def _may_change(cached: _Cached) -> MayChange | None:
+        """For `geometry.incremental.affected`: which pairs a creature stepping into or out
+        of the way of their lines can change, read from `cached` (lines not drawn)."""
+        return None if cached.settled is None else cached.settled.view
 
     def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
                                                               dict[Key, AnnotationOut]]:

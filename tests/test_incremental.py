@@ -14,6 +14,8 @@ from typing import Any
 
 import msgpack
 import msgspec
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from server.session import Core, Send, annotation_out
@@ -237,17 +239,18 @@ def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
     assert hull is not None and pair <= hull.in_the_way
     # A pair whose annotations no creature in the way can change (already at a degree
     # creatures cannot raise) is left out untested, unless it can change one way round.
-    asked: list[tuple[str, str]] = []
+    asked: list[list[str]] = []
 
-    def never(ps: Sequence[str], qs: Sequence[str]) -> list[bool]:
-        asked.extend(zip(ps, qs, strict=True))
-        return [False] * len(ps)
+    def never(ids: Sequence[str]) -> npt.NDArray[np.bool_]:
+        asked.append(list(ids))
+        return np.zeros((len(ids), len(ids)), dtype=bool)
 
-    def one_way(ps: Sequence[str], qs: Sequence[str]) -> list[bool]:
-        return [(p, q) == ("b", "a") for p, q in zip(ps, qs, strict=True)]
+    def one_way(ids: Sequence[str]) -> npt.NDArray[np.bool_]:
+        return np.array([[(p, q) == ("b", "a") for q in ids] for p in ids], dtype=bool)
 
     got = affected(old, between, sight_points, never)
-    assert got is not None and not pair & got.in_the_way and ("a", "b") in asked
+    assert got is not None and not pair & got.in_the_way
+    assert asked == [[c.id for c in between.creatures]]
     got = affected(old, between, sight_points, one_way)
     assert got is not None and pair <= got.in_the_way
 
