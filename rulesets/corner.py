@@ -366,12 +366,32 @@ def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     return found
 
 
+def _segments(op: np.ufunc, values: npt.NDArray[np.int8],
+              starts: IntArray) -> npt.NDArray[np.int8]:
+    """`op.reduceat(values, starts)` for segments that are never empty, the first starting
+    at 0. A probe's lines come four (a corner to the target's four corners) or sixteen at a
+    time: when every segment starts on a multiple of four and the total is one too, each
+    aligned four is reduced first by three elementwise calls on strided views, then the
+    segments of those (numpy's reduceat over int8 segments of four measured ~18x slower
+    than the strided calls)."""
+    n = len(values)
+    if n and n % 4 == 0 and len(starts) and starts[0] == 0 and not (starts & 3).any():
+        fours: npt.NDArray[np.int8] = op(op(values[0::4], values[1::4]),
+                                         op(values[2::4], values[3::4]))
+        if len(starts) * 4 == n:
+            return fours
+        values, starts = fours, starts >> 2
+    # Over wider integers: numpy's reduceat is faster there than over int8.
+    out: npt.NDArray[np.int8] = op.reduceat(values.astype(np.intp), starts).astype(np.int8)
+    return out
+
+
 def _probe_levels(level: npt.NDArray[np.int8], partly: npt.NDArray[np.int8],
                   pstart: IntArray) -> npt.NDArray[np.int8]:
     """Each probe's level from its lines': total when every line is blocked, else the
     worst of what its lines are worth (a blocked line counting as at least cover)."""
-    probe_max = np.maximum.reduceat(partly, pstart)
-    all_total = np.minimum.reduceat(level, pstart) == TOTAL
+    probe_max = _segments(np.maximum, partly, pstart)
+    all_total = _segments(np.minimum, level, pstart) == TOTAL
     out: npt.NDArray[np.int8] = np.where(all_total, TOTAL, probe_max).astype(np.int8)
     return out
 
@@ -1202,13 +1222,13 @@ class CornerEngine:
 
         pstart, rstart = plan.probe_start, plan.row_probe_start
         probe_level = _probe_levels(level, partly, pstart)
-        row_level = np.minimum.reduceat(probe_level, rstart)
+        row_level = _segments(np.minimum, probe_level, rstart)
         row_level_reach = None
         if reach_too:
             # The same probes read under the reach rule (ranged lines only differ).
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
-            row_level_reach = np.minimum.reduceat(
-                _probe_levels(*self._levels(table, at, kind), pstart), rstart)
+            row_level_reach = _segments(
+                np.minimum, _probe_levels(*self._levels(table, at, kind), pstart), rstart)
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)
 

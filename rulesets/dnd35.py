@@ -139,16 +139,24 @@ class Dnd35(Ruleset):
         melee = code[:n] != MODE_CODE[AttackMode.RANGED]
         a, t = a[:n], t[:n]
         outcome_key = ((level.astype(np.intp) * 2 + reach) * 2 + adj) * 2 + melee
-        table: dict[int, tuple[bool, Degree, tuple[Modifier, ...], frozenset[Flag]]] = {}
-        for k in np.unique(outcome_key).tolist():
+        # Each distinct outcome once, as columns (line of effect, degree, modifiers, flags)
+        # of object arrays; every row's fields are then gathered by numpy and the
+        # annotations built by map, with no Python loop body per row.
+        keys = np.unique(outcome_key)
+        lookup = np.zeros(int(keys[-1]) + 1 if len(keys) else 1, dtype=np.intp)
+        lookup[keys] = np.arange(len(keys))
+        which = np.take(lookup, outcome_key)
+        columns = [np.empty(len(keys), dtype=object) for _ in range(4)]
+        for j, k in enumerate(keys.tolist()):
             degree = self.DEGREES[k >> 3]
             flags, mods = self._outcome_of(degree, bool(k & 4), bool(k & 2), bool(k & 1))
-            table[k] = (degree is not Degree.TOTAL, degree, mods, flags)
-        ids = [c.id for c in engine.cs]
+            for column, value in zip(columns, (degree is not Degree.TOTAL, degree, mods, flags),
+                                     strict=True):
+                column[j] = value
+        ids = np.array([c.id for c in engine.cs], dtype=object)
         mode_of = list(modes) * n_pairs  # the rows' modes, as laid out above
-        out = [Annotation(ids[x], ids[y], m, o[0], o[1], o[2], o[3])
-               for x, y, m, o in zip(a.tolist(), t.tolist(), mode_of,
-                                     map(table.__getitem__, outcome_key.tolist()), strict=True)]
+        out = list(map(Annotation, np.take(ids, a).tolist(), np.take(ids, t).tolist(), mode_of,
+                       *(np.take(column, which).tolist() for column in columns)))
         # One by one: a target under a GM floor, and melee rows that may be flanking.
         floored = np.array([c.cover_floor is not None for c in engine.cs], dtype=bool)
         can_flank = np.array([self._can_flank(engine, k) for k in range(len(engine.cs))],

@@ -1,7 +1,8 @@
 """Tracing groups of blocks of different shapes in one call (geometry/trace.py,
 `Tracer.trace_block_groups`): small groups are cut into blocks of the largest group's shape
 and traced with it; every hit must come back on its own line exactly once, as if each group
-had been traced alone."""
+had been traced alone. And the reductions that read traced lines back per probe and per row
+(rulesets/corner.py, `_segments`) equal numpy's reduceat."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.hexscenes import on_hex
 from bench.scenes import generate
@@ -109,3 +112,21 @@ def test_small_groups_ride_with_the_largest(monkeypatch: pytest.MonkeyPatch) -> 
     tracer.trace_block_groups(groups, n)
     # 30 blocks, then 2 blocks of 9 x 4 cut in 3 x 1 and one of 4 x 9 cut in 1 x 3.
     assert sorted(calls) == sorted([(30 + 6 + 3, 4, 4), (trace.MERGE_MAX_BLOCKS + 1, 4, 9)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths=st.lists(st.one_of(st.sampled_from([4, 8, 16]), st.integers(1, 9)),
+                        min_size=1, max_size=40),
+       seed=st.integers(0, 2**16))
+def test_segment_reduction_equals_reduceat(lengths: list[int], seed: int) -> None:
+    # The corner engine's probe and row reductions (rulesets/corner.py, `_segments`): the
+    # strided path for segments of whole fours, and the fallback, both give reduceat's
+    # answer (lengths mostly multiples of four, as probes' lines come, and some not).
+    from rulesets.corner import _segments
+
+    values = np.random.default_rng(seed).integers(-1, 5, sum(lengths)).astype(np.int8)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.intp)
+    for op in (np.minimum, np.maximum):
+        got = _segments(op, values, starts)
+        assert got.dtype == np.int8
+        assert got.tolist() == op.reduceat(values, starts).tolist()
