@@ -156,6 +156,13 @@ class CoverDegrees(Ruleset):
         out: IntArray = (self.CREATURE_LEVEL + shift + np.zeros(len(c), dtype=np.intp))
         return out
 
+    def in_the_way_may_change(self, cover: Degree) -> bool:
+        # No line of effect comes from walls and terrain alone (creatures never block a
+        # line), and a GM's floor only raises a degree: a creature stepping into or out of
+        # the way leaves an attack without line of effect as it is. Any other degree counts
+        # what stands on the centre line, creatures included.
+        return cover is not Degree.TOTAL
+
     # -- attacks ------------------------------------------------------------------------
 
     def evaluate(self, scene: SceneGeom, options: Any,
