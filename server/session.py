@@ -700,6 +700,10 @@ class Core:
             if without_hidden:
                 whole_pairs, way_pairs, lent = self._lend(key, geom, whole_pairs, way_pairs,
                                                           way_values)
+            if way_pairs and len(way_modes) == len(_MODE_VALUES):
+                # Creatures in the way count in every mode: one call for all the pairs (a
+                # call has fixed costs: the ruleset's engine for the scene).
+                whole_pairs, way_pairs = whole_pairs | way_pairs, set()
             results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(whole_pairs),
                                              lines=lines) if whole_pairs else []
             if way_pairs and way_modes:
