@@ -48,19 +48,30 @@ def test_a_token_change_rebuilds_only_its_creatures() -> None:
             before = scene
 
 
-def test_a_move_replaces_table_entries_in_place() -> None:
-    core, gm, rng = _core(4)
+def _subscribed_core(seed: int) -> tuple[Core, int, random.Random]:
+    """A scene as `_core` loads it, with one subscriber."""
+    core, gm, rng = _core(seed)
     sub = core.connect()
     _send(core, sub, {"type": "hello", "protocol": 1, "client": "t"})
     _send(core, sub, {"type": "subscribe", "scene": "s"})
+    return core, gm, rng
+
+
+def _random_move(core: Core, gm: int, rng: random.Random) -> None:
+    """One token of scene "s" to a random square, its deltas resolved."""
+    token = rng.choice(list(core.scenes["s"].tokens))
+    frame = {"type": "token.update", "scene": "s",
+             "tokens": [{"id": token, "x": rng.randrange(0, 12) * 100,
+                         "y": rng.randrange(0, 12) * 100}]}
+    core.drain(core.receive(gm, msgpack.packb(frame)))
+
+
+def test_a_move_replaces_table_entries_in_place() -> None:
+    core, gm, rng = _subscribed_core(4)
     moved = 0
     for step in range(12):
         old = core._current("s", False)
-        token = rng.choice(list(core.scenes["s"].tokens))
-        frame = {"type": "token.update", "scene": "s",
-                 "tokens": [{"id": token, "x": rng.randrange(0, 12) * 100,
-                             "y": rng.randrange(0, 12) * 100}]}
-        core.drain(core.receive(gm, msgpack.packb(frame)))
+        _random_move(core, gm, rng)
         new = core._current("s", False)
         assert new is not old  # the subscriber's table is never changed under it
         # Same pairs, same order: recomputed entries were replaced, not deleted and added
@@ -78,20 +89,13 @@ def test_tables_stay_untracked_by_the_collector() -> None:
     # tracked from then on, and every young collection walks all of its entries.
     import gc
 
-    core, gm, rng = _core(5)
-    sub = core.connect()
-    _send(core, sub, {"type": "hello", "protocol": 1, "client": "t"})
-    _send(core, sub, {"type": "subscribe", "scene": "s"})
+    core, gm, rng = _subscribed_core(5)
     changed = 0
     for step in range(8):
         gc.collect()  # what is there now has been seen
         before = core._current("s", False)
         assert not gc.is_tracked(before), f"step {step}"
-        token = rng.choice(list(core.scenes["s"].tokens))
-        frame = {"type": "token.update", "scene": "s",
-                 "tokens": [{"id": token, "x": rng.randrange(0, 12) * 100,
-                             "y": rng.randrange(0, 12) * 100}]}
-        core.drain(core.receive(gm, msgpack.packb(frame)))
+        _random_move(core, gm, rng)
         after = core._current("s", False)
         changed += any(after[k] is not before[k] for k in before if k in after)
         assert not gc.is_tracked(after), f"step {step}"
