@@ -128,12 +128,12 @@ def affected(old: SceneGeom, new: SceneGeom,
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
     # The hull test only for pairs a creature in the way can still change one way round.
-    open_ = ~hit
+    candidates = ~hit
     if may_change is not None:
         may = may_change(ids).reshape(-1)
-        open_ &= np.take(may, a_idx * n + t_idx) | np.take(may, t_idx * n + a_idx)
+        candidates &= np.take(may, a_idx * n + t_idx) | np.take(may, t_idx * n + a_idx)
     near = np.zeros(len(a_idx), dtype=bool)
-    at = np.flatnonzero(open_)
+    at = np.flatnonzero(candidates)
     near[at] = _hulls_enter(spaces, a_idx[at], t_idx[at], changed_boxes)
     if sight_points is not None and near.any():
         near[near] = _lines_enter(new.creatures, grid, a_idx[near], t_idx[near],
