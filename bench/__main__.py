@@ -46,6 +46,7 @@ from typing import Any
 
 from bench import live
 from bench.scenes import generate
+from server import memory
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -529,7 +530,10 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
               "settings (server/memory.py: glibc mmap threshold 256 MiB, trim threshold "
               "1 GiB; " + ("turned off for this run by COVERCAST_TUNE_MALLOC=0"
                            if os.environ.get("COVERCAST_TUNE_MALLOC") == "0" else "in force")
-              + ")"]
+              + ") and its garbage collector's young-generation threshold ("
+              + (f"{os.environ['COVERCAST_GC_GEN0']} by COVERCAST_GC_GEN0"
+                 if os.environ.get("COVERCAST_GC_GEN0") else f"{memory.GC_GEN0:,}")
+              + " objects; Python's default is 700)"]
     if r.get("load"):
         lines += [f"- machine shared with other jobs: {info['nproc']}-CPU load average (1 min) "
                   "as each part started: " + ", ".join(f"{k} {v:.1f}" for k, v in r["load"])

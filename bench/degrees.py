@@ -26,7 +26,7 @@ from bench.scenes import generate
 from rulesets import REGISTRY
 from rulesets.base import Annotation
 from rulesets.degrees import CoverDegrees
-from server.memory import tune_allocator
+from server.memory import tune_process
 
 Result = dict[str, Any]
 RULESETS = ("dnd35", "degrees", "pf2")
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    tune_allocator()  # as the server runs (server/memory.py)
+    tune_process()  # as the server runs (server/memory.py)
     result = measure(args.tokens, args.walls, args.seed, dressed=args.dressed,
                      max_runs=args.max_runs, reference=not args.no_reference)
     with open(args.out, "w") as fh:

@@ -27,7 +27,7 @@ from geometry.incremental import affected_pairs
 from geometry.model import GridKind, SceneGeom
 from rulesets import REGISTRY
 from rulesets.degrees import CoverDegrees
-from server.memory import tune_allocator
+from server.memory import tune_process
 
 Result = dict[str, Any]
 
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--out")
     args = p.parse_args(argv)
-    tune_allocator()  # as the server runs (server/memory.py)
+    tune_process()  # as the server runs (server/memory.py)
     result = measure(args.tokens, args.walls, args.seed, args.kinds, args.runs,
                      not args.no_reference, args.moves)
     text = json.dumps(result, indent=1)

@@ -51,7 +51,7 @@ from websockets.protocol import Event
 
 from bench.scenes import BenchScene, Move, generate, move_frame, pick_mover
 from server.app import run
-from server.memory import tune_allocator
+from server.memory import tune_process
 from server.session import Core, Output, Send, annotation_out
 
 Result = dict[str, Any]
@@ -832,7 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ruleset", default="dnd35", help="for move: the scene's ruleset")
     p.add_argument("--out")
     args = p.parse_args(argv)
-    tune_allocator()  # as the server runs (server/memory.py)
+    tune_process()  # as the server runs (server/memory.py)
     if args.what == "serve":
         return serve_main()
     if args.what == "move":

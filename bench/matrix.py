@@ -28,7 +28,7 @@ from bench.scenes import BenchScene, generate
 from rulesets.base import Annotation, AttackMode
 from rulesets.corner import CornerEngine, CornerOptions
 from rulesets.dnd35 import Dnd35
-from server.memory import tune_allocator
+from server.memory import tune_process
 
 T = TypeVar("T")
 Result = dict[str, Any]
@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--breakdown", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    tune_allocator()  # as the server runs (server/memory.py)
+    tune_process()  # as the server runs (server/memory.py)
     result = measure(args.tokens, args.walls, args.seed, max_runs=args.max_runs,
                      naive_budget_s=args.naive_budget, equality_rows=args.equality_rows,
                      breakdown=args.breakdown)

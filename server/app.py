@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from server import static
-from server.memory import tune_allocator
+from server.memory import tune_process
 from server.messages import LIMITS
 from server.session import Close, Core, Notify, Output, Send
 
@@ -269,7 +269,7 @@ def settle_heap() -> None:
 async def run(core: Core, host: str, port: int,
               ready: Callable[[int], Awaitable[None] | None] | None = None) -> None:
     """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one)."""
-    tune_allocator()
+    tune_process()
     app = App(core)
     server = await app.start(host, port)
     settle_heap()  # the modules and whatever the Core was given (a preloaded scene)
