@@ -11,7 +11,9 @@ measured in the same run, on the same scenes):
   every attacker); any difference makes the run fail (exit status 1);
 - one move through the sans-I/O Core (100 tokens, 1,000 walls, one subscriber);
 - end to end over WebSockets on 127.0.0.1 (50 subscribers, one mover): latency and
-  sustained moves per second;
+  sustained moves per second; five warm-up moves, then the figures of the median of three
+  runs on fresh servers, with the machine's steadiness before each; this section runs
+  first, on a rested machine;
 - peak memory (tracemalloc) of loading the 100 x 1,000 scene and computing its matrix;
 - permessage-deflate on vs off: server CPU per broadcast to 50 clients;
 - centre-line rulesets: degrees and pf2 full matrix next to dnd35's on the same scenes
@@ -134,6 +136,24 @@ def _load(plan: Plan, label: str) -> None:
 def run_plan(plan: Plan) -> None:
     r = plan.results
     _load(plan, "start")
+    # The latency sections first, on a rested machine: on this VM two minutes of both cores
+    # at full load (what the matrices below take) slow the same pure-Python work by about
+    # 20% (`live.steadiness` p50 1.83-1.97 ms rested, 2.16-2.46 ms right after), which a
+    # latency percentile would carry.
+    if "e2e" in plan.sections:
+        _load(plan, "e2e")
+        _say(f"[bench] end to end: {plan.clients} subscribers, {plan.e2e_moves} moves, "
+             f"{plan.seconds:g} s of throughput ...")
+        scene = generate(plan.live_tokens, plan.live_walls, plan.seed)
+        try:
+            # The throughput phase runs once, in the last run.
+            runs = [live.run_e2e(scene, plan.clients, plan.e2e_moves,
+                                 plan.seconds if k == plan.e2e_runs - 1 else 0.0,
+                                 plan.in_thread, plan.mem_limit_gb)
+                    for k in range(plan.e2e_runs)]
+            r["e2e"] = median_run(runs)
+        except Exception as exc:
+            r["e2e"] = {"error": f"{type(exc).__name__}: {exc}"}
     if "matrix" in plan.sections:
         r["matrix"] = []
         for tokens, walls in plan.configs:
@@ -160,20 +180,6 @@ def run_plan(plan: Plan) -> None:
         _load(plan, "memory")
         _say("[bench] peak memory (tracemalloc) ...")
         r["memory"] = _worker(plan, "bench.live", ["memory", *live_args], "memory")
-    if "e2e" in plan.sections:
-        _load(plan, "e2e")
-        _say(f"[bench] end to end: {plan.clients} subscribers, {plan.e2e_moves} moves, "
-             f"{plan.seconds:g} s of throughput ...")
-        scene = generate(plan.live_tokens, plan.live_walls, plan.seed)
-        try:
-            # The throughput phase runs once, in the last run.
-            runs = [live.run_e2e(scene, plan.clients, plan.e2e_moves,
-                                 plan.seconds if k == plan.e2e_runs - 1 else 0.0,
-                                 plan.in_thread, plan.mem_limit_gb)
-                    for k in range(plan.e2e_runs)]
-            r["e2e"] = median_run(runs)
-        except Exception as exc:
-            r["e2e"] = {"error": f"{type(exc).__name__}: {exc}"}
     if "degrees" in plan.sections:
         r["degrees"] = {"matrix": [], "move": {}}
         for tokens, walls, dressed in plan.degrees_configs:
@@ -650,7 +656,8 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"event loop woke with its bytes in the socket; 'handled': when each "
                 f"client's task had it, after the frames of the clients before it in the "
                 f"same process); moves one at a time "
-                f"({e2e['moves_done']} of {e2e['moves']} done).", "",
+                f"({e2e['moves_done']} of {e2e['moves']} done). It runs before the other "
+                f"sections: minutes of both cores at full load slow this machine's CPU.", "",
                 f"- until **all {e2e['clients']}** subscribers have it: p50 "
                 f"{_ms(e2e['all_delivered_p50_s'])}, **p99 {_ms(e2e['all_delivered_p99_s'])}**, "
                 f"max {_ms(e2e['all_delivered_max_s'])}{_warmup(e2e)}{_e2e_runs(e2e)}",
