@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from geometry import hex as hexgrid
-from geometry.incremental import Affected, MayChange
+from geometry.incremental import Affected
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
@@ -662,11 +662,16 @@ class Core:
         if other is not None and (cached is None
                                   or _changes(other.geom, geom) < _changes(cached.geom, geom)):
             cached, own_log = other, False
+        # The modes where creatures in the way count (the only ones a creature stepping into
+        # or out of the way can change).
+        way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
+        way_values = tuple(m.value for m in way_modes)
         affected = None
         if (cached is not None and cached.ruleset is scene.ruleset
                 and cached.options == scene.options):
+            may_change = None if lines or cached.settled is None else cached.settled.view
             affected = affected_by(cached.geom, geom, scene.ruleset.sight_points(),
-                                   None if lines else self._may_change(cached))
+                                   may_change)
             if affected is not None:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
@@ -688,8 +693,6 @@ class Core:
             gone = {c.id for c in cached.geom.creatures} - {c.id for c in geom.creatures}
             # Pairs only a creature in the way may have changed: only the modes where
             # creatures in the way count.
-            way_modes = tuple(scene.ruleset.in_the_way_modes(scene.options))
-            way_values = tuple(m.value for m in way_modes)
             in_the_way = set(affected.in_the_way)
             if not lines and cached.settled is not None:
                 # ...and only those whose degree a creature in the way can still change.
@@ -752,7 +755,6 @@ class Core:
             del log[min(log)]
         known = None
         if not lines:
-            way_values = tuple(m.value for m in scene.ruleset.in_the_way_modes(scene.options))
             can_change = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
             known = settled_after(cached.settled if cached is not None else None,
                                   tuple(c.id for c in geom.creatures), table, touched,
@@ -799,12 +801,6 @@ class Core:
                     if found is not None:
                         lent.append(found)
         return whole & touched, way & touched, lent
-
-    @staticmethod
-    def _may_change(cached: _Cached) -> MayChange | None:
-        """For `geometry.incremental.affected`: which pairs a creature stepping into or out
-        of the way of their lines can change, read from `cached` (lines not drawn)."""
-        return None if cached.settled is None else cached.settled.view
 
     def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
                                                               dict[Key, AnnotationOut]]:
