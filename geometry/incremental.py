@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geometry.columns import columns, upper_pairs
 from geometry.kernel import BoolArray, FloatArray, IntArray, enter_paired
 from geometry.model import CreatureGeom, Grid, SceneGeom, WallGeom
 from geometry.square import grid_steps_many, space, within_reach_many
@@ -107,10 +108,9 @@ def affected(old: SceneGeom, new: SceneGeom,
                       if c is not None]
     boxes = [(min(w.x0, w.x1), min(w.y0, w.y1), max(w.x0, w.x1), max(w.y0, w.y1))
              for w in walls]
-    spaces = np.array([space(c, grid) for c in new.creatures], dtype=np.float64)
-    reach = np.array([c.reach for c in new.creatures], dtype=np.float64)
-    index = {i: k for k, i in enumerate(ids)}
-    a_idx, t_idx = np.triu_indices(n, k=1)
+    cols = columns(new.creatures, grid)
+    spaces, reach, index = cols.spaces, cols.reach, cols.index
+    a_idx, t_idx = upper_pairs(n)
     # Pairs with a changed creature are recomputed whole (below): test only the others.
     moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
     keep = ~moved[a_idx] & ~moved[t_idx]

@@ -19,9 +19,9 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel
+from geometry.columns import columns
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
-from geometry.square import space, vertical_side
 
 #: Wall cover kinds as small integers for vectorised tests.
 SOLID_CODE, LOW_CODE, IMPROVED_CODE = 0, 1, 2
@@ -224,8 +224,8 @@ class Tracer:
         self.wall_improved: BoolArray = w.cover_code == IMPROVED_CODE
         self.wall_index = w.index
         self.creatures: tuple[CreatureGeom, ...] = scene.creatures
-        self.boxes: FloatArray = np.array(
-            [space(c, grid) for c in scene.creatures], dtype=np.float64).reshape(-1, 4)
+        cols = columns(scene.creatures, grid)
+        self.boxes: FloatArray = cols.spaces
         #: Hex grids: each creature's exact footprint (its box only prunes the tests), and
         #: its hexes' corners for the vectorised test.
         self.creature_polys: list[shapely.Polygon] | None = None
@@ -243,11 +243,9 @@ class Tracer:
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]
         self.region_kind = tuple(r.kind for r in scene.regions)
-        self.elev: FloatArray = np.array([c.elevation for c in scene.creatures],
-                                         dtype=np.float64)
-        self.tall: FloatArray = np.array([c.tall for c in scene.creatures], dtype=np.float64)
-        self.side: FloatArray = np.array([vertical_side(c) for c in scene.creatures],
-                                         dtype=np.float64)
+        self.elev: FloatArray = cols.elev
+        self.tall: FloatArray = cols.tall
+        self.side: FloatArray = cols.side
         #: Creatures stand at several elevations: lines may pass over or under creatures.
         self.raised = bool(len(self.elev) and np.ptp(self.elev) > 0)
 

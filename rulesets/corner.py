@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
@@ -39,7 +40,6 @@ from geometry.square import (
     inset,
     space,
     squares,
-    vertical_side,
     vertical_steps_many,
     within_reach_many,
 )
@@ -478,17 +478,18 @@ class CornerEngine:
         layouts = [_layout(c, self.grid) for c in self.cs]
         self.spaces = [lay.space for lay in layouts]
         self.squares = [lay.squares for lay in layouts]
-        self.index = {c.id: k for k, c in enumerate(self.cs)}
-        self._space_arr = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
-        self._reach = np.array([c.reach for c in self.cs], dtype=np.float64)
+        cols = columns(self.cs, self.grid)
+        self.index = cols.index
+        self._space_arr = cols.spaces
+        self._reach = cols.reach
         self._points = [lay.points for lay in layouts]
         self._points_in = [lay.points_in for lay in layouts]
         self._k = np.array([len(pts) for pts in self._points], dtype=np.intp)
         self._space_idx = [lay.space_idx for lay in layouts]
         self._square_idx = [lay.square_idx for lay in layouts]
         self._square_boxes = [lay.square_boxes for lay in layouts]
-        self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
-        self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self._tall = cols.tall
+        self._elev = cols.elev
         self._stacks: dict[tuple[int, tuple[int, ...]], _Stack] = {}
         self._list_names = {id(self._points): "points", id(self._points_in): "points_in",
                             id(self._space_idx): "space_idx",
@@ -510,7 +511,7 @@ class CornerEngine:
                            *kept[:_LAST_STACKS_KEPT - 1]]
         self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
                                tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
-        self._side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
+        self._side = cols.side
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index}
         self._partner: IntArray | None = None

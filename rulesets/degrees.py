@@ -36,6 +36,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel
+from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
@@ -50,7 +51,6 @@ from geometry.square import (
     space,
     squares,
     steps_3d,
-    vertical_side,
     vertical_steps_many,
     within_reach_many,
 )
@@ -308,17 +308,16 @@ class _Context:
         self.options = options
         self.tracer = Tracer(scene)
         self.cs = scene.creatures
-        self.index = {c.id: k for k, c in enumerate(self.cs)}
+        cols = columns(self.cs, self.grid)
+        self.index = cols.index
         self.spaces = [space(c, self.grid) for c in self.cs]
-        self.space_arr: FloatArray = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
+        self.space_arr: FloatArray = cols.spaces
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self.centres = [creature_centre(c, self.grid) for c in self.cs]
         self.centre_arr: FloatArray = np.array(self.centres, dtype=np.float64).reshape(-1, 2)
-        self.tall = np.array([c.tall for c in self.cs], dtype=np.float64)
-        self.elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self.tall, self.elev = cols.tall, cols.elev
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
-        self.side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
-        self.reach = np.array([c.reach for c in self.cs], dtype=np.float64)
+        self.side, self.reach = cols.side, cols.reach
         #: Rider and mount, each other's partner: never cover between or for each other.
         self.partner: dict[int, int] = {}
         for k, c in enumerate(self.cs):

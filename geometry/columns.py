@@ -1,0 +1,97 @@
+"""A scene's creatures as columns of numbers (spaces, reach, elevation, height), worked out
+once per snapshot instead of once per reader.
+
+Rule of this module: derived data of frozen snapshots, nothing else. `columns` returns the
+same read-only arrays for the same creatures tuple and grid, and builds the arrays of a new
+tuple from a recent one when few creatures differ (a token move changes one: its rows are
+patched, the other creatures' are copied), so a move costs a few rows, not a pass over
+every creature in every reader (the tracer, the rules engine, geometry.incremental).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from geometry.kernel import FloatArray, IntArray
+from geometry.model import CreatureGeom, Grid
+from geometry.square import space, vertical_side
+
+#: Recent snapshots kept to find one again or patch a new one from (a gm's and a viewer's
+#: views of a few scenes).
+_KEPT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Per creature of `creatures`, in order: its space in pixels (x0, y0, x1, y1: the
+    square or hex footprint's bounds), natural reach, elevation and drawn height (feet),
+    and the side of the cube it occupies for vertical distances (feet). The arrays are
+    read-only; `index` (id -> position) must not be changed either."""
+
+    creatures: tuple[CreatureGeom, ...]
+    grid: Grid
+    ids: tuple[str, ...]
+    index: dict[str, int]
+    spaces: FloatArray
+    reach: FloatArray
+    elev: FloatArray
+    tall: FloatArray
+    side: FloatArray
+
+
+_RECENT: list[Columns] = []
+
+
+def _rows(cs: tuple[CreatureGeom, ...] | list[CreatureGeom],
+          grid: Grid) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    return (np.array([space(c, grid) for c in cs], dtype=np.float64).reshape(-1, 4),
+            np.array([c.reach for c in cs], dtype=np.float64),
+            np.array([c.elevation for c in cs], dtype=np.float64),
+            np.array([c.tall for c in cs], dtype=np.float64),
+            np.array([vertical_side(c) for c in cs], dtype=np.float64))
+
+
+def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
+    """The creatures' columns (see `Columns`)."""
+    for held in _RECENT:
+        if held.creatures is creatures and held.grid == grid:
+            return held
+    n = len(creatures)
+    base: Columns | None = None
+    moved: list[int] = []
+    for held in _RECENT:
+        if len(held.creatures) != n or held.grid != grid:
+            continue
+        differ = [k for k, (c, was) in enumerate(zip(creatures, held.creatures, strict=True))
+                  if c is not was]
+        if len(differ) * 4 <= n and (base is None or len(differ) < len(moved)):
+            base, moved = held, differ
+    if base is None:
+        arrays = list(_rows(creatures, grid))
+    else:
+        arrays = [a.copy() for a in (base.spaces, base.reach, base.elev, base.tall, base.side)]
+        if moved:
+            for array, fresh in zip(arrays, _rows([creatures[k] for k in moved], grid),
+                                    strict=True):
+                array[moved] = fresh
+    for array in arrays:
+        array.setflags(write=False)
+    ids = tuple(c.id for c in creatures)
+    index = base.index if base is not None and base.ids == ids else {
+        i: k for k, i in enumerate(ids)}
+    out = Columns(creatures, grid, ids, index, *arrays)
+    _RECENT[:] = [out, *_RECENT[:_KEPT - 1]]
+    return out
+
+
+@lru_cache(maxsize=8)
+def upper_pairs(n: int) -> tuple[IntArray, IntArray]:
+    """Every unordered pair of n creatures once, as (i, j) positions with i < j
+    (np.triu_indices, read-only, kept per n)."""
+    a, t = np.triu_indices(n, k=1)
+    a.setflags(write=False)
+    t.setflags(write=False)
+    return a, t

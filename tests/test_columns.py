@@ -1,0 +1,107 @@
+"""A scene's creature columns (geometry/columns.py): patched from a recent snapshot when few
+creatures differ, they must always equal the columns read afresh from the creatures, and
+nobody may write to them (they are shared by every reader of a snapshot)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geometry import columns as cols_mod
+from geometry.columns import columns, upper_pairs
+from geometry.model import CreatureGeom, Grid, GridKind, Size
+from geometry.square import space, vertical_side
+
+GRID = Grid(GridKind.SQUARE, 100.0, 5.0, "ft")
+HEX = Grid(GridKind.HEXODDR, 100.0, 5.0, "ft")
+
+
+def _creature(k: int, x: int, y: int, squares: int, elev: int) -> CreatureGeom:
+    size = {1: Size.MEDIUM, 2: Size.LARGE, 3: Size.HUGE}[squares]
+    return CreatureGeom(f"c{k}", x * 100.0, y * 100.0, squares, squares, size,
+                        5.0 * squares, 5.0 * squares, 5.0 * elev, 0, False)
+
+
+def _fresh(cs: tuple[CreatureGeom, ...], grid: Grid) -> dict[str, np.ndarray]:
+    return {"spaces": np.array([space(c, grid) for c in cs], dtype=np.float64).reshape(-1, 4),
+            "reach": np.array([c.reach for c in cs], dtype=np.float64),
+            "elev": np.array([c.elevation for c in cs], dtype=np.float64),
+            "tall": np.array([c.tall for c in cs], dtype=np.float64),
+            "side": np.array([vertical_side(c) for c in cs], dtype=np.float64)}
+
+
+def _assert_fresh(cs: tuple[CreatureGeom, ...], grid: Grid) -> None:
+    got = columns(cs, grid)
+    assert got.creatures is cs
+    assert got.ids == tuple(c.id for c in cs)
+    assert got.index == {c.id: k for k, c in enumerate(cs)}
+    for name, want in _fresh(cs, grid).items():
+        array = getattr(got, name)
+        assert np.array_equal(array, want), name
+        assert not array.flags.writeable, name
+
+
+_step = st.tuples(st.sampled_from(["move", "rise", "grow", "add", "drop", "swap", "same"]),
+                  st.integers(0, 10_000), st.integers(0, 30), st.integers(0, 30))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 12), steps=st.lists(_step, max_size=12),
+       grid=st.sampled_from([GRID, HEX]))
+def test_columns_always_equal_a_fresh_read(n: int, steps: list[tuple[str, int, int, int]],
+                                           grid: Grid) -> None:
+    cols_mod._RECENT.clear()
+    cs = tuple(_creature(k, k, 0, 1, 0) for k in range(n))
+    _assert_fresh(cs, grid)
+    made = n
+    for what, pick, x, y in steps:
+        items = list(cs)
+        k = pick % len(items) if items else 0
+        if what == "move" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), x, y, int(c.width), int(c.elevation // 5))
+        elif what == "rise" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                                 int(c.width), x)
+        elif what == "grow" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                                 1 + y % 3, int(c.elevation // 5))
+        elif what == "add":
+            items.insert(k, _creature(made, x, y, 1 + x % 3, y % 4))
+            made += 1
+        elif what == "drop" and items:
+            del items[k]
+        elif what == "swap" and len(items) > 1:
+            items[0], items[-1] = items[-1], items[0]
+        cs = tuple(items)
+        _assert_fresh(cs, grid)
+
+
+def test_same_snapshot_same_columns_and_a_move_patches_one_row() -> None:
+    cols_mod._RECENT.clear()
+    cs = tuple(_creature(k, k, k, 1, 0) for k in range(40))
+    first = columns(cs, GRID)
+    assert columns(cs, GRID) is first
+    moved = (*cs[:7], _creature(7, 30, 2, 2, 3), *cs[8:])
+    second = columns(moved, GRID)
+    assert second is not first and second.index is first.index  # same ids, same order
+    assert np.array_equal(second.spaces[7], [3000.0, 200.0, 3200.0, 400.0])
+    assert np.array_equal(np.delete(second.spaces, 7, axis=0), np.delete(first.spaces, 7, axis=0))
+    # The earlier snapshot's arrays were not touched by the patch.
+    assert np.array_equal(first.spaces[7], [700.0, 700.0, 800.0, 800.0])
+    with pytest.raises(ValueError):
+        second.spaces[0, 0] = 1.0
+    # Another grid is another set of columns, even for the same creatures.
+    assert columns(cs, Grid(GridKind.SQUARE, 50.0, 5.0, "ft")).spaces[1, 2] == 150.0
+
+
+def test_upper_pairs() -> None:
+    a, t = upper_pairs(5)
+    want_a, want_t = np.triu_indices(5, k=1)
+    assert np.array_equal(a, want_a) and np.array_equal(t, want_t)
+    assert upper_pairs(5)[0] is a
+    assert not a.flags.writeable
