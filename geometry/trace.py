@@ -11,7 +11,7 @@ batches for the next snapshot), never anything that depends on where creatures s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -422,7 +422,11 @@ class Tracer:
             held = _BlockGeneration(self.scene.walls, self.scene, {}, {})
         elif held.geom is not self.scene:
             held = _BlockGeneration(self.scene.walls, self.scene, {}, held.current)
-        keys = [starts[k].tobytes() + ends[k].tobytes() for k in range(b)]
+        # Each block's points as one bytes key (rows viewed as one void item each: one call,
+        # not a tobytes per block).
+        rows = np.concatenate([starts.reshape(b, -1), ends.reshape(b, -1)], axis=1)
+        keys = cast("list[bytes]", np.ascontiguousarray(rows).view(
+            np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist())
         current, previous = held.current, held.previous
         found = [current.get(key) or previous.get(key) for key in keys]
         todo = [k for k, f in enumerate(found) if f is None]
