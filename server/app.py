@@ -9,6 +9,8 @@ ready for it, so a slow subscriber gets the latest state, never a backlog. A cha
 goes out in one fan-out per scene: one trip to the Core thread builds the deltas of every
 subscriber that is ready (idle writer, nearly empty write buffer), and each distinct frame
 is written to all of them at once; a subscriber that is not ready is left to its writer.
+When a fan-out is done, the Core thread does the scene's idle-time work (`Core.prepare`) so
+it does not fall inside the next change.
 """
 
 from __future__ import annotations
@@ -189,6 +191,16 @@ class App:
                             self._release(peer)
         finally:
             self._fanning.pop(scene, None)
+            # Idle-time work for the scene's next change, on the Core thread after whatever
+            # is queued there already.
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                self._pool.submit(self._prepare, scene)
+
+    def _prepare(self, scene: str) -> None:
+        try:
+            self.core.prepare(scene)
+        except Exception:
+            log.exception("bug while preparing scene %r for its next change", scene)
 
     def _deltas(self, loop: asyncio.AbstractEventLoop, ready: list[tuple[int, _Peer]],
                 scene: str, write: Callable[[list[_Delta]], None]) -> list[_Delta]:
