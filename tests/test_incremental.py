@@ -104,6 +104,28 @@ def _send(core: Core, conn: int, message: dict[str, Any]) -> dict[int, list[Any]
     return out
 
 
+def hide_or_show(rng: random.Random, core: Core) -> dict[str, Any]:
+    """A gm hiding or showing one of scene "s"'s tokens (maybe as it already is)."""
+    token = rng.choice(list(core.scenes["s"].tokens))
+    return {"type": "token.update", "scene": "s",
+            "tokens": [{"id": token, "hidden": rng.choice([True, False])}]}
+
+
+def gm_and_viewer(rng: random.Random, ruleset: str) -> tuple[Core, int, int, dict[int, list[Any]]]:
+    """A Core with a random scene "s" loaded by a gm, and a player (viewer) too, both
+    subscribed to it: the core, the gm's and the viewer's connections, and the frames each
+    got from subscribing."""
+    core = Core(access_token="g", player_token="p")
+    gm = core.connect()
+    _send(core, gm, {"type": "hello", "protocol": 1, "client": "t", "token": "g"})
+    assert _send(core, gm, _scene(rng, ruleset))[gm][0]["type"] == "ack"
+    viewer = core.connect()
+    _send(core, viewer, {"type": "hello", "protocol": 1, "client": "t", "token": "p"})
+    snapshots = {conn: _send(core, conn, {"type": "subscribe", "scene": "s"})[conn]
+                 for conn in (gm, viewer)}
+    return core, gm, viewer, snapshots
+
+
 @pytest.mark.parametrize(("ruleset", "grid"), [
     ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1), ("pf2", 1),
     # Hex grids (tokens off the hex centres are snapped by Foundry's own offsets).

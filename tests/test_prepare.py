@@ -17,7 +17,7 @@ import pytest
 from server.messages import AnnotationOut
 from server.session import Core, Send, annotation_out
 from tests.conftest import LiveServer, Peer
-from tests.test_incremental import _change, _scene, _send
+from tests.test_incremental import _change, _scene, _send, gm_and_viewer, hide_or_show
 
 Key = tuple[str, str, str]
 
@@ -40,15 +40,10 @@ def _wire(table: dict[Key, AnnotationOut]) -> dict[Key, dict[str, Any]]:
 @pytest.mark.parametrize("ruleset", ["dnd35", "degrees", "realms"])
 def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
     rng = random.Random(11)
-    core = Core(access_token="g", player_token="p")
-    gm = core.connect()
-    _send(core, gm, {"type": "hello", "protocol": 1, "client": "t", "token": "g"})
-    assert _send(core, gm, _scene(rng, ruleset))[gm][0]["type"] == "ack"
-    viewer = core.connect()
-    _send(core, viewer, {"type": "hello", "protocol": 1, "client": "t", "token": "p"})
+    core, gm, viewer, snapshots = gm_and_viewer(rng, ruleset)
     held: dict[int, dict[Key, dict[str, Any]]] = {gm: {}, viewer: {}}
-    for conn in (gm, viewer):
-        for frame in _send(core, conn, {"type": "subscribe", "scene": "s"})[conn]:
+    for conn, frames in snapshots.items():
+        for frame in frames:
             _apply(held[conn], frame)
     # Every table a subscriber was sent, with what it held then: none may change later.
     sent: list[tuple[dict[Key, AnnotationOut], dict[Key, AnnotationOut]]] = []
@@ -63,12 +58,8 @@ def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
             # A reload with the lake's surface changed: every pair computed afresh.
             message = _scene(rng, ruleset)
             message["scene"]["regions"][0]["surface"] = rng.choice([6, 8, 10])
-        elif step % 6 == 4:
-            token = rng.choice(list(core.scenes["s"].tokens))
-            message = {"type": "token.update", "scene": "s",
-                       "tokens": [{"id": token, "hidden": rng.choice([True, False])}]}
         else:
-            message = _change(rng, core, step)
+            message = hide_or_show(rng, core) if step % 6 == 4 else _change(rng, core, step)
         outputs = core.drain(core.receive(gm, msgpack.packb(message)))
         for o in outputs:
             if isinstance(o, Send) and isinstance(o.frame, bytes):

@@ -14,7 +14,7 @@ import pytest
 from rulesets.base import Degree
 from server.session import Core
 from server.settled import Settled, built
-from tests.test_incremental import _change, _scene, _send
+from tests.test_incremental import _change, gm_and_viewer, hide_or_show
 
 
 def _check(core: Core, label: str) -> int:
@@ -39,23 +39,11 @@ def _check(core: Core, label: str) -> int:
 @pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees", "pf2"])
 def test_patched_answer_equals_a_fresh_read(ruleset: str) -> None:
     rng = random.Random(7)
-    core = Core(access_token="g", player_token="p")
-    gm = core.connect()
-    _send(core, gm, {"type": "hello", "protocol": 1, "client": "t", "token": "g"})
-    assert _send(core, gm, _scene(rng, ruleset))[gm][0]["type"] == "ack"
-    viewer = core.connect()
-    _send(core, viewer, {"type": "hello", "protocol": 1, "client": "t", "token": "p"})
-    for conn in (gm, viewer):
-        _send(core, conn, {"type": "subscribe", "scene": "s"})
+    core, gm, _, _ = gm_and_viewer(rng, ruleset)
     checked = 0
     some_settled = False
     for step in range(40):
-        if step % 7 == 3:
-            token = rng.choice(list(core.scenes["s"].tokens))
-            frame = {"type": "token.update", "scene": "s",
-                     "tokens": [{"id": token, "hidden": rng.choice([True, False])}]}
-        else:
-            frame = _change(rng, core, step)
+        frame = hide_or_show(rng, core) if step % 7 == 3 else _change(rng, core, step)
         core.drain(core.receive(gm, msgpack.packb(frame)))
         checked += _check(core, f"{ruleset} step {step}: {frame['type']}")
         some_settled |= any(c.settled is not None and not c.settled.may.all()
