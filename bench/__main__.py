@@ -627,7 +627,9 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"{move['tokens']} tokens, {move['walls']} walls, one subscriber (all modes). "
                 f"Time of `core.receive(gm, token.update)` plus resolving its Notify into the "
                 f"subscriber's delta (`core.drain`), moving token {move['mover']} one square "
-                f"right and back (chosen as the movable token that sees the most).", "",
+                f"right and back (chosen as the movable token that sees the most); before "
+                f"each move, untimed, the Core's idle-time work (`core.prepare`), as the "
+                f"server does after each change's fan-out.", "",
                 f"- median of {move['moves']} moves: **{_ms(move['median_s'])}** (min "
                 f"{_ms(min(move['times']))}, max {_ms(max(move['times']))}); CPU time of "
                 f"the Core's thread, median: {_ms(move.get('cpu_median_s'))} (the wall time "
