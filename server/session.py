@@ -102,6 +102,12 @@ _FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None
 _Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
 
 
+def _cache_keys(sid: str) -> tuple[CacheKey, ...]:
+    """Every table a scene can have: with or without lines, the gm's or the viewers'."""
+    return tuple((sid, lines, hidden_out) for lines in (False, True)
+                 for hidden_out in (False, True))
+
+
 class Role(enum.Enum):
     """What a connection may do, from the access token it said `hello` with. The gm changes
     scenes and sees everything; a player or an overlay only reads, and never learns of hidden
@@ -456,11 +462,10 @@ class Core:
         scene = self._scene(sid)
         del self.scenes[sid]
         self._breath.pop(sid, None)  # stays in the store for the scene's next load
-        for lines in (False, True):
-            for hidden_out in (False, True):
-                self._cache.pop((sid, lines, hidden_out), None)
-                self._spares.pop((sid, lines, hidden_out), None)
-                self._retired.pop((sid, lines, hidden_out), None)
+        for key in _cache_keys(sid):
+            self._cache.pop(key, None)
+            self._spares.pop(key, None)
+            self._retired.pop(key, None)
         self._frames.pop(sid, None)
         self._visible.pop(sid, None)
         self._keys.pop(sid, None)
@@ -784,18 +789,16 @@ class Core:
         otherwise (measured with 100 tokens: 0.3-0.45 ms of a move's ~7 ms, the copy of
         30,000 entries and the release of the old table), done here while nothing waits."""
         scene = self.scenes.get(sid)
-        for lines in (False, True):
-            for hidden_out in (False, True):
-                key = (sid, lines, hidden_out)
-                self._retired.pop(key, None)
-                cached = self._cache.get(key)
-                if scene is None or cached is None or cached.revision != scene.revision:
-                    # Only tables still in use get a spare (one is computed each change).
-                    self._spares.pop(key, None)
-                    continue
-                held = self._spares.get(key)
-                if held is None or held[0] is not cached:
-                    self._spares[key] = (cached, cached.table.copy())
+        for key in _cache_keys(sid):
+            self._retired.pop(key, None)
+            cached = self._cache.get(key)
+            if scene is None or cached is None or cached.revision != scene.revision:
+                # Only tables still in use get a spare (one is computed each change).
+                self._spares.pop(key, None)
+                continue
+            held = self._spares.get(key)
+            if held is None or held[0] is not cached:
+                self._spares[key] = (cached, cached.table.copy())
 
     def _lend(self, key: CacheKey, geom: SceneGeom, whole: set[Pair], way: set[Pair],
               way_values: tuple[str, ...]) -> tuple[set[Pair], set[Pair], list[AnnotationOut]]:
