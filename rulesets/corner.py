@@ -29,7 +29,7 @@ import shapely
 
 from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces
-from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
     Box,
@@ -585,9 +585,7 @@ class CornerEngine:
 
     def _boxes(self, idx: IntArray) -> FloatArray:
         """The spaces (x0, y0, x1, y1) of these creatures."""
-        # np.take: numpy's fancy indexing of whole rows is many times slower.
-        out: FloatArray = np.take(self._space_arr, idx, axis=0)
-        return out
+        return take_rows(self._space_arr, idx)
 
     def _steps(self, a: IntArray, t: IntArray) -> tuple[npt.NDArray[np.int64],
                                                         npt.NDArray[np.int64]]:
