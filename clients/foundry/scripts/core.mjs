@@ -1,239 +1,139 @@
 /**
- * Covercast for Foundry VTT: the whole module, written against an `env` object holding
- * Foundry's globals (Hooks, game, canvas, ui, PIXI, document, WebSocket), so the same code
- * runs in Foundry (env = globalThis) and under node's test runner (env = stand-ins).
+ * Covercast for Foundry VTT, one instance per browser, written against an `env` object
+ * holding Foundry's globals (Hooks, game, canvas, ui, PIXI, document, WebSocket), so the
+ * same code runs in Foundry (env = globalThis) and under node's test runner (stand-ins).
  *
- * Data flows one way: Foundry hooks -> protocol messages to the server (only on the elected
- * sender) -> annotation pushes -> a store of annotations -> what the user sees (a badge on
- * each targeted token, a line under each attack's chat card). Nothing is ever written to the
- * world's database: no flags, no ActiveEffects, no ChatMessage documents.
+ * Data flows one way: Foundry hooks -> protocol messages (only on the elected sender) ->
+ * annotation pushes -> stores -> what the user sees (badges, chat lines, GM tools) and what
+ * the rolls take (rolls.mjs through systems/*.mjs).
+ *
+ * Who connects (docs: clients/foundry/README.md, "Who talks to the server"):
+ * - the **sender**, the first active GM in `game.users.activeGM` order whose browser holds
+ *   the access token: a `gm` connection that loads the viewed scene, forwards every diff and
+ *   subscribes (its own true numbers), and a `player` connection subscribed to the same scene,
+ *   whose annotations, computed by the server for a viewer, are what it relays to the others;
+ * - every other GM with the access token, a **reader**: a `gm` connection that only
+ *   subscribes, for the true numbers on that GM's own screen;
+ * - everyone else (players, GMs without the token) is **relayed** the viewer annotations
+ *   over Foundry's module socket, from the sender only. Nothing the GM's numbers are made of
+ *   ever goes over that socket.
+ *
+ * The only world write is the GM's own cover override on a token (`flags.covercast.cover`,
+ * from the token HUD); applying modifiers to rolls writes nothing of its own.
  */
 
-export const MODULE_ID = "covercast";
-export const VERSION = "0.1.0";
-export const CLIENT_NAME = `foundry-covercast/${VERSION}`;
+import { Link } from "./link.mjs";
+import { installGmTools } from "./gm-tools.mjs";
+import { installSystem, SYSTEM_RULESETS } from "./systems/index.mjs";
+import { APPLY_MODES } from "./rolls.mjs";
+import {
+  AnnotationStore, MODES, MODULE_ID, actorExtras, byteLength, electSender, escapeHtml, gmOrder, isAttack,
+  pickMode,
+} from "./util.mjs";
+import { describe, translator } from "./words.mjs";
+
+export * from "./util.mjs";
+export { backoffDelay, CLIENT_NAME, VERSION } from "./link.mjs";
+export { describe } from "./words.mjs";
+
 export const SOCKET = `module.${MODULE_ID}`;
-export const MODES = ["melee", "reach", "ranged"];
 const BADGE = "covercast-status";
 const FAILED_RETRY_MS = 5000; // how often a change to a refused scene may retry loading it
+const SUBSCRIBE_RETRY_MS = 1000; // a reader waiting for the sender to load the scene
 
-// -- pure helpers -----------------------------------------------------------------------------
-
-/**
- * The one client that talks to the server: the active GM with the lowest id (plain string
- * order, the same on every client), or null when no GM is connected.
- */
-export function electSender(users) {
-  let best = null;
-  for (const user of users) {
-    if (user.active && user.isGM && (best === null || user.id < best.id)) best = user;
-  }
-  return best;
-}
-
-/**
- * How long to wait before reconnect attempt `attempt` (0-based): exponential from `base`,
- * capped at `max`, with equal jitter (half fixed, half random) so that clients dropped by one
- * server restart do not all come back in the same millisecond.
- */
-export function backoffDelay(attempt, { base = 500, max = 30000 } = {}, random = Math.random) {
-  const cap = Math.min(max, base * 2 ** Math.min(attempt, 30));
-  return cap / 2 + random() * (cap / 2);
-}
-
-const SIZES = {
-  fine: "fine", fin: "fine", dim: "diminutive", diminutive: "diminutive", tiny: "tiny",
-  sm: "small", small: "small", med: "medium", medium: "medium", lg: "large", large: "large",
-  huge: "huge", grg: "gargantuan", gargantuan: "gargantuan", col: "colossal", colossal: "colossal",
+/** Every ruleset the server had when this module was written, in case `welcome` is late:
+ * the setting's choices are refreshed from `welcome.rulesets`. */
+const KNOWN_RULESETS = {
+  dnd35: "D&D 3.5", pf1: "Pathfinder 1e", pf2: "Pathfinder 2e", dnd5e: "D&D 5e",
+  degrees: "Cover degrees (PF2e homebrew)", realms: "Enchanted Realms",
 };
 
 /**
- * The creature's size category as Covercast names it, read from the common system layouts
- * (dnd5e and pf1 `system.traits.size` as a string, pf2e `system.traits.size.value`), or null
- * when the actor does not say (the server then guesses from the token's width).
- */
-export function actorSize(actor) {
-  let value = actor?.system?.traits?.size;
-  if (value && typeof value === "object") value = value.value ?? value.base;
-  return typeof value === "string" ? SIZES[value.toLowerCase()] ?? null : null;
-}
-
-/** The creature's natural reach in feet where the system records it (pf2e
- * `system.attributes.reach.base`), or null (the server then uses the size's). */
-export function actorReach(actor) {
-  const value = actor?.system?.attributes?.reach?.base;
-  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : null;
-}
-
-/** What Covercast adds to a token from its actor: `size` and `reach`, null when unknown. */
-export function actorExtras(actor) {
-  return { size: actorSize(actor), reach: actorReach(actor) };
-}
-
-/**
- * Is this chat message an attack roll? Core Foundry has no attack event, so the systems'
- * own markers are read: dnd5e `flags.dnd5e.roll.type == "attack"`, pf2e
- * `flags.pf2e.context.type` (attack-roll, spell-attack-roll), pf1
- * `flags.pf1.metadata.rolls.attacks`. With `anyRoll`, every roll counts (other systems).
- */
-export function isAttack(message, anyRoll = false) {
-  const flags = message?.flags ?? {};
-  if (flags.dnd5e?.roll?.type === "attack") return true;
-  if (["attack-roll", "spell-attack-roll"].includes(flags.pf2e?.context?.type)) return true;
-  if ((flags.pf1?.metadata?.rolls?.attacks?.length ?? 0) > 0) return true;
-  return anyRoll && ((message?.rolls?.length ?? 0) > 0 || message?.isRoll === true);
-}
-
-/** The attack mode a badge shows: melee when the target is within natural reach, reach
- * when within a reach weapon's, ranged otherwise. */
-export function pickMode(store, attacker, target) {
-  for (const mode of ["melee", "reach"]) {
-    const ann = store.get(attacker, target, mode);
-    if (ann?.loe && ann.flags?.in_reach) return mode;
-  }
-  return "ranged";
-}
-
-const STAT_NAMES = { ac: "AC", reflex: "Reflex", hide: "Hide", attack: "attack",
-  defense: "Defense", agility: "Agility", awareness: "Awareness" };
-const COLORS = {
-  none: 0xffffff, soft: 0xfff3a0, lesser: 0xfff3a0, partial: 0xffc870, cover: 0xffa040,
-  standard: 0xffa040, improved: 0xff6040, greater: 0xff6040, three_quarters: 0xff6040,
-  total: 0xa0a0a0,
-};
-
-/**
- * An annotation in words: `label` for the token badge ("cover · flanked"), `text` for the
- * chat line ("cover (+4 AC, +2 Reflex); flanking with Rogue (+2 attack)"), and its degree.
- */
-export function describe(ann, nameOf = (id) => id) {
-  const degree = ann.loe ? ann.cover : "total";
-  // Degrees are named as the ruleset names them; D&D's plain degree is itself "cover".
-  const short = degree === "none" ? "no cover" : degree === "cover" ? "cover" : `${degree} cover`;
-  const coverPhrase = degree === "total" ? "total cover (no line of effect)" : short;
-  const fmt = (mods) => mods.map((m) => `${m.value >= 0 ? "+" : ""}${m.value} ${STAT_NAMES[m.stat] ?? m.stat}`).join(", ");
-  const coverMods = ann.modifiers.filter((m) => m.kind !== "flanking");
-  const flankMods = ann.modifiers.filter((m) => m.kind === "flanking");
-  const flanking = Boolean(ann.flags?.flanking);
-  let text = coverPhrase + (coverMods.length ? ` (${fmt(coverMods)})` : "");
-  if (flanking) {
-    const who = (ann.flankers ?? []).map(nameOf).join(", ");
-    text += `; flanking${who ? ` with ${who}` : ""}${flankMods.length ? ` (${fmt(flankMods)})` : ""}`;
-  }
-  return {
-    degree, flanking, mode: ann.mode, text,
-    label: flanking ? `${short} · flanked` : short,
-    color: COLORS[degree] ?? 0xffffff,
-  };
-}
-
-// Scene collections Covercast never reads: dropped from a load that would not fit a frame.
-const IGNORED_COLLECTIONS = ["drawings", "lights", "notes", "sounds", "templates", "tiles"];
-
-function byteLength(text) {
-  return new TextEncoder().encode(text).length;
-}
-
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-/** The annotations of one scene, keyed by (attacker, target, mode), kept up to date from
- * full sets and deltas. */
-export class AnnotationStore {
-  constructor() {
-    this.scene = null;
-    this.revision = 0;
-    this.byKey = new Map();
-  }
-
-  static key(attacker, target, mode) {
-    return `${attacker}\u0000${target}\u0000${mode}`;
-  }
-
-  get(attacker, target, mode) {
-    return this.byKey.get(AnnotationStore.key(attacker, target, mode)) ?? null;
-  }
-
-  get size() {
-    return this.byKey.size;
-  }
-
-  clear(scene = null) {
-    this.scene = scene;
-    this.revision = 0;
-    this.byKey.clear();
-  }
-
-  /** Apply an `annotations` message: a full set replaces everything, a delta replaces the
-   * listed annotations and drops the removed keys. */
-  apply(msg) {
-    if (msg.full || msg.scene !== this.scene) this.clear(msg.scene);
-    for (const ann of msg.annotations) {
-      this.byKey.set(AnnotationStore.key(ann.attacker, ann.target, ann.mode), ann);
-    }
-    for (const [a, t, m] of msg.removed ?? []) this.byKey.delete(AnnotationStore.key(a, t, m));
-    this.revision = msg.revision;
-  }
-
-  values() {
-    return this.byKey.values();
-  }
-}
-
-// -- the module -------------------------------------------------------------------------------
-
-/**
- * The running module on one Foundry client. On the elected sender it owns the WebSocket:
- * hello, scene.load of the viewed scene, every token and wall diff, subscribe; it relays the
- * annotations of tokens players can see to the other clients over Foundry's module socket.
- * On every client it draws badges and chat lines from its store.
+ * The running module on one Foundry client.
  */
 export class Covercast {
+  /** @param {any} env @param {any} [options] */
   constructor(env, options = {}) {
     this.env = env;
-    this.WebSocketClass = options.WebSocket ?? null;
+    this.options = options;
     this.random = options.random ?? Math.random;
-    this.setTimer = options.setTimeout ?? ((fn, ms) => setTimeout(fn, ms));
-    this.clearTimer = options.clearTimeout ?? ((t) => clearTimeout(t));
-    this.backoff = { base: options.backoffBase ?? 500, max: options.backoffMax ?? 30000 };
-    this.connectTimeout = options.connectTimeout ?? 10000;
+    this.setTimer = options.setTimeout ?? ((/** @type {() => void} */ fn, /** @type {number} */ ms) => setTimeout(fn, ms));
+    this.clearTimer = options.clearTimeout ?? ((/** @type {any} */ t) => clearTimeout(t));
+    this.now = options.now ?? Date.now;
     // The server's frame limit comes in `welcome`; tests may lower it to exercise splitting.
     this.maxFrameBytes = options.maxFrameBytes ?? Infinity;
+    this.t = translator(null);
+    /** This client's own view: the gm connection's on a sender or reader, else the relay. */
     this.store = new AnnotationStore();
+    /** The viewer annotations the sender relays (the sender's player connection). */
+    this.viewerStore = new AnnotationStore();
     this.status = new Map(); // token id -> describe() of what its badge shows, for tests/API
     this.chatLines = new Map(); // chat message id -> lines appended under it
-    this.isSender = false;
-    this.ws = null;
-    this.state = "idle"; // idle | connecting | open | closed | refused | stopped
-    this.wanted = false;
-    this.attempt = 0;
-    this.retryTimer = null;
-    this.resyncTimer = null;
-    this.now = options.now ?? Date.now;
-    this.failedAt = -Infinity;
+    /** "sender" | "reader" | "relayed" | "idle" (before ready) */
+    this.role = "idle";
+    this.refused = new Set(); // ids of the GMs whose browsers the server turned away
+    this.refusedHere = false; // this browser was turned away (until its settings change)
     this.warned = new Map(); // scene id -> the refusal last shown
-    this.nextId = 1;
-    this.pending = new Map(); // request id -> {type, scene}
+    this.failedAt = -Infinity;
     this.loaded = new Set(); // scenes loaded on this connection (diffs go only to these)
     this.failed = new Set(); // scenes the server refused (no diffs until the next load)
-    this.subscribed = null;
+    this.acked = new Set(); // scenes whose load the server acknowledged on this connection
+    this.subscribed = null; // the scene the gm connection follows
+    this.viewerSubscribed = null; // the scene the player connection follows
     this.extras = new Map(); // token id -> JSON of the size and reach last sent
-    this.relayed = new Set(); // keys of the annotations the other clients hold
-    this.welcome = null;
-    this.connections = 0;
+    this.resyncTimer = null;
+    this.subscribeTimer = null;
     this.lostNotified = false;
+    this.tokenNotice = null; // the no-token notice last shown
+    this.system = null; // the game system's roll adapter
+    /** @type {any} */
+    this.gmTools = null;
+    /** @type {any[]} what was applied to a roll, waiting for its chat message */
+    this.pendingApplied = [];
+    /** @type {Map<string, any>} templates asked about (`area.query`), oldest first */
+    this.pendingAreas = new Map();
+    /** @type {Map<string, {at: number, affected: any[], origin: any}>} areas placed, with who they reach */
+    this.areas = new Map();
+    /** @type {string | null} */
+    this.senderId = null;
+    this.link = this.makeLink("gm");
+    this.viewer = this.makeLink("player");
+  }
+
+  /** @param {string} role */
+  makeLink(role) {
+    const o = this.options;
+    return new Link({
+      role,
+      url: () => this.setting("url"),
+      token: () => this.setting("accessToken"),
+      WebSocket: o.WebSocket ?? this.env.WebSocket,
+      setTimer: this.setTimer, clearTimer: this.clearTimer, random: this.random,
+      backoff: { base: o.backoffBase ?? 500, max: o.backoffMax ?? 30000 },
+      connectTimeout: o.connectTimeout ?? 10000,
+      onWelcome: (msg) => (role === "gm" ? this.onWelcome(msg) : this.onViewerWelcome()),
+      onMessage: (msg, request) => (role === "gm" ? this.onMessage(msg, request) : this.onViewerMessage(msg, request)),
+      onLost: (info) => (role === "gm" ? this.onLost(info) : this.onViewerLost()),
+    });
   }
 
   // -- Foundry plumbing -----------------------------------------------------------------------
 
   get game() { return this.env.game; }
   get canvas() { return this.env.canvas; }
+  get isSender() { return this.role === "sender"; }
+  /** The gm connection's state (idle | connecting | open | closed | refused | stopped):
+   * "refused" while the server turns this browser away. */
+  get state() { return this.refusedHere ? "refused" : this.link.state; }
+  get connections() { return this.link.connections; }
+  get welcome() { return this.link.welcome; }
 
+  /** @param {string} key */
   setting(key) {
     return this.game.settings.get(MODULE_ID, key);
   }
 
+  /** @param {"info" | "warn" | "error"} level @param {string} text */
   notify(level, text) {
     this.env.ui?.notifications?.[level]?.(text);
   }
@@ -243,244 +143,306 @@ export class Covercast {
     const H = this.env.Hooks;
     H.once("init", () => this.init());
     H.once("ready", () => this.ready());
-    H.on("userConnected", (user, connected) => this.elect(user, connected));
+    H.on("userConnected", (/** @type {any} */ user, /** @type {boolean} */ connected) => this.elect(user, connected));
     H.on("updateUser", () => this.elect());
     H.on("canvasReady", () => this.onCanvasReady());
-    H.on("createToken", (doc) => this.forward("token.create", doc, () => ({ tokens: [this.tokenData(doc)] })));
-    H.on("updateToken", (doc, changed) => this.onUpdateToken(doc, changed));
-    H.on("deleteToken", (doc) => this.forward("token.delete", doc, () => ({ ids: [doc.id] })));
-    H.on("createWall", (doc) => this.forward("wall.create", doc, () => ({ walls: [doc.toObject()] })));
-    H.on("updateWall", (doc, changed) => this.forward("wall.update", doc, () => ({ walls: [this.patch(doc, changed)] })));
-    H.on("deleteWall", (doc) => this.forward("wall.delete", doc, () => ({ ids: [doc.id] })));
+    H.on("createToken", (/** @type {any} */ doc) => this.forward("token.create", doc, () => ({ tokens: [this.tokenData(doc)] })));
+    H.on("updateToken", (/** @type {any} */ doc, /** @type {any} */ changed) => this.onUpdateToken(doc, changed));
+    H.on("deleteToken", (/** @type {any} */ doc) => this.forward("token.delete", doc, () => ({ ids: [doc.id] })));
+    H.on("createWall", (/** @type {any} */ doc) => this.forward("wall.create", doc, () => ({ walls: [doc.toObject()] })));
+    H.on("updateWall", (/** @type {any} */ doc, /** @type {any} */ changed) => this.forward("wall.update", doc, () => ({ walls: [this.patch(doc, changed)] })));
+    H.on("deleteWall", (/** @type {any} */ doc) => this.forward("wall.delete", doc, () => ({ ids: [doc.id] })));
     for (const hook of ["createRegion", "updateRegion", "deleteRegion"]) {
-      H.on(hook, (doc, changed) => this.onRegion(doc, changed));
+      H.on(hook, (/** @type {any} */ doc, /** @type {any} */ changed) => this.onRegion(doc, changed));
     }
-    H.on("updateScene", (scene, changed) => this.onUpdateScene(scene, changed));
-    H.on("updateActor", (actor) => this.onUpdateActor(actor));
-    H.on("targetToken", (user) => { if (user?.id === this.game.user?.id) this.refresh(); });
+    H.on("updateScene", (/** @type {any} */ scene, /** @type {any} */ changed) => this.onUpdateScene(scene, changed));
+    H.on("updateActor", (/** @type {any} */ actor) => this.onUpdateActor(actor));
+    H.on("targetToken", (/** @type {any} */ user) => { if (user?.id === this.game.user?.id) this.refresh(); });
     H.on("controlToken", () => this.refresh());
-    H.on("drawToken", (token) => this.refreshToken(token));
-    H.on("createChatMessage", (message) => this.onChatMessage(message));
+    H.on("drawToken", (/** @type {any} */ token) => this.refreshToken(token));
+    H.on("createChatMessage", (/** @type {any} */ message) => this.onChatMessage(message));
+    H.on("createMeasuredTemplate", (/** @type {any} */ template) => this.queryArea(template));
     return this;
   }
 
   init() {
+    this.t = translator(this.game.i18n);
+    const t = this.t;
     const settings = this.game.settings;
     const restart = () => this.restart();
     settings.register(MODULE_ID, "url", {
-      name: "Covercast server URL",
-      hint: "The WebSocket address of the Covercast server, e.g. ws://127.0.0.1:8765 or wss://covercast.example.org. Only the sender (the active GM with the lowest user id) connects.",
+      name: t("Settings.url.Name"), hint: t("Settings.url.Hint"),
       scope: "world", config: true, type: String, default: "ws://127.0.0.1:8765", onChange: restart,
     });
     settings.register(MODULE_ID, "accessToken", {
-      name: "Covercast access token",
-      hint: "The server's access token (covercast serve --token). Stored in this browser only, never in the world, and sent in the hello message, never in the URL.",
+      name: t("Settings.accessToken.Name"), hint: t("Settings.accessToken.Hint"),
       scope: "client", config: true, type: String, default: "", onChange: restart,
     });
+    const systemId = this.game.system?.id;
     settings.register(MODULE_ID, "ruleset", {
-      name: "Ruleset",
-      hint: "Which rules Covercast applies to this world's scenes.",
-      scope: "world", config: true, type: String, default: "dnd35",
-      choices: { dnd35: "D&D 3.5", pf1: "Pathfinder 1e", degrees: "Cover degrees (PF2e homebrew)" },
+      name: t("Settings.ruleset.Name"), hint: t("Settings.ruleset.Hint"),
+      scope: "world", config: true, type: String,
+      default: SYSTEM_RULESETS[systemId] ?? "dnd35",
+      choices: { ...KNOWN_RULESETS },
       onChange: () => this.resync(),
     });
+    settings.register(MODULE_ID, "applyMode", {
+      name: t("Settings.applyMode.Name"), hint: t("Settings.applyMode.Hint"),
+      scope: "world", config: true, type: String, default: "auto",
+      choices: Object.fromEntries(APPLY_MODES.map((m) => [m, t(`Settings.applyMode.${m}`)])),
+    });
+    settings.register(MODULE_ID, "pf2eFlanking", {
+      name: t("Settings.pf2eFlanking.Name"), hint: t("Settings.pf2eFlanking.Hint"),
+      scope: "world", config: systemId === "pf2e", type: String, default: "system",
+      choices: { system: t("Settings.pf2eFlanking.system"), covercast: t("Settings.pf2eFlanking.covercast") },
+    });
     settings.register(MODULE_ID, "showBadges", {
-      name: "Show cover on targeted tokens",
-      hint: "Draw a badge above each token you target with its cover (and flanking) against your controlled token.",
+      name: t("Settings.showBadges.Name"), hint: t("Settings.showBadges.Hint"),
       scope: "client", config: true, type: Boolean, default: true, onChange: () => this.refresh(),
     });
     settings.register(MODULE_ID, "chatLines", {
-      name: "Cover line under attack rolls",
-      hint: "Add a line with the targets' cover and flanking under each attack roll's chat card (shown on this client only; nothing is saved).",
+      name: t("Settings.chatLines.Name"), hint: t("Settings.chatLines.Hint"),
       scope: "client", config: true, type: Boolean, default: true,
     });
+    settings.register(MODULE_ID, "showLines", {
+      name: t("Settings.showLines.Name"), hint: t("Settings.showLines.Hint"),
+      scope: "client", config: true, type: Boolean, default: true, onChange: () => this.gmTools?.redraw(),
+    });
     settings.register(MODULE_ID, "anyRollIsAttack", {
-      name: "Treat every roll as an attack",
-      hint: "For systems whose attack rolls Covercast does not recognise (it knows dnd5e, pf2e and pf1).",
+      name: t("Settings.anyRollIsAttack.Name"), hint: t("Settings.anyRollIsAttack.Hint"),
       scope: "world", config: true, type: Boolean, default: false,
     });
-    const renderHook = (this.game.release?.generation ?? 12) >= 13 ? "renderChatMessageHTML" : "renderChatMessage";
-    this.env.Hooks.on(renderHook, (message, html) => this.onRenderChatMessage(message, html));
+    const v13 = (this.game.release?.generation ?? 12) >= 13;
+    const H = this.env.Hooks;
+    H.on(v13 ? "renderChatMessageHTML" : "renderChatMessage",
+      (/** @type {any} */ message, /** @type {any} */ html) => this.onRenderChatMessage(message, html));
+    // The access token is a secret: shown as a password field (Foundry has no setting type
+    // for it; the input is changed when the settings sheet renders).
+    H.on("renderSettingsConfig", (/** @type {any} */ app, /** @type {any} */ html) => {
+      const root = html?.jquery ? html[0] : html;
+      const input = root?.querySelector?.(`input[name="${MODULE_ID}.accessToken"]`);
+      if (input) input.type = "password";
+    });
+    this.system = installSystem(this, systemId);
+    this.gmTools = installGmTools(this);
     const mod = this.game.modules?.get?.(MODULE_ID);
     if (mod) mod.api = this;
   }
 
   ready() {
-    this.game.socket?.on(SOCKET, (data) => this.onRelay(data));
+    this.game.socket?.on(SOCKET, (/** @type {any} */ data) => this.onSocket(data));
+    if (this.game.user?.isGM) this.announce();
     this.elect();
-    if (!this.isSender) this.game.socket?.emit(SOCKET, { kind: "request" });
+    if (!this.isSender) this.emit({ kind: "request" });
   }
 
   // -- election --------------------------------------------------------------------------------
 
-  /** Re-elect the sender; `user`/`connected` come from the userConnected hook (the user who
-   * joined or left), so the election never depends on when Foundry updates `user.active`. */
-  elect(user = null, connected = undefined) {
-    const users = [...this.game.users].map((u) => (
+  /** Whether this browser holds an access token. */
+  hasToken() {
+    return Boolean(this.setting("accessToken"));
+  }
+
+  /** Tell the other clients whether the server turned this GM's browser away. */
+  announce() {
+    this.emit({ kind: "presence", refused: this.refusedHere });
+  }
+
+  /** @param {any} data */
+  emit(data) {
+    this.game.socket?.emit(SOCKET, { ...data, from: this.game.user?.id ?? null });
+  }
+
+  /** The users as they are, with the one that just joined or left (the userConnected
+   * hook's arguments) set to its new state, so the election never depends on when Foundry
+   * updates `user.active`. @param {any} [user] @param {boolean} [connected] */
+  users(user = null, connected = undefined) {
+    return [...this.game.users].map((u) => (
       typeof connected === "boolean" && user && u.id === user.id
-        ? { id: u.id, isGM: u.isGM, active: connected } : u));
-    const sender = electSender(users);
-    const was = this.isSender;
-    this.isSender = sender !== null && sender.id === this.game.user.id;
-    if (this.isSender && !was) this.start();
-    if (!this.isSender && was) this.stop();
+        ? { id: u.id, isGM: u.isGM, role: u.role, name: u.name, active: connected } : u));
   }
 
-  // -- connection ------------------------------------------------------------------------------
-
-  start() {
-    if (this.wanted) return;
-    this.wanted = true;
-    this.attempt = 0;
-    this.open();
+  /** The sender every client agrees on: the first active GM (activeGM order) the server
+   * has not turned away. @param {any[]} [users] */
+  sender(users = this.users()) {
+    const refused = new Set(this.refused);
+    const me = this.game.user;
+    if (me?.isGM) {
+      if (this.refusedHere) refused.add(me.id);
+      else refused.delete(me.id);
+    }
+    return electSender(users, refused);
   }
 
-  /** Close the connection for good (this client is no longer the sender). */
-  stop() {
-    this.wanted = false;
-    if (this.retryTimer !== null) this.clearTimer(this.retryTimer);
-    this.retryTimer = null;
-    const ws = this.ws;
-    this.ws = null;
-    this.reset();
-    this.state = "stopped";
-    if (ws) ws.close(1000, "no longer the sender");
+  /** Re-elect the sender and take this client's part: sender, reader or relayed.
+   * @param {any} [user] @param {boolean} [connected] */
+  elect(user = null, connected = undefined) {
+    if (!this.game.user) return;
+    if (typeof connected === "boolean" && user) {
+      if (!connected) this.refused.delete(user.id);
+      // A GM who joins announces itself; ours goes to them too.
+      else if (this.game.user.isGM && user.id !== this.game.user.id) this.announce();
+    }
+    const users = this.users(user, connected);
+    const sender = this.sender(users);
+    const me = this.game.user;
+    const role = sender?.id === me.id ? "sender" : me.isGM && !this.refusedHere ? "reader" : "relayed";
+    this.senderId = sender?.id ?? null;
+    this.noticeTokens(users, sender);
+    if (role === this.role) return;
+    const was = this.role;
+    this.role = role;
+    if (was === "sender" || was === "reader") this.stopLinks();
+    if (role === "sender" || role === "reader") {
+      this.link.start(); // the sender's player connection follows its welcome
+    } else {
+      this.store.clear();
+      this.refresh();
+      if (was !== "idle") this.emit({ kind: "request" });
+    }
+  }
+
+  /** A GM whose browser the server turned away is told who sends instead, or that nobody
+   * can. @param {any[]} users @param {any} sender */
+  noticeTokens(users, sender) {
+    const me = this.game.user;
+    if (!me.isGM || !this.refusedHere || this.hasToken()) {
+      this.tokenNotice = null;
+      return;
+    }
+    const first = gmOrder(users)[0];
+    if (first?.id !== me.id) return; // only the GM Foundry designates is told
+    const notice = sender ? this.t("Notify.noTokenOther", { name: sender.name ?? sender.id }) : this.t("Notify.noTokenNobody");
+    if (notice === this.tokenNotice) return;
+    this.tokenNotice = notice;
+    this.notify("warn", notice);
+  }
+
+  stopLinks() {
+    this.link.stop("no longer the sender");
+    this.viewer.stop("no longer the sender");
+    this.resetScenes();
     this.store.clear();
+    this.viewerStore.clear();
+    this.viewerSubscribed = null;
     this.refresh();
   }
 
-  /** The URL or token changed: reconnect with the new values. */
-  restart() {
-    if (!this.isSender) return;
-    this.stop();
-    this.start();
+  /** Stop every connection (the user logs out). */
+  stop() {
+    this.role = "idle";
+    this.stopLinks();
   }
 
-  reset() {
-    this.pending.clear();
+  /** The URL or token changed: this browser may be let in now; reconnect. */
+  restart() {
+    this.refusedHere = false;
+    this.tokenNotice = null;
+    if (this.game.user?.isGM) this.announce();
+    const before = this.role;
+    this.elect();
+    if (this.role === before && (before === "sender" || before === "reader")) {
+      this.resetScenes();
+      this.link.restart();
+      if (before === "sender") {
+        this.viewerSubscribed = null;
+        this.viewer.restart();
+      }
+    }
+  }
+
+  resetScenes() {
     this.loaded.clear();
+    this.acked.clear();
     this.failed.clear();
     this.subscribed = null;
     this.extras.clear();
   }
 
-  open() {
-    const url = this.setting("url");
-    const WS = this.WebSocketClass ?? this.env.WebSocket;
-    let ws;
-    try {
-      ws = new WS(url);
-    } catch (err) {
-      this.state = "refused";
-      this.notify("error", `Covercast: cannot connect to "${url}": ${err.message}`);
-      return;
-    }
-    this.ws = ws;
-    this.state = "connecting";
-    ws.onopen = () => {
-      const token = this.setting("accessToken");
-      this.send({ type: "hello", protocol: 1, client: CLIENT_NAME, token: token || null });
-    };
-    ws.onmessage = (event) => this.receive(event.data);
-    ws.onclose = (event) => this.onClose(ws, event);
-    // Browsers follow an error with a close event, but not every WebSocket does (node 20's
-    // fires only `error` when the connection is refused): an error ends this socket here,
-    // and its later close, if any, is ignored.
-    ws.onerror = () => this.onClose(ws, { code: 1006, reason: "error" });
-    // A connection that is not welcomed in time (a silent network, a stuck proxy) is given up.
-    this.setTimer(() => {
-      if (ws === this.ws && this.state === "connecting") {
-        this.onClose(ws, { code: 1006, reason: "timeout" });
-        ws.close();
-      }
-    }, this.connectTimeout);
-  }
+  // -- the gm connection ------------------------------------------------------------------------
 
-  onClose(ws, event) {
-    if (ws !== this.ws) return; // an old socket we already left
-    this.ws = null;
-    const wasOpen = this.state === "open";
-    this.reset();
-    // What was shown came from a connection that is gone; stale cover is worse than none.
-    this.store.clear();
-    this.refresh();
-    this.relayAll();
-    if (event?.code === 1008) {
-      // A refused hello (wrong token, wrong protocol) will be refused again: wait for the
-      // settings to change instead of hammering the server.
-      this.state = "refused";
-      this.notify("error", `Covercast refused the connection: ${event.reason || "policy violation"}. Check the access token in the module settings.`);
-      return;
-    }
-    this.state = "closed";
-    if (wasOpen && !this.lostNotified) {
-      this.lostNotified = true;
-      this.notify("warn", "Covercast: connection to the server lost, reconnecting.");
-    }
-    if (this.wanted) this.scheduleReconnect();
-  }
-
-  scheduleReconnect() {
-    const delay = backoffDelay(this.attempt++, this.backoff, this.random);
-    this.retryTimer = this.setTimer(() => {
-      this.retryTimer = null;
-      if (this.wanted && this.ws === null) this.open();
-    }, delay);
-  }
-
-  send(msg, scene = null) {
-    const ws = this.ws;
-    if (!ws || ws.readyState !== 1) return false;
-    const id = this.nextId++;
-    this.pending.set(id, { type: msg.type, scene });
-    ws.send(JSON.stringify({ ...msg, id }));
-    return true;
-  }
-
-  receive(data) {
-    if (typeof data !== "string") return; // we only ever send JSON, so replies are JSON
-    let msg;
-    try {
-      msg = JSON.parse(data);
-    } catch {
-      return;
-    }
-    const request = msg.id !== undefined ? this.pending.get(msg.id) : undefined;
-    if (request) this.pending.delete(msg.id);
-    switch (msg.type) {
-      case "welcome": return this.onWelcome(msg);
-      case "annotations": return this.onAnnotations(msg);
-      case "error": return this.onError(msg, request);
-      case "ack":
-        if (request?.type === "scene.load") this.warned.delete(request.scene);
-        return undefined;
-      default: return undefined;
-    }
-  }
-
+  /** @param {any} msg */
   onWelcome(msg) {
-    this.welcome = msg;
-    this.state = "open";
-    this.attempt = 0;
-    this.connections += 1;
-    if (this.lostNotified) this.notify("info", "Covercast: reconnected.");
+    if (this.isSender) this.viewer.start();
+    if (this.lostNotified) this.notify("info", this.t("Notify.reconnected"));
     this.lostNotified = false;
+    this.refreshRulesets(msg);
     this.resync();
     this.env.Hooks.callAll("covercastConnected", this);
   }
 
-  /** Send the viewed scene whole and subscribe to it: after connecting, after a reconnect
-   * (the server may have restarted and lost it), and after a refused diff. */
+  /** The ruleset setting offers what this server has; a ruleset it lacks is reported.
+   * @param {any} msg */
+  refreshRulesets(msg) {
+    const names = (msg.rulesets ?? []).map((/** @type {any} */ r) => r.name);
+    if (names.length === 0) return;
+    const def = this.game.settings.settings?.get?.(`${MODULE_ID}.ruleset`);
+    if (def) def.choices = Object.fromEntries((msg.rulesets ?? []).map((/** @type {any} */ r) => [r.name, KNOWN_RULESETS[r.name] ?? r.title ?? r.name]));
+    const chosen = this.setting("ruleset");
+    if (this.isSender && !names.includes(chosen)) {
+      this.notify("error", this.t("Notify.unknownRuleset", { ruleset: chosen, valid: names.join(", ") }));
+    }
+  }
+
+  /** @param {{code: number, reason: string, wasOpen: boolean, refused: boolean}} info */
+  onLost(info) {
+    const wasOpen = info.wasOpen;
+    this.resetScenes();
+    // What was shown came from a connection that is gone; stale cover is worse than none.
+    this.store.clear();
+    this.refresh();
+    if (info.refused) {
+      if (info.code === 0) {
+        this.notify("error", this.t("Notify.cannotConnect", { url: this.setting("url"), error: info.reason }));
+        return;
+      }
+      if (this.hasToken()) this.notify("error", this.t("Notify.refused", { reason: info.reason || "policy violation" }));
+      // Turned away: the next GM whose browser the server lets in talks for the table.
+      this.refusedHere = true;
+      this.announce();
+      this.setTimer(() => this.elect(), 0);
+      return;
+    }
+    if (wasOpen && !this.lostNotified) {
+      this.lostNotified = true;
+      this.notify("warn", this.t("Notify.lost"));
+    }
+  }
+
+  /** @param {any} msg @param {any} request */
+  onMessage(msg, request) {
+    switch (msg.type) {
+      case "annotations": return this.onAnnotations(msg);
+      case "error": return this.onError(msg, request);
+      case "ack":
+        if (request?.type === "scene.load") {
+          this.warned.delete(request.scene);
+          this.acked.add(request.scene);
+          this.subscribeViewer();
+        }
+        return undefined;
+      case "area.result": return this.onAreaResult(msg, request, this.store);
+      case "cover.result": return this.gmTools?.onResult(msg);
+      default: return undefined;
+    }
+  }
+
+  /** Send the viewed scene whole and subscribe to it (the sender); only subscribe (a
+   * reader). After connecting, after a reconnect (the server may have restarted and lost
+   * it), and after a refused diff. */
   resync() {
     const scene = this.canvas?.scene;
-    if (this.state !== "open" || !scene) return;
-    this.failed.delete(scene.id);
-    this.loaded.add(scene.id);
-    for (const msg of this.loadMessages(scene)) this.send(msg, scene.id);
+    if (!this.link.open || !scene) return;
+    if (this.isSender) {
+      this.failed.delete(scene.id);
+      this.loaded.add(scene.id);
+      for (const msg of this.loadMessages(scene)) this.link.send(msg, scene.id);
+    }
     if (this.subscribed !== scene.id) {
-      if (this.subscribed !== null) this.send({ type: "unsubscribe", scene: this.subscribed }, this.subscribed);
+      if (this.subscribed !== null) this.link.send({ type: "unsubscribe", scene: this.subscribed }, this.subscribed);
       this.subscribed = scene.id;
-      this.send({ type: "subscribe", scene: scene.id, modes: MODES }, scene.id);
+      this.store.clear();
+      this.link.send({ type: "subscribe", scene: scene.id, modes: MODES }, scene.id);
     }
   }
 
@@ -488,7 +450,7 @@ export class Covercast {
    * otherwise the load without the walls (and without the Foundry collections Covercast
    * ignores), then the walls in `wall.create` batches that each fit. A frame over the limit
    * would make the server close the connection, and the resync after the reconnect would
-   * do it again. */
+   * do it again. @param {any} scene */
   loadMessages(scene) {
     const load = { type: "scene.load", scene: this.sceneData(scene), ruleset: this.setting("ruleset") };
     const limits = this.welcome?.limits ?? {};
@@ -498,6 +460,7 @@ export class Covercast {
     const walls = load.scene.walls;
     const slim = { ...load.scene, walls: [] };
     for (const key of IGNORED_COLLECTIONS) if (Array.isArray(slim[key])) slim[key] = [];
+    /** @type {any[]} */
     const out = [{ ...load, scene: slim }];
     let batch = [];
     let bytes = 0;
@@ -515,6 +478,7 @@ export class Covercast {
     return out;
   }
 
+  /** @param {any} msg @param {any} request */
   onError(msg, request) {
     const scene = request?.scene;
     if (request?.type === "scene.load") {
@@ -524,30 +488,122 @@ export class Covercast {
       // Once per reason: retries of a scene that stays refused do not repeat it.
       if (this.warned.get(scene) !== msg.message) {
         this.warned.set(scene, msg.message);
-        this.notify("warn", `Covercast cannot use this scene: ${msg.message}`);
+        this.notify("warn", this.t("Notify.sceneRefused", { message: msg.message }));
       }
       return;
     }
-    // A refused subscribe must be sent again with the next load.
-    if (request?.type === "subscribe" && this.subscribed === scene) this.subscribed = null;
+    if (request?.type === "subscribe" && this.subscribed === scene) {
+      // A refused subscribe must be sent again: with the next load (sender), or once the
+      // sender has loaded the scene (a reader comes back to it shortly).
+      this.subscribed = null;
+      if (this.role === "reader" && msg.code === "unknown_scene") this.retrySubscribe();
+      return;
+    }
     if (scene && this.failed.has(scene)) return; // follows from the refused load
     console.warn(`Covercast: ${request?.type ?? "request"} refused: ${msg.message}`);
     // A refused diff means our picture and the server's differ: send the scene whole.
-    if (request && request.type !== "subscribe" && scene === this.canvas?.scene?.id) this.resyncSoon();
+    if (request && this.isSender && scene === this.canvas?.scene?.id) this.resyncSoon();
   }
 
+  retrySubscribe() {
+    if (this.subscribeTimer !== null) return;
+    this.subscribeTimer = this.setTimer(() => {
+      this.subscribeTimer = null;
+      if (this.role === "reader") this.resync();
+    }, SUBSCRIBE_RETRY_MS);
+  }
+
+  /** @param {any} msg */
   onAnnotations(msg) {
     if (msg.scene !== this.subscribed) return;
     this.store.apply(msg);
     this.refresh();
-    this.relayMessage(msg);
     this.env.Hooks.callAll("covercastAnnotations", this.store, msg);
   }
 
-  // -- what goes to the server ----------------------------------------------------------------
+  // -- the player connection (sender only): what the others are shown ---------------------------
+
+  onViewerWelcome() {
+    this.viewerSubscribed = null;
+    this.subscribeViewer();
+  }
+
+  /** Follow the viewed scene as a viewer, once the gm connection has loaded it. */
+  subscribeViewer() {
+    const scene = this.canvas?.scene;
+    if (!this.isSender || !this.viewer.open || !scene || !this.acked.has(scene.id)) return;
+    if (this.viewerSubscribed === scene.id) return;
+    if (this.viewerSubscribed !== null) this.viewer.send({ type: "unsubscribe", scene: this.viewerSubscribed });
+    this.viewerSubscribed = scene.id;
+    this.viewer.send({ type: "subscribe", scene: scene.id, modes: MODES }, scene.id);
+  }
+
+  /** @param {any} msg @param {any} request */
+  onViewerMessage(msg, request) {
+    if (msg.type === "annotations" && msg.scene === this.viewerSubscribed) {
+      this.viewerStore.apply(msg);
+      this.emit({
+        kind: "annotations", scene: msg.scene, revision: msg.revision, full: msg.full,
+        annotations: msg.annotations, removed: msg.removed ?? [],
+      });
+    } else if (msg.type === "error" && request?.type === "subscribe") {
+      this.viewerSubscribed = null;
+    } else if (msg.type === "area.result") {
+      this.onAreaResult(msg, request, this.viewerStore);
+    }
+  }
+
+  onViewerLost() {
+    this.viewerSubscribed = null;
+    this.viewerStore.clear();
+    this.relayAll(); // the others' view was made of what is gone
+  }
+
+  /** The others' whole view again: after a client's request or a lost connection. */
+  relayAll() {
+    if (!this.isSender) return;
+    this.emit({
+      kind: "annotations", scene: this.viewerStore.scene, revision: this.viewerStore.revision,
+      full: true, annotations: [...this.viewerStore.values()], removed: [],
+    });
+  }
+
+  /** A module socket message. Foundry's socket does not say who sent it, so each carries
+   * its author's id (`from`): annotations are taken only from the elected sender, presence
+   * only from GMs. @param {any} data */
+  onSocket(data) {
+    const from = this.game.users?.get?.(data?.from) ?? [...(this.game.users ?? [])].find((u) => u.id === data?.from);
+    if (!from) return;
+    switch (data.kind) {
+      case "presence":
+        if (!from.isGM) return;
+        if (data.refused) this.refused.add(from.id);
+        else this.refused.delete(from.id);
+        this.elect();
+        return;
+      case "request":
+        if (this.isSender) this.relayAll();
+        if (this.game.user?.isGM && from.isGM) this.announce();
+        return;
+      case "annotations":
+        if (this.role !== "relayed" || from.id !== this.senderId) return;
+        if (data.scene !== this.canvas?.scene?.id && data.scene !== null) return;
+        this.store.apply(data);
+        this.refresh();
+        this.env.Hooks.callAll("covercastAnnotations", this.store, data);
+        return;
+      case "area":
+        if (this.role !== "relayed" || from.id !== this.senderId) return;
+        this.areas.set(data.template, { at: this.now(), affected: data.affected, origin: data.origin });
+        return;
+      default:
+    }
+  }
+
+  // -- what goes to the server (sender) --------------------------------------------------------
 
   /** A token as Covercast reads it: Foundry's document, plus what the actor says of its
-   * size and natural reach. */
+   * size and natural reach. @param {any} doc */
   tokenData(doc) {
     const data = doc.toObject();
     const extras = actorExtras(doc.actor);
@@ -557,7 +613,7 @@ export class Covercast {
   }
 
   /** The actor's size and reach when they differ from what the server was last told for
-   * this token (null resets a field), else null. */
+   * this token (null resets a field), else null. @param {any} doc */
   changedExtras(doc) {
     const extras = actorExtras(doc.actor);
     const json = JSON.stringify(extras);
@@ -566,20 +622,23 @@ export class Covercast {
     return extras;
   }
 
-  /** The scene as Foundry has it (`toObject()`), each token with its actor's size and reach. */
+  /** The scene as Foundry has it (`toObject()`), each token with its actor's size and reach.
+   * @param {any} scene */
   sceneData(scene) {
     const data = scene.toObject();
-    data.tokens = scene.tokens.map((t) => this.tokenData(t));
+    data.tokens = scene.tokens.map((/** @type {any} */ t) => this.tokenData(t));
     return data;
   }
 
+  /** @param {any} doc @param {any} changed */
   patch(doc, changed) {
     return "_id" in changed ? changed : { ...changed, _id: doc.id };
   }
 
+  /** @param {string} type @param {any} doc @param {() => any} body */
   forward(type, doc, body) {
     const scene = doc.parent?.id;
-    if (this.state !== "open") return;
+    if (!this.isSender || !this.link.open) return;
     // A scene the server refused may be fixed by this very change (a flag corrected): try
     // loading it whole again rather than sending diffs against nothing.
     if (this.failed.has(scene) && scene === this.canvas?.scene?.id) {
@@ -587,7 +646,7 @@ export class Covercast {
       return;
     }
     if (!this.loaded.has(scene)) return;
-    this.send({ type, scene, ...body() }, scene);
+    this.link.send({ type, scene, ...body() }, scene);
   }
 
   /** One resync for a burst of causes (refused diffs, changes to a refused scene). */
@@ -599,6 +658,7 @@ export class Covercast {
     }, 200);
   }
 
+  /** @param {any} doc @param {any} changed */
   onUpdateToken(doc, changed) {
     this.forward("token.update", doc, () => {
       const patch = this.patch(doc, changed);
@@ -606,109 +666,77 @@ export class Covercast {
       const extras = this.changedExtras(doc);
       return { tokens: [extras ? { ...patch, ...extras } : patch] };
     });
-    // A token hidden or revealed changes what players may be told.
-    if ("hidden" in changed) this.relayAll();
+    if (changed?.flags?.[MODULE_ID] !== undefined) this.refresh();
   }
 
   /** An actor's size or reach changed: tell the server for each of its tokens in a loaded
-   * scene. */
+   * scene. @param {any} actor */
   onUpdateActor(actor) {
     for (const token of actor.getActiveTokens?.(false, true) ?? []) {
       const doc = token.document ?? token;
-      if (!this.loaded.has(doc.parent?.id) || this.state !== "open") continue;
+      if (!this.loaded.has(doc.parent?.id) || !this.link.open) continue;
       const extras = this.changedExtras(doc);
       if (extras) this.forward("token.update", doc, () => ({ tokens: [{ _id: doc.id, ...extras }] }));
     }
   }
 
-  /** Regions and the grid have no diff message: a change to them reloads the scene. */
+  /** Regions and the grid have no diff message: a change to them reloads the scene.
+   * @param {any} doc @param {any} changed */
   onRegion(doc, changed) {
     const marked = doc.flags?.covercast !== undefined || changed?.flags?.covercast !== undefined;
-    if (marked && doc.parent?.id === this.canvas?.scene?.id) this.resync();
+    if (marked && doc.parent?.id === this.canvas?.scene?.id && this.isSender) this.resync();
   }
 
+  /** @param {any} scene @param {any} changed */
   onUpdateScene(scene, changed) {
     if (("grid" in changed || "width" in changed || "height" in changed)
-        && scene.id === this.canvas?.scene?.id) this.resync();
+        && scene.id === this.canvas?.scene?.id && this.isSender) this.resync();
   }
 
   onCanvasReady() {
-    if (this.isSender) {
-      if (this.subscribed !== this.canvas?.scene?.id) this.store.clear();
+    if (this.role === "sender" || this.role === "reader") {
       this.resync();
+      this.subscribeViewer();
+    } else if (this.role === "relayed") {
+      this.store.clear();
+      this.emit({ kind: "request" });
+    }
+    this.refresh();
+  }
+
+  // -- area effects: cover from a template's origin --------------------------------------------
+
+  /** @param {any} template the MeasuredTemplate document */
+  queryArea(template) {
+    if (!this.isSender || !this.link.open) return;
+    const scene = template.parent?.id;
+    if (!this.loaded.has(scene)) return;
+    const data = template.toObject();
+    const msg = { type: "area.query", scene, template: data };
+    this.link.send(msg, scene);
+    if (this.viewer.open) this.viewer.send(msg, scene);
+    this.pendingAreas.set(`${scene}/${data._id}`, data);
+  }
+
+  /** @param {any} msg @param {any} request @param {AnnotationStore} store */
+  onAreaResult(msg, request, store) {
+    // Templates placed recently, with who they reach and their save modifiers from the
+    // origin: the sender asks `area.query` on both connections, the others get the viewer's.
+    const templates = this.pendingAreas;
+    // Replies come in order per connection: the oldest pending template of that scene.
+    const key = [...templates.keys()].find((k) => k.startsWith(`${msg.scene}/`));
+    if (!key) return;
+    const template = templates.get(key);
+    const entry = { at: this.now(), affected: msg.affected, origin: { x: template.x, y: template.y } };
+    if (store === this.store) {
+      this.areas.set(template._id, entry);
     } else {
-      this.game.socket?.emit(SOCKET, { kind: "request" });
+      templates.delete(key);
+      this.emit({ kind: "area", template: template._id, affected: msg.affected, origin: entry.origin });
     }
-    this.refresh();
   }
 
-  // -- relay to the other clients -------------------------------------------------------------
-
-  /** Tokens the other clients must not hear about: the hidden ones of the viewed scene. */
-  hiddenTokens() {
-    return new Set((this.canvas?.scene?.tokens ?? []).filter((t) => t.hidden).map((t) => t.id));
-  }
-
-  static visible(ann, hidden) {
-    return !hidden.has(ann.attacker) && !hidden.has(ann.target)
-      && !(ann.flankers ?? []).some((id) => hidden.has(id));
-  }
-
-  /** Pass an annotations message on to the other clients, minus what involves a hidden token
-   * (filtered here, so it never leaves the GM's client). A pair that becomes invisible (a
-   * hidden flanker joins it) is withdrawn rather than left stale. */
-  relayMessage(msg) {
-    if (!this.isSender || !this.game.socket) return;
-    if (msg.full) return this.relayAll();
-    const hidden = this.hiddenTokens();
-    const annotations = [];
-    const removed = [];
-    for (const ann of msg.annotations) {
-      const key = AnnotationStore.key(ann.attacker, ann.target, ann.mode);
-      if (Covercast.visible(ann, hidden)) {
-        annotations.push(ann);
-        this.relayed.add(key);
-      } else if (this.relayed.delete(key)) {
-        removed.push([ann.attacker, ann.target, ann.mode]);
-      }
-    }
-    for (const [a, t, m] of msg.removed ?? []) {
-      if (this.relayed.delete(AnnotationStore.key(a, t, m))) removed.push([a, t, m]);
-    }
-    this.emitRelay(false, annotations, removed);
-  }
-
-  /** The other clients' whole view again: after a full set, a client's request, a token
-   * hidden or revealed, or a lost connection (then empty). */
-  relayAll() {
-    if (!this.isSender || !this.game.socket) return;
-    const hidden = this.hiddenTokens();
-    const annotations = [...this.store.values()].filter((ann) => Covercast.visible(ann, hidden));
-    this.relayed = new Set(annotations.map((a) => AnnotationStore.key(a.attacker, a.target, a.mode)));
-    this.emitRelay(true, annotations, []);
-  }
-
-  emitRelay(full, annotations, removed) {
-    if (!full && annotations.length === 0 && removed.length === 0) return;
-    this.game.socket.emit(SOCKET, {
-      kind: "annotations", scene: this.store.scene, revision: this.store.revision,
-      full, annotations, removed,
-    });
-  }
-
-  onRelay(data) {
-    if (data?.kind === "request") {
-      if (this.isSender) this.relayAll();
-      return;
-    }
-    if (data?.kind !== "annotations" || this.isSender) return;
-    if (data.scene !== this.canvas?.scene?.id && data.scene !== null) return;
-    this.store.apply(data);
-    this.refresh();
-    this.env.Hooks.callAll("covercastAnnotations", this.store, data);
-  }
-
-  // -- what the user sees ---------------------------------------------------------------------
+  // -- what the user sees ----------------------------------------------------------------------
 
   /** The token this user attacks with: the one they control, else their character's. */
   attacker() {
@@ -717,25 +745,33 @@ export class Covercast {
     return this.game.user?.character?.getActiveTokens?.()?.[0] ?? null;
   }
 
+  /** @param {string} id */
   nameOf(id) {
     return this.canvas?.scene?.tokens?.get?.(id)?.name || id;
   }
 
-  /** What Covercast says about `attacker` attacking `target`, in the mode that fits. */
-  assess(attackerId, targetId) {
+  /** The annotation for `attacker` attacking `target` in the mode that fits (or `mode`).
+   * @param {string} attackerId @param {string} targetId @param {string} [mode] */
+  annotation(attackerId, targetId, mode) {
     if (!attackerId || !targetId || attackerId === targetId) return null;
-    const mode = pickMode(this.store, attackerId, targetId);
-    const ann = this.store.get(attackerId, targetId, mode);
-    return ann ? describe(ann, (id) => this.nameOf(id)) : null;
+    return this.store.get(attackerId, targetId, mode ?? pickMode(this.store, attackerId, targetId));
+  }
+
+  /** What Covercast says about `attacker` attacking `target`, in the mode that fits.
+   * @param {string} attackerId @param {string} targetId @param {string} [mode] */
+  assess(attackerId, targetId, mode) {
+    const ann = this.annotation(attackerId, targetId, mode);
+    return ann ? describe(ann, this.t, (id) => this.nameOf(id)) : null;
   }
 
   /** Redraw every token's badge: targeted tokens get their cover against the attacker. */
   refresh() {
     const layer = this.canvas?.tokens;
-    if (!layer) return;
-    for (const token of layer.placeables ?? []) this.refreshToken(token);
+    if (layer) for (const token of layer.placeables ?? []) this.refreshToken(token);
+    this.gmTools?.redraw();
   }
 
+  /** @param {any} token */
   refreshToken(token) {
     const targets = this.game.user?.targets;
     const attacker = this.attacker();
@@ -746,9 +782,10 @@ export class Covercast {
     this.drawBadge(token, this.setting("showBadges") ? info : null);
   }
 
-  /** A PIXI badge above the token: drawn on the canvas object, never a document write. */
+  /** A PIXI badge above the token: drawn on the canvas object, never a document write.
+   * @param {any} token @param {any} info */
   drawBadge(token, info) {
-    let badge = (token.children ?? []).find((c) => c.name === BADGE) ?? null;
+    let badge = (token.children ?? []).find((/** @type {any} */ c) => c.name === BADGE) ?? null;
     if (!info) {
       if (badge) {
         token.removeChild(badge);
@@ -776,17 +813,28 @@ export class Covercast {
     badge.position.set((width - (text.width + 10)) / 2, -(text.height + 8));
   }
 
-  /** On an attack roll: one line per target of the roll's author, from the speaker's token,
-   * appended under the chat card on this client (no document is created or changed). */
+  // -- chat --------------------------------------------------------------------------------------
+
+  /** On an attack roll: what was applied (recorded in the message by the roller's client,
+   * `flags.covercast.applied`), else one line per target the roll recorded, from this
+   * client's own view; appended under the chat card on this client (no document is
+   * created or changed). @param {any} message */
   onChatMessage(message) {
-    if (!this.setting("chatLines") || !isAttack(message, this.setting("anyRollIsAttack"))) return;
-    const attackerId = message.speaker?.token;
-    const author = message.author ?? message.user;
-    const targets = [...(author?.targets ?? [])];
-    const lines = [];
-    for (const target of targets) {
-      const info = this.assess(attackerId, target.id);
-      if (info) lines.push(`${this.nameOf(attackerId)} → ${this.nameOf(target.id)} (${info.mode}): ${info.text}`);
+    if (!this.setting("chatLines")) return;
+    const applied = message.flags?.[MODULE_ID]?.applied;
+    /** @type {string[]} */
+    let lines;
+    if (Array.isArray(applied) && applied.length > 0) {
+      lines = applied.map((/** @type {any} */ a) => String(a.line));
+    } else {
+      if (!isAttack(message, this.setting("anyRollIsAttack"))) return;
+      const attackerId = this.system?.messageAttacker?.(message) ?? message.speaker?.token;
+      const targets = this.system?.messageTargets?.(message) ?? [...(message.author ?? message.user)?.targets ?? []].map((t) => t.id);
+      lines = [];
+      for (const target of targets) {
+        const info = this.assess(attackerId, target);
+        if (info) lines.push(this.t("ChatLine", { attacker: this.nameOf(attackerId), target: this.nameOf(target), mode: this.t(`Mode.${info.mode}`), text: info.text }));
+      }
     }
     if (lines.length === 0) return;
     this.chatLines.set(message.id, lines);
@@ -795,12 +843,17 @@ export class Covercast {
     for (const element of rendered) appendLines(element, lines);
   }
 
+  /** @param {any} message @param {any} html */
   onRenderChatMessage(message, html) {
     const lines = this.chatLines.get(message.id);
     if (lines) appendLines(html?.jquery ? html[0] : html, lines);
   }
 }
 
+// Scene collections Covercast never reads: dropped from a load that would not fit a frame.
+const IGNORED_COLLECTIONS = ["drawings", "lights", "notes", "sounds", "templates", "tiles"];
+
+/** @param {any} element @param {string[]} lines */
 function appendLines(element, lines) {
   if (!element || element.querySelector?.(".covercast-line")) return;
   const html = lines.map((l) => `<div class="covercast-line">${escapeHtml(l)}</div>`).join("");
@@ -808,7 +861,7 @@ function appendLines(element, lines) {
   target.insertAdjacentHTML("beforeend", html);
 }
 
-/** Start the module on `env` (globalThis in Foundry). */
+/** Start the module on `env` (globalThis in Foundry). @param {any} env @param {any} [options] */
 export function install(env, options = {}) {
   return new Covercast(env, options).install();
 }

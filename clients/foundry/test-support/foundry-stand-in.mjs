@@ -7,6 +7,7 @@
  */
 
 import { install } from "../scripts/core.mjs";
+import { i18n } from "./i18n.mjs";
 
 export class FakeHooks {
   constructor() {
@@ -23,6 +24,14 @@ export class FakeHooks {
     this.on(name, fn);
     this.handlers.get(name).at(-1).once = true;
     return fn;
+  }
+
+  /** Foundry's Hooks.call: handlers in order until one returns false; false then. */
+  call(name, ...args) {
+    const list = this.handlers.get(name) ?? [];
+    this.handlers.set(name, list.filter((h) => !h.once));
+    for (const h of list) if (h.fn(...args) === false) return false;
+    return true;
   }
 
   callAll(name, ...args) {
@@ -52,7 +61,7 @@ export function mergeDiff(target, diff) {
 export const writes = [];
 const write = (what) => (...args) => { writes.push({ what, args }); return Promise.resolve(); };
 
-class Collection extends Array {
+export class Collection extends Array {
   get(id) {
     return this.find((d) => d.id === id);
   }
@@ -71,9 +80,22 @@ class FakeDocument {
   get hidden() { return Boolean(this._source.hidden); }
   get flags() { return this._source.flags ?? {}; }
   toObject() { return structuredClone(this._source); }
+  get uuid() { return `Scene.${this.parent.id}.Token.${this.id}`; }
   update = write("update");
-  setFlag = write("setFlag");
-  unsetFlag = write("unsetFlag");
+  /** A flag write: recorded, and (as Foundry's server would) applied and broadcast as an
+   * updateToken to every client, when the scene's world is known. */
+  setFlag(scope, key, value) {
+    writes.push({ what: "setFlag", args: [scope, key, value] });
+    this.parent.world?.updateToken(this.parent, this.id, { flags: { [scope]: { [key]: value } } });
+    return Promise.resolve(this);
+  }
+
+  unsetFlag(scope, key) {
+    writes.push({ what: "unsetFlag", args: [scope, key] });
+    this.parent.world?.updateToken(this.parent, this.id, { flags: { [scope]: { [`-=${key}`]: null } } });
+    return Promise.resolve(this);
+  }
+
   toggleStatusEffect = write("toggleStatusEffect");
   createEmbeddedDocuments = write("createEmbeddedDocuments");
 }
@@ -162,9 +184,20 @@ export class Container {
 }
 
 class Graphics extends Container {
+  constructor() {
+    super();
+    this.segments = []; // [{color, from, to}] as drawn by lineStyle/moveTo/lineTo
+    this.pen = null;
+    this.color = null;
+  }
+
   beginFill() { return this; }
   drawRoundedRect(x, y, w, h) { this.width = w; this.height = h; return this; }
   endFill() { return this; }
+  clear() { this.segments = []; return this; }
+  lineStyle(width, color) { this.color = color; return this; }
+  moveTo(x, y) { this.pen = [x, y]; return this; }
+  lineTo(x, y) { this.segments.push({ color: this.color, from: this.pen, to: [x, y] }); this.pen = [x, y]; return this; }
 }
 
 class Text extends Container {
@@ -199,10 +232,12 @@ class FakeToken extends Container {
 // -- users, socket, world -------------------------------------------------------------------------
 
 export class FakeUser {
-  constructor(id, name, isGM) {
+  /** role: Foundry's CONST.USER_ROLES (1 player, 3 assistant GM, 4 GM). */
+  constructor(id, name, isGM, role = isGM ? 4 : 1) {
     this.id = id;
     this.name = name;
     this.isGM = isGM;
+    this.role = role;
     this.active = false;
     this.targets = new Set();
     this.character = null;
@@ -251,29 +286,31 @@ class FakeSettings {
 
 /** One browser: its user, hooks, settings, canvas and the module running in it. */
 export class Client {
-  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes }) {
+  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes, system = world.system, generation = 13 }) {
     this.world = world;
     this.user = user;
     this.notifications = [];
     const notify = (level) => (text) => this.notifications.push({ level, text });
     this.Hooks = new FakeHooks();
     this.game = {
-      user, users: world.users, release: { generation: 13 },
+      user, users: world.users, release: { generation },
+      system: { id: system }, i18n: i18n("en"),
       settings: new FakeSettings(settings),
       socket: new FakeSocket(world, this),
       modules: new Map([["covercast", { id: "covercast", active: true }]]),
     };
-    this.canvas = { ready: false, scene: null, tokens: { placeables: [], controlled: [] } };
+    this.canvas = { ready: false, scene: null, tokens: { placeables: [], controlled: [] }, controls: new Container() };
     this.env = {
       Hooks: this.Hooks, game: this.game, PIXI,
       get canvas() { return client.canvas; },
       ui: { notifications: { info: notify("info"), warn: notify("warn"), error: notify("error") } },
-      document: { querySelectorAll: () => [] },
+      document: { querySelectorAll: () => [], createElement: (tag) => new FakeElement(tag) },
       ChatMessage: { create: write("ChatMessage.create") },
       ActiveEffect: { create: write("ActiveEffect.create") },
       WebSocket,
     };
     const client = this;
+    world.systemModel?.(this);
     this.module = install(this.env, { backoffBase, backoffMax, maxFrameBytes });
   }
 
@@ -342,15 +379,25 @@ export class Client {
 }
 
 export class World {
-  constructor() {
-    this.users = [];
+  /** system: the game system's id (`game.system.id`); systemModel(client), when given,
+   * adds that system's roll pipeline to each client (test-support/systems.mjs). */
+  constructor({ system = "worldbuilding", systemModel = null } = {}) {
+    this.users = new Collection();
     this.clients = [];
     this.socketLog = [];
     this.nextMessage = 1;
+    this.system = system;
+    this.systemModel = systemModel;
   }
 
-  addUser(id, name, isGM) {
-    const user = new FakeUser(id, name, isGM);
+  /** A scene of this world: its flag writes come back as updates to every client. */
+  adopt(scene) {
+    scene.world = this;
+    return scene;
+  }
+
+  addUser(id, name, isGM, role) {
+    const user = new FakeUser(id, name, isGM, role);
     this.users.push(user);
     return user;
   }
@@ -428,15 +475,23 @@ export class World {
 
   /** A chat message from `author`, spoken by a token, as a system's attack roll creates it;
    * returns the message and, per client, the card element the render hook was given. */
-  chat(author, speakerToken, flags) {
-    const message = {
-      id: `msg${this.nextMessage++}`, author, speaker: { token: speakerToken }, flags, rolls: [{}],
+  chat(author, speakerToken, flags, extra = {}) {
+    const source = {
+      id: `msg${this.nextMessage++}`, author, speaker: { token: speakerToken }, flags, rolls: [{}], ...extra,
     };
+    // preCreateChatMessage runs on the author's client only, on the document before it is
+    // stored: what it changes with updateSource is what every client then receives.
+    const creator = this.clients.find((c) => c.user === author);
+    const doc = { ...source, updateSource(changes) { mergeDiff(this, structuredClone(changes)); } };
+    creator?.Hooks.callAll("preCreateChatMessage", doc, {}, {}, author.id);
+    const message = structuredClone({ ...doc, updateSource: undefined, author: undefined });
+    message.author = author;
     const cards = new Map();
     for (const c of this.activeClients()) {
       c.Hooks.callAll("createChatMessage", message, {}, author.id);
       const card = new FakeCard();
-      c.Hooks.callAll("renderChatMessageHTML", message, card, {});
+      c.Hooks.callAll(c.game.release.generation >= 13 ? "renderChatMessageHTML" : "renderChatMessage",
+        message, c.game.release.generation >= 13 ? card : jquery(card), {});
       cards.set(c, card);
     }
     return { message, cards };
@@ -461,4 +516,53 @@ class FakeCard {
   get text() {
     return this.appended.join("").replace(/<[^>]+>/g, "\n").replace(/&#(\d+);/g, (_, n) => String.fromCharCode(n)).trim();
   }
+}
+
+/** What a v12 render hook gets: a jQuery wrapper, the element at [0]. */
+function jquery(element) {
+  return { jquery: "3.7.1", 0: element, length: 1 };
+}
+
+/** The few DOM element calls the Token HUD button makes. */
+export class FakeElement {
+  constructor(tag) {
+    this.tagName = tag.toUpperCase();
+    this.className = "";
+    this.dataset = {};
+    this.title = "";
+    this.innerHTML = "";
+    this.children = [];
+    this.listeners = new Map();
+  }
+
+  addEventListener(type, fn) { this.listeners.set(type, fn); }
+  appendChild(child) { this.children.push(child); return child; }
+  click() { return this.listeners.get("click")?.({}); }
+
+  querySelector(selector) {
+    if (selector.startsWith(".")) {
+      const classes = selector.split(".").filter(Boolean);
+      const search = (el) => {
+        for (const c of el.children) {
+          if (classes.every((k) => c.className.split(" ").includes(k))) return c;
+          const found = search(c);
+          if (found) return found;
+        }
+        return null;
+      };
+      return search(this);
+    }
+    return null;
+  }
+}
+
+/** The Token HUD as Foundry renders it for a token: three columns of control icons. */
+export function tokenHud(doc) {
+  const root = new FakeElement("div");
+  for (const side of ["left", "middle", "right"]) {
+    const col = new FakeElement("div");
+    col.className = `col ${side}`;
+    root.appendChild(col);
+  }
+  return { hud: { object: { document: doc }, document: doc }, html: root };
 }

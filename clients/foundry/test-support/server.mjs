@@ -75,13 +75,13 @@ export class Server {
 
 /** A bare protocol client (JSON text frames) for checking what the server holds. */
 export class Observer {
-  static async open(url, token) {
+  static async open(url, token, role = null) {
     const obs = new Observer(new WebSocket(url));
     await new Promise((resolve, reject) => {
       obs.ws.onopen = resolve;
       obs.ws.onerror = () => reject(new Error(`cannot connect to ${url}`));
     });
-    const welcome = await obs.request({ type: "hello", protocol: 1, client: "node-observer", token });
+    const welcome = await obs.request({ type: "hello", protocol: 1, client: "node-observer", token, role });
     if (welcome.type !== "welcome") throw new Error(JSON.stringify(welcome));
     return obs;
   }
@@ -114,6 +114,13 @@ export class Observer {
 
   async cover(scene, attacker, target, attack = "ranged") {
     return this.request({ type: "cover.query", scene, attacker, target, attack });
+  }
+
+  /** The full set a fresh subscription gets, keyed "attacker/target/mode". */
+  async fullSet(scene) {
+    const full = await this.request({ type: "subscribe", scene });
+    await this.request({ type: "unsubscribe", scene });
+    return new Map(full.annotations.map((a) => [`${a.attacker}/${a.target}/${a.mode}`, a]));
   }
 
   close() {

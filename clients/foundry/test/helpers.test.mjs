@@ -7,15 +7,32 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
-  AnnotationStore, actorReach, actorSize, backoffDelay, describe as describeAnn, electSender, isAttack, pickMode,
+  AnnotationStore, actorReach, actorSize, backoffDelay, describe as describe5, electSender, isAttack, pickMode,
 } from "../scripts/core.mjs";
+import { translator } from "../scripts/words.mjs";
+import { i18n } from "../test-support/i18n.mjs";
+
+const t = translator(i18n("en"));
+const describeAnn = (ann, nameOf) => describe5(ann, t, nameOf);
 
 describe("electSender", () => {
-  const u = (id, isGM, active) => ({ id, isGM, active });
+  const u = (id, isGM, active, role = isGM ? 4 : 1) => ({ id, isGM, active, role });
 
   it("picks the active GM with the lowest id", () => {
     const users = [u("m", true, true), u("c", true, false), u("f", true, true), u("a", false, true)];
     assert.equal(electSender(users).id, "f");
+  });
+
+  it("prefers a full GM to an assistant, as game.users.activeGM does", () => {
+    const users = [u("a", true, true, 3), u("z", true, true, 4), u("b", true, true, 3)];
+    assert.equal(electSender(users).id, "z");
+  });
+
+  it("passes over GMs the server refused (no access token in their browser)", () => {
+    const users = [u("a", true, true), u("b", true, true), u("c", true, true)];
+    assert.equal(electSender(users, new Set(["a"])).id, "b");
+    assert.equal(electSender(users, new Set(["a", "b", "c"])), null);
+    assert.equal(electSender(users, new Set(["x"])).id, "a", "a refused GM who is not connected");
   });
 
   it("is null without an active GM", () => {
@@ -74,6 +91,11 @@ describe("isAttack", () => {
     assert.ok(isAttack({ flags: { dnd5e: { roll: { type: "attack" } } } }));
     assert.ok(isAttack({ flags: { pf2e: { context: { type: "spell-attack-roll" } } } }));
     assert.ok(isAttack({ flags: { pf1: { metadata: { rolls: { attacks: [{}] } } } } }));
+    assert.ok(isAttack({ flags: {}, system: { rolls: { attacks: [{ attack: {} }] } } }), "pf1 v11: message.system");
+    const d35e = '<div class="D35E chat-card item-card" data-token-id="Scene.s.Token.f"><button data-roll="17">';
+    assert.ok(isAttack({ flags: { D35E: { noRollRender: true } }, content: d35e }), "a D35E attack card");
+    assert.equal(isAttack({ flags: {}, content: '<div class="D35E chat-card item-card">a spell</div>' }), false,
+      "a D35E item card without attack rolls");
   });
 
   it("ignores other rolls unless every roll counts", () => {

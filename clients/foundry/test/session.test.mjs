@@ -84,11 +84,15 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     gmB.login(scene);
     assert.equal(gmB.module.isSender, true);
     await waitFor(() => gmB.module.store.size > 0, "the full set of annotations");
-    assert.deepEqual(opened, [server.url], "one socket, to the configured URL");
+    assert.deepEqual(opened, [server.url, server.url], "two sockets, to the configured URL");
     assert.ok(!opened[0].includes(TOKEN), "the access token never goes in the URL");
-    const hello = frames.find((f) => f.type === "hello");
-    assert.equal(hello.token, TOKEN);
-    assert.equal(hello.protocol, 1);
+    const hellos = frames.filter((f) => f.type === "hello");
+    assert.deepEqual(hellos.map((h) => h.role), ["gm", "player"],
+      "one connection for the GM's numbers, one for what players may be told");
+    for (const hello of hellos) {
+      assert.equal(hello.token, TOKEN);
+      assert.equal(hello.protocol, 1);
+    }
     const load = frames.find((f) => f.type === "scene.load");
     // Foundry's documents go as Foundry gives them (toObject), the actor's size added.
     assert.equal(load.scene._id, scene.id);
@@ -167,26 +171,48 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     assert.equal(cards3.get(gmB).text, "");
   });
 
-  it("does not tell players about hidden tokens", async () => {
+  it("tells players what the server computes for a viewer: a hidden creature in the way changes only the GM's numbers", async () => {
     const logged = world.socketLog.length;
+    // A hidden lurker on the line from the archer to the goblin (archer at 100,300; goblin
+    // at 700,700): soft cover for the GM, nothing for anyone else.
+    world.createToken(scene, tokenSource("lurker", "Lurker", 400, 500, { hidden: true }));
+    await waitFor(() => gmB.module.store.get("archer", "goblin", "ranged")?.cover === "soft", "the GM's soft cover from the lurker");
+    const revision = gmB.module.store.revision;
+    await waitFor(() => player.module.store.revision >= revision, "the player's view at the same revision");
+    assert.equal(player.module.store.get("archer", "goblin", "ranged").cover, "none");
+    // What the player holds is exactly what the server gives a fresh player subscription.
+    const viewer = await Observer.open(server.url, TOKEN, "player");
+    const fresh = await viewer.fullSet(scene.id);
+    viewer.close();
+    assert.equal(player.module.store.size, fresh.size);
+    for (const [key, ann] of fresh) {
+      const [a, t, m] = key.split("/");
+      assert.deepEqual(player.module.store.get(a, t, m), ann, key);
+    }
+    const relayed = JSON.stringify(world.socketLog.slice(logged));
+    assert.ok(!relayed.includes("lurker"), "the lurker's id never crosses the module socket");
+    assert.ok(!relayed.includes('"soft"'), "nor its soft cover");
+    // Hiding a visible token: the players' numbers lose its effect too, not only its name.
     world.updateToken(scene, "ogre", { hidden: true });
     await waitFor(() => player.module.store.get("fighter", "ogre", "melee") === null, "the ogre's pairs removed for the player");
     assert.ok(gmB.module.store.get("fighter", "ogre", "melee"), "the GM still has them");
-    const sent = world.socketLog.slice(logged).map((e) => e.data).filter((d) => d.kind === "annotations");
-    assert.ok(sent.some((d) => d.full), "the players' view is replaced whole");
-    // The hidden ogre moves away and back: the deltas about it stay on the GM's client.
-    const revision = gmB.module.store.revision;
-    world.updateToken(scene, "ogre", { y: 800 });
-    await waitFor(() => gmB.module.store.revision > revision
-      && !gmB.module.store.get("fighter", "ogre", "melee").flags.flanking, "the GM's delta for the move");
-    world.updateToken(scene, "ogre", { y: 600 });
-    await waitFor(() => gmB.module.store.get("fighter", "ogre", "melee").flags.flanking, "the ogre back");
-    const relayed = world.socketLog.slice(logged).flatMap((e) => e.data.annotations ?? []);
-    assert.ok(relayed.length > 0);
-    assert.ok(relayed.every((a) => a.attacker !== "ogre" && a.target !== "ogre"
-      && !(a.flankers ?? []).includes("ogre")), "nothing about the ogre leaves the GM's client");
     world.updateToken(scene, "ogre", { hidden: false });
-    await waitFor(() => player.module.store.get("fighter", "ogre", "melee"), "the ogre's pairs back");
+    world.deleteToken(scene, "lurker");
+    await waitFor(() => player.module.store.get("fighter", "ogre", "melee") && gmB.module.store.get("archer", "goblin", "ranged")?.cover === "none",
+      "the ogre back, the lurker gone");
+  });
+
+  it("takes relayed annotations only from the elected sender", async () => {
+    const before = player.module.store.get("archer", "goblin", "ranged");
+    // Another client claims to relay (a player, or a GM who is not the sender).
+    player.game.socket.handlers.get("module.covercast")({
+      kind: "annotations", from: "plPPPPPPPPPPPPPP", scene: scene.id, revision: 999, full: true, annotations: [], removed: [],
+    });
+    player.game.socket.handlers.get("module.covercast")({
+      kind: "annotations", from: "nobody", scene: scene.id, revision: 999, full: true, annotations: [], removed: [],
+    });
+    assert.deepEqual(player.module.store.get("archer", "goblin", "ranged"), before);
+    assert.notEqual(player.module.store.revision, 999);
   });
 
   it("keeps the badge when Foundry redraws the token", () => {
@@ -244,7 +270,8 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     gmA.login(scene);
     assert.equal(gmA.module.isSender, true);
     assert.equal(gmB.module.isSender, false);
-    assert.equal(gmB.module.state, "stopped");
+    assert.equal(gmB.module.role, "reader", "a GM with the token keeps a read-only view of the true numbers");
+    await waitFor(() => gmB.module.state === "open" && gmB.module.store.size === 60, "the reader's own subscription");
     await waitFor(() => gmA.module.store.size === 60, "the new sender's full set");
     world.updateToken(scene, "kobold", { x: 900 });
     await waitFor(() => (gmA.module.store.get("archer", "kobold", "ranged") && frames.some((f) => f.type === "token.update" && f.tokens[0].x === 900)), "the new sender forwarding");
@@ -252,7 +279,10 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     assert.equal(updates.length, 1, "one sender: each change is sent once");
     gmA.logout();
     assert.equal(gmB.module.isSender, true);
-    await waitFor(() => gmB.module.connections === 3 && gmB.module.store.size === 60, "the old sender back");
+    await waitFor(() => gmB.module.viewer.open && gmB.module.viewerSubscribed === scene.id && gmB.module.store.size === 60,
+      "the old sender back, with its viewer connection");
+    world.updateToken(scene, "kobold", { x: 800 });
+    await waitFor(() => frames.some((f) => f.type === "token.update" && f.tokens[0].x === 800), "the old sender forwarding again");
   });
 
   it("writes nothing to Foundry's database", () => {
