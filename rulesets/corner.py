@@ -697,6 +697,12 @@ class CornerEngine:
             table[:, k] = np.where(blocked, TOTAL + 8 * np.maximum(base, COVER), base * 9)
         return table
 
+    def _probe_levels(self, level: npt.NDArray[np.int8], partly: npt.NDArray[np.int8],
+                      pstart: IntArray) -> npt.NDArray[np.int8]:
+        """Each probe's level from its lines' (`_probe_levels`; a rule that weighs a
+        corner's lines otherwise, by counting them, says so here)."""
+        return _probe_levels(level, partly, pstart)
+
     @staticmethod
     def _levels(table: npt.NDArray[np.int8], at: IntArray, kind: npt.NDArray[np.int8],
                 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
@@ -1220,14 +1226,14 @@ class CornerEngine:
         level, partly = self._levels(table, at, plan.kind)
 
         pstart, rstart = plan.probe_start, plan.row_probe_start
-        probe_level = _probe_levels(level, partly, pstart)
+        probe_level = self._probe_levels(level, partly, pstart)
         row_level = _segments(np.minimum, probe_level, rstart)
         row_level_reach = None
         if reach_too:
             # The same probes read under the reach rule (ranged lines only differ).
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
             row_level_reach = _segments(
-                np.minimum, _probe_levels(*self._levels(table, at, kind), pstart), rstart)
+                np.minimum, self._probe_levels(*self._levels(table, at, kind), pstart), rstart)
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)
 

@@ -85,12 +85,18 @@ class Dnd35(Ruleset):
     HIDE_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.COVER, Degree.IMPROVED})
     EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset({Degree.IMPROVED})
     FLANKING_BONUS: ClassVar[int] = 2
+    #: The flags a flanking attacker gets.
+    FLANKING_FLAGS: ClassVar[frozenset[Flag]] = frozenset({Flag.FLANKING})
+    #: What a creature caught in an area effect keeps of its annotation: the save bonus
+    #: and the flags that mean something against an area.
+    AREA_STATS: ClassVar[frozenset[Stat]] = frozenset({Stat.REFLEX})
+    AREA_FLAGS: ClassVar[frozenset[Flag]] = frozenset({Flag.IMPROVED_EVASION})
 
     def evaluate(self, scene: SceneGeom, options: Any,
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
-        engine = CornerEngine(scene, options)
+        engine = self._engine(scene, options)
         modes = tuple(modes)
         columnar = not lines and type(self)._degree is Dnd35._degree
         n = len(scene.creatures)
@@ -110,7 +116,7 @@ class Dnd35(Ruleset):
             all_rows = rows + [(b, t, AttackMode.MELEE) for b, t in extra]
             facts = engine.evaluate(all_rows, lines,
                                     want_probes=type(self)._degree is not Dnd35._degree)
-            threatens = {(a, t): f.in_reach and f.level != TOTAL
+            threatens = {(a, t): bool(self._threatens(f.in_reach, f.adjacent, f.level))
                          for (a, t, m), f in zip(all_rows, facts, strict=True)
                          if m is AttackMode.MELEE}
             return [self._annotation(engine, a, t, m, f, threatens, options)
@@ -165,7 +171,8 @@ class Dnd35(Ruleset):
         special = np.flatnonzero(floored[t] | flank)
         if special.size:
             all_melee = np.flatnonzero(code == MODE_CODE[AttackMode.MELEE])
-            threat = all_melee[rf.in_reach[all_melee] & (rf.level[all_melee] != TOTAL)]
+            threat = all_melee[self._threatens(rf.in_reach[all_melee], rf.adjacent[all_melee],
+                                               rf.level[all_melee])]
             who, whom = rows_a[threat].tolist(), rows_t[threat].tolist()
             threatens = dict.fromkeys(zip(who, whom, strict=True), True)
             for i in special.tolist():
@@ -209,8 +216,8 @@ class Dnd35(Ruleset):
             degree = Degree.NONE if ann.cover is Degree.SOFT else ann.cover
             hits.append(AreaHit(
                 ann.target, degree,
-                tuple(m for m in ann.modifiers if m.stat is Stat.REFLEX),
-                ann.flags & {Flag.IMPROVED_EVASION}))
+                tuple(m for m in ann.modifiers if m.stat in self.AREA_STATS),
+                ann.flags & self.AREA_FLAGS))
         return hits
 
     def _degree(self, engine: CornerEngine, a: int, t: int, facts: PairFacts,
@@ -218,9 +225,20 @@ class Dnd35(Ruleset):
         """The degree the target enjoys, and the visible fraction when it was measured."""
         return self.DEGREES[facts.level], None
 
+    def _engine(self, scene: SceneGeom, options: Any) -> CornerEngine:
+        """The corner engine for this scene under these options."""
+        return CornerEngine(scene, options)
+
     def _can_flank(self, engine: CornerEngine, who: int) -> bool:
         """Whether this creature may be one of a flanking pair at all."""
         return True
+
+    @staticmethod
+    def _threatens(in_reach: Any, adjacent: Any, level: Any) -> Any:
+        """Whether a creature's melee facts against a target (booleans and levels, or
+        arrays of them) let it be the attacker or the partner of a flanking pair: it
+        threatens the target, in reach with line of effect."""
+        return in_reach & (level != TOTAL)
 
     def _annotation(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
                     f: PairFacts, threatens: Mapping[tuple[int, int], bool],
@@ -235,13 +253,15 @@ class Dnd35(Ruleset):
         melee = mode is not AttackMode.RANGED
         flags, mods = self._outcome_of(degree, f.in_reach, f.adjacent, melee)
         flankers: tuple[str, ...] = ()
-        if melee and loe and f.in_reach and self._can_flank(engine, a):
+        if (melee and loe and self._threatens(f.in_reach, f.adjacent, f.level)
+                and self._can_flank(engine, a)):
             flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
                              if self._can_flank(engine, engine.index[fl]))
             if flankers:
-                flags = flags | {Flag.FLANKING}
-                mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
-                                 "flanking with " + ", ".join(flankers)))
+                flags = flags | self.FLANKING_FLAGS
+                if self.FLANKING_BONUS:
+                    mods = (*mods, M(Stat.ATTACK, self.FLANKING_BONUS, ModKind.FLANKING,
+                                     "flanking with " + ", ".join(flankers)))
         return Annotation(engine.cs[a].id, engine.cs[t].id, mode, loe, degree, mods, flags,
                           flankers, f.best_lines, visible)
 
