@@ -39,6 +39,7 @@ class Degree(enum.Enum):
 
     NONE = "none"
     SOFT = "soft"
+    HALF = "half"
     PARTIAL = "partial"
     THREE_QUARTERS = "three_quarters"
     LESSER = "lesser"
@@ -52,6 +53,8 @@ class Degree(enum.Enum):
 class Stat(enum.Enum):
     AC = "ac"
     REFLEX = "reflex"
+    #: The target's Dexterity saving throws (D&D 5e).
+    DEXTERITY = "dexterity"
     ATTACK = "attack"
     HIDE = "hide"
     STEALTH = "stealth"
@@ -98,6 +101,9 @@ class Flag(enum.Enum):
     CANNOT_ACT_TOWARD_COVER = "cannot_act_toward_cover"
     #: The target is off-guard (-2 circumstance to AC) against this attacker.
     OFF_GUARD = "off_guard"
+    #: The attacker has advantage on its attack rolls against this target (D&D 5e
+    #: flanking): a die, not a number.
+    ADVANTAGE = "advantage"
     # Aquatic combat (rulesets.aquatic; set only by rulesets that opt into it):
     ATTACKER_SUBMERGED = "attacker_submerged"
     TARGET_SUBMERGED = "target_submerged"

@@ -118,7 +118,7 @@ class CovercastTokenFlags(_Strict, frozen=True):
     size larger and ride nothing itself); `takeCover`, the creature has used Pathfinder 2e's
     Take Cover action."""
 
-    cover: Literal["soft", "partial", "cover", "improved", "lesser", "standard",
+    cover: Literal["soft", "half", "partial", "cover", "improved", "lesser", "standard",
                    "greater", "three_quarters"] | None = None
     swim: bool = False
     con: ConMod | None = None
