@@ -6,6 +6,7 @@ name and lists the valid names when one is wrong.
 
 from rulesets.base import Registry, Ruleset, UnknownRuleset
 from rulesets.degrees import CoverDegrees
+from rulesets.dnd5e import Dnd5e
 from rulesets.dnd35 import Dnd35
 from rulesets.pf1 import Pf1
 from rulesets.pf2 import Pf2
@@ -17,5 +18,6 @@ REGISTRY.register(Pf1())
 REGISTRY.register(CoverDegrees())
 REGISTRY.register(Realms())
 REGISTRY.register(Pf2())
+REGISTRY.register(Dnd5e())
 
 __all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset"]
