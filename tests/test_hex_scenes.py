@@ -58,7 +58,7 @@ def test_hex_scene_subscribe_move_query(peer_factory: PeerFactory, grid: int,
 
 
 @pytest.mark.parametrize("grid", [2, 3, 4, 5])
-@pytest.mark.parametrize("ruleset", ["dnd35", "pf1"])
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "dnd5e"])
 def test_corner_rulesets_refuse_every_hex_layout(peer_factory: PeerFactory, grid: int,
                                                  ruleset: str) -> None:
     p = peer_factory()
@@ -75,7 +75,7 @@ def test_welcome_lists_each_rulesets_grids(peer_factory: PeerFactory) -> None:
     welcome = p.hello()
     grids = {r["name"]: r["grids"] for r in welcome["rulesets"]}
     assert grids == {"dnd35": [1], "pf1": [1], "degrees": [1, 2, 3, 4, 5],
-                     "realms": [1, 2, 3, 4, 5], "pf2": [1, 2, 3, 4, 5]}
+                     "realms": [1, 2, 3, 4, 5], "pf2": [1, 2, 3, 4, 5], "dnd5e": [1]}
 
 
 def test_realms_cached_measures_do_not_cross_grids() -> None:

@@ -127,17 +127,20 @@ def gm_and_viewer(rng: random.Random, ruleset: str) -> tuple[Core, int, int, dic
 
 
 @pytest.mark.parametrize(("ruleset", "grid"), [
-    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1), ("pf2", 1),
+    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1), ("pf2", 1), ("dnd5e", 1),
     # Hex grids (tokens off the hex centres are snapped by Foundry's own offsets).
     ("degrees", 2), ("realms", 3), ("realms", 4), ("degrees", 5), ("pf2", 3)])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_incremental_matches_full(ruleset: str, grid: int, seed: int) -> None:
+def test_incremental_matches_full(ruleset: str, grid: int, seed: int,
+                                  options: dict[str, Any] | None = None) -> None:
     rng = random.Random(seed)
     core = Core()
     gm, viewer = core.connect(), core.connect()
     for conn in (gm, viewer):
         _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
-    assert _send(core, gm, _scene(rng, ruleset, grid))[gm][0]["type"] == "ack"
+    load = _scene(rng, ruleset, grid)
+    load["options"] = options or {}
+    assert _send(core, gm, load)[gm][0]["type"] == "ack"
     (full,) = _send(core, viewer, {"type": "subscribe", "scene": "s"})[viewer]
     held = {(a["attacker"], a["target"], a["mode"]): a for a in full["annotations"]}
     for step in range(25):
@@ -151,6 +154,15 @@ def test_incremental_matches_full(ruleset: str, grid: int, seed: int) -> None:
             assert delta["revision"] == core.scenes["s"].revision
             apply(held, delta)
         assert held == current, f"viewer after step {step}"
+
+
+@pytest.mark.parametrize("options", [
+    {"flanking": True}, {"creatureCover": "half"}, {"creatureCover": "none", "flanking": True}])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_incremental_matches_full_dnd5e_options(options: dict[str, Any], seed: int) -> None:
+    # Flanking (adjacent allies), creatures capped at half cover, and creatures that never
+    # count (no mode where creatures in the way count) change what a change can touch.
+    test_incremental_matches_full("dnd5e", 1, seed, options)
 
 
 def apply(held: dict[Key, Any], delta: dict[str, Any]) -> None:
@@ -317,7 +329,7 @@ def _frames(outputs: list[Any]) -> dict[int, list[Any]]:
     return out
 
 
-@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees", "realms", "pf2"])
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees", "realms", "pf2", "dnd5e"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_viewers_tables_match_the_visible_scene_change_after_change(ruleset: str,
                                                                      seed: int) -> None:

@@ -37,7 +37,7 @@ def _wire(table: dict[Key, AnnotationOut]) -> dict[Key, dict[str, Any]]:
     return {k: msgpack.unpackb(msgspec.msgpack.encode(v)) for k, v in table.items()}
 
 
-@pytest.mark.parametrize("ruleset", ["dnd35", "degrees", "realms"])
+@pytest.mark.parametrize("ruleset", ["dnd35", "degrees", "realms", "dnd5e"])
 def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
     rng = random.Random(11)
     core, gm, viewer, snapshots = gm_and_viewer(rng, ruleset)

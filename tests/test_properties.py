@@ -563,3 +563,53 @@ def test_rows_without_lines_equal_rows_with_lines(ruleset: str, doc: Doc,
         options = {}
     with_lines = _without_lines(evaluate(doc, options, lines=True, ruleset=ruleset))
     assert evaluate(doc, options, ruleset=ruleset) == with_lines
+
+
+# -- (f) dnd5e: its paths agree, and walls only add cover ------------------------------------
+
+dnd5e_options_st = st.fixed_dictionaries({
+    "flanking": st.booleans(),
+    "creatureCover": st.sampled_from(["lines", "half", "none"]),
+})
+#: dnd35's GM floors in crowded_docs, as the dnd5e degrees they stand for.
+_DND5E_FLOORS = {"soft": "half", "cover": "half", "improved": "three_quarters"}
+
+
+def _as_dnd5e(doc: Doc) -> Doc:
+    doc = copy.deepcopy(doc)
+    for tok in doc["tokens"]:
+        floor = tok.get("flags", {}).get("covercast", {}).get("cover")
+        if floor is not None:
+            tok["flags"]["covercast"]["cover"] = _DND5E_FLOORS[floor]
+    return doc
+
+
+@PROPS
+@given(doc=crowded_docs(), options=dnd5e_options_st)
+def test_dnd5e_columns_rows_and_reference_agree(doc: Doc, options: Doc) -> None:
+    # Without lines dnd5e builds its annotations from arrays, with lines row by row; the
+    # engine's fast plan equals its straightforward reference, every mode read as one.
+    from rulesets.dnd5e import CoverLines
+
+    doc = _as_dnd5e(doc)
+    with_lines = _without_lines(evaluate(doc, options, lines=True, ruleset="dnd5e"))
+    assert evaluate(doc, options, ruleset="dnd5e") == with_lines
+    scene = load(doc, options, "dnd5e")
+    engine = CoverLines(scene.geometry, scene.options)
+    n = len(scene.geometry.creatures)
+    rows = [(a, t, m) for a in range(n) for t in range(n) if a != t for m in AttackMode]
+    assert engine.evaluate(rows, True) == engine.reference(rows, True)
+
+
+@PROPS
+@given(scene_docs(), wall_docs("added"), dnd5e_options_st)
+def test_dnd5e_adding_a_wall_never_reduces_cover(doc: Doc, wall: Doc, options: Doc) -> None:
+    ladder = [Degree.NONE, Degree.HALF, Degree.THREE_QUARTERS, Degree.TOTAL]
+    before = evaluate(doc, options, ruleset="dnd5e")
+    more = copy.deepcopy(doc)
+    more["walls"].append(wall)
+    after = evaluate(more, options, ruleset="dnd5e")
+    for key, ann in before.items():
+        new = after[key]
+        assert ladder.index(new.cover) >= ladder.index(ann.cover), (key, ann.cover, new.cover)
+        assert not (new.loe and not ann.loe), key

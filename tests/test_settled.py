@@ -36,7 +36,7 @@ def _check(core: Core, label: str) -> int:
     return checked
 
 
-@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees", "pf2"])
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "degrees", "pf2", "dnd5e"])
 def test_patched_answer_equals_a_fresh_read(ruleset: str) -> None:
     rng = random.Random(7)
     core, gm, _, _ = gm_and_viewer(rng, ruleset)
