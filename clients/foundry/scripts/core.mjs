@@ -186,6 +186,10 @@ export class Covercast {
       choices: { ...KNOWN_RULESETS },
       onChange: () => this.resync(),
     });
+    settings.register(MODULE_ID, "rulesetOptions", {
+      name: t("Settings.rulesetOptions.Name"), hint: t("Settings.rulesetOptions.Hint"),
+      scope: "world", config: true, type: String, default: "", onChange: () => this.resync(),
+    });
     settings.register(MODULE_ID, "applyMode", {
       name: t("Settings.applyMode.Name"), hint: t("Settings.applyMode.Hint"),
       scope: "world", config: true, type: String, default: "auto",
@@ -452,7 +456,10 @@ export class Covercast {
    * would make the server close the connection, and the resync after the reconnect would
    * do it again. @param {any} scene */
   loadMessages(scene) {
+    /** @type {any} */
     const load = { type: "scene.load", scene: this.sceneData(scene), ruleset: this.setting("ruleset") };
+    const options = this.rulesetOptions();
+    if (options) load.options = options;
     const limits = this.welcome?.limits ?? {};
     const maxBytes = Math.min(limits.maxFrameBytes ?? 4194304, this.maxFrameBytes) * 0.9;
     const maxBatch = limits.maxBatch ?? 5000;
@@ -476,6 +483,22 @@ export class Covercast {
     }
     if (batch.length > 0) out.push({ type: "wall.create", scene: scene.id, walls: batch });
     return out;
+  }
+
+  /** The ruleset options of the world setting (a JSON object, e.g. {"flanking": true} for
+   * dnd5e's optional flanking rule), or null; a setting that is no JSON object is reported
+   * and not sent (the server would refuse the load). */
+  rulesetOptions() {
+    const text = String(this.setting("rulesetOptions") ?? "").trim();
+    if (!text) return null;
+    try {
+      const value = JSON.parse(text);
+      if (value && typeof value === "object" && !Array.isArray(value)) return value;
+    } catch {
+      // reported below
+    }
+    this.notify("error", this.t("Notify.badOptions", { text }));
+    return null;
   }
 
   /** @param {any} msg @param {any} request */
@@ -706,33 +729,36 @@ export class Covercast {
 
   // -- area effects: cover from a template's origin --------------------------------------------
 
-  /** @param {any} template the MeasuredTemplate document */
+  /** Ask who an area effect reaches, with each one's cover from its origin: on the gm
+   * connection (this GM's saves) and the player one (relayed to the others).
+   * @param {any} template the MeasuredTemplate document */
   queryArea(template) {
     if (!this.isSender || !this.link.open) return;
     const scene = template.parent?.id;
-    if (!this.loaded.has(scene)) return;
+    if (!this.acked.has(scene)) return;
     const data = template.toObject();
     const msg = { type: "area.query", scene, template: data };
-    this.link.send(msg, scene);
-    if (this.viewer.open) this.viewer.send(msg, scene);
-    this.pendingAreas.set(`${scene}/${data._id}`, data);
+    const waiting = new Set();
+    if (this.link.send(msg, scene)) waiting.add(this.store);
+    if (this.viewer.open && this.viewer.send(msg, scene)) waiting.add(this.viewerStore);
+    this.pendingAreas.set(`${scene}/${data._id}`, { data, waiting });
   }
 
-  /** @param {any} msg @param {any} request @param {AnnotationStore} store */
+  /** An `area.result` on one of the two connections: replies come in order per connection,
+   * so it answers the oldest template of that scene still waiting on it.
+   * @param {any} msg @param {any} request @param {AnnotationStore} store */
   onAreaResult(msg, request, store) {
-    // Templates placed recently, with who they reach and their save modifiers from the
-    // origin: the sender asks `area.query` on both connections, the others get the viewer's.
-    const templates = this.pendingAreas;
-    // Replies come in order per connection: the oldest pending template of that scene.
-    const key = [...templates.keys()].find((k) => k.startsWith(`${msg.scene}/`));
+    const key = [...this.pendingAreas.keys()].find((k) => k.startsWith(`${msg.scene}/`) && this.pendingAreas.get(k).waiting.has(store));
     if (!key) return;
-    const template = templates.get(key);
-    const entry = { at: this.now(), affected: msg.affected, origin: { x: template.x, y: template.y } };
+    const pending = this.pendingAreas.get(key);
+    pending.waiting.delete(store);
+    if (pending.waiting.size === 0) this.pendingAreas.delete(key);
+    const { data } = pending;
+    const origin = { x: data.x, y: data.y };
     if (store === this.store) {
-      this.areas.set(template._id, entry);
+      this.areas.set(data._id, { at: this.now(), affected: msg.affected, origin });
     } else {
-      templates.delete(key);
-      this.emit({ kind: "area", template: template._id, affected: msg.affected, origin: entry.origin });
+      this.emit({ kind: "area", template: data._id, affected: msg.affected, origin });
     }
   }
 

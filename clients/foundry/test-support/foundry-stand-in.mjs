@@ -286,7 +286,7 @@ class FakeSettings {
 
 /** One browser: its user, hooks, settings, canvas and the module running in it. */
 export class Client {
-  constructor(world, user, { settings = {}, WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes, system = world.system, generation = 13 }) {
+  constructor(world, user, { settings = {}, WebSocket = globalThis.WebSocket, backoffBase = 50, backoffMax = 400, maxFrameBytes, system = world.system, generation = 13 }) {
     this.world = world;
     this.user = user;
     this.notifications = [];
