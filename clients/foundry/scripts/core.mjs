@@ -96,6 +96,7 @@ export class Covercast {
     this.areas = new Map();
     /** @type {string | null} */
     this.senderId = null;
+    this.isReady = false;
     this.link = this.makeLink("gm");
     this.viewer = this.makeLink("player");
   }
@@ -234,6 +235,7 @@ export class Covercast {
   }
 
   ready() {
+    this.isReady = true;
     this.game.socket?.on(SOCKET, (/** @type {any} */ data) => this.onSocket(data));
     if (this.game.user?.isGM) this.announce();
     this.elect();
@@ -281,7 +283,7 @@ export class Covercast {
   /** Re-elect the sender and take this client's part: sender, reader or relayed.
    * @param {any} [user] @param {boolean} [connected] */
   elect(user = null, connected = undefined) {
-    if (!this.game.user) return;
+    if (!this.isReady || !this.game.user) return; // settings and socket come with ready
     if (typeof connected === "boolean" && user) {
       if (!connected) this.refused.delete(user.id);
       // A GM who joins announces itself; ours goes to them too.

@@ -264,10 +264,14 @@ class FakeSocket {
   }
 }
 
+/** Foundry's settings: a client setting lives in one browser; a world setting is stored
+ * once for the world, and its change reaches every client (with its onChange). */
 class FakeSettings {
-  constructor(values) {
+  constructor(values, world) {
     this.defs = new Map();
+    this.settings = this.defs;
     this.values = new Map(Object.entries(values));
+    this.world = world;
   }
 
   register(module, key, def) { this.defs.set(`${module}.${key}`, def); }
@@ -275,12 +279,20 @@ class FakeSettings {
   get(module, key) {
     const full = `${module}.${key}`;
     if (!this.defs.has(full)) throw new Error(`setting ${full} is not registered`);
-    return this.values.has(key) ? this.values.get(key) : this.defs.get(full).default;
+    const def = this.defs.get(full);
+    if (def.scope === "world" && this.world.settingValues.has(full)) return this.world.settingValues.get(full);
+    return this.values.has(key) ? this.values.get(key) : def.default;
   }
 
   async set(module, key, value) {
+    const full = `${module}.${key}`;
+    if (this.defs.get(full).scope === "world") {
+      this.world.settingValues.set(full, value);
+      for (const c of this.world.activeClients()) c.game.settings.defs.get(full)?.onChange?.(value);
+      return;
+    }
     this.values.set(key, value);
-    this.defs.get(`${module}.${key}`).onChange?.(value);
+    this.defs.get(full).onChange?.(value);
   }
 }
 
@@ -295,7 +307,7 @@ export class Client {
     this.game = {
       user, users: world.users, release: { generation },
       system: { id: system }, i18n: i18n("en"),
-      settings: new FakeSettings(settings),
+      settings: new FakeSettings(settings, world),
       socket: new FakeSocket(world, this),
       modules: new Map([["covercast", { id: "covercast", active: true }]]),
     };
@@ -383,6 +395,7 @@ export class World {
    * adds that system's roll pipeline to each client (test-support/systems.mjs). */
   constructor({ system = "worldbuilding", systemModel = null } = {}) {
     this.users = new Collection();
+    this.settingValues = new Map(); // world settings, once for every client
     this.clients = [];
     this.socketLog = [];
     this.nextMessage = 1;

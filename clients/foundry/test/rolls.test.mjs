@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { FakeScene, World, tokenHud, tokenSource, writes } from "../test-support/foundry-stand-in.mjs";
+import { FakeScene, World, tokenHud, tokenSource, wallSource, writes } from "../test-support/foundry-stand-in.mjs";
 import { Server, hasServer, waitFor } from "../test-support/server.mjs";
 import {
   d35e, d35eAttack, dnd5e, dnd5eAttack, dnd5eSave, pf1, pf1Attack, pf1Save, pf2e, pf2eSave, pf2eStrike,
@@ -195,12 +195,83 @@ describe("the modifiers land in each system's rolls", { skip }, () => {
     assert.match(cardText(half.cards, t.player), /half cover \(\+2 AC, \+2 Dexterity saves\) — applied: \+2 AC/);
     await t.override("three_quarters");
     assert.deepEqual(dnd5eAttack(t.player, "archer").acs, [20], "three-quarters cover: +5 AC");
+    // A Dexterity save against a burst from the archer's side: +5 from three-quarters
+    // cover, in place of the system's own @cover (never both).
+    const template = { id: "shatter", parent: t.scene, toObject: () => ({ _id: "shatter", t: "circle", x: 200, y: 350, distance: 50 }) };
+    for (const c of t.world.activeClients()) c.Hooks.callAll("createMeasuredTemplate", template, {}, t.gm.user.id);
+    await waitFor(() => t.player.module.areas.has("shatter"), "the area's hits relayed to the player");
+    const save = dnd5eSave(t.player, "orc", { cover: 2 });
+    assert.deepEqual([save.total, save.parts], [10 + 2 + 5, ["@mod", "5"]]);
     await t.override(null);
-    // A Dexterity save against an area from beyond the orc's three-quarters cover.
+    // A wall between them: total cover, the attack at that single target is stopped.
+    const wall = t.world.createWall(t.scene, wallSource("rampart", [600, 0, 600, 1000]));
+    await waitFor(() => t.cover(t.player, "archer", "orc") === "total", "total cover behind the rampart");
+    const stopped = dnd5eAttack(t.player, "archer");
+    assert.equal(stopped.stopped, true, "no roll at a target that cannot be targeted");
+    assert.ok(t.player.notifications.some((n) => /total cover from Archer/.test(n.text)));
+    await t.gm.game.settings.set("covercast", "applyMode", "show");
+    const shown = dnd5eAttack(t.player, "archer");
+    assert.deepEqual([shown.stopped, shown.acs], [undefined, [15]], "show only: the roll is left alone");
+    assert.match(cardText(shown.cards, t.player), /not applied \(show only\): cannot be targeted/);
+    await t.gm.game.settings.set("covercast", "applyMode", "auto");
+    t.world.deleteWall(t.scene, wall.id);
     t.aim(t.gm, "fighter", "ogre");
     const flanked = dnd5eAttack(t.gm, "fighter", { d20: 3, d20b: 17 });
     assert.deepEqual([flanked.advantage, flanked.total], [true, 22], "flanking: advantage (the higher d20, 17 + 5)");
-    assert.ok(dnd5eSave);
+  });
+
+  it("draws the traced lines of the GM's selected pair, blocked and clear apart", async () => {
+    const t = tables.at(-1);
+    t.aim(t.gm, "archer", "orc");
+    const wall = t.world.createWall(t.scene, wallSource("crate", [600, 330, 600, 400]));
+    await waitFor(() => t.gm.module.gmTools.lines?.some((l) => l.blocked) && t.gm.module.gmTools.lines.some((l) => !l.blocked),
+      () => `lines with one blocked (${JSON.stringify(t.gm.module.gmTools.lines)})`);
+    const drawn = t.gm.canvas.controls.children.find((c) => c.name === "covercast-lines");
+    const colours = new Set(drawn.segments.map((seg) => seg.color));
+    assert.equal(drawn.segments.length, t.gm.module.gmTools.lines.length);
+    assert.equal(colours.size, 2, "clear and blocked lines in two colours");
+    assert.equal(t.player.canvas.controls.children.length, 0, "players get no lines");
+    t.world.deleteWall(t.scene, wall.id);
+  });
+
+  it("runs the v12 path: jQuery chat cards, the same applied line", async () => {
+    const world = new World({ system: "D35E", systemModel: d35e });
+    const { scene } = yard("v12a000000000001");
+    world.adopt(scene);
+    world.addUser("gmv12GGGGGGGGGGG", "GM", true);
+    const gm = world.client(world.users[0], { settings: { url: server.url }, generation: 12 });
+    tables.push({ world });
+    gm.login(scene);
+    await waitFor(() => gm.module.store.size === 60, "v12: annotations");
+    gm.control("fighter");
+    gm.target("ogre");
+    const roll = d35eAttack(gm, "fighter");
+    assert.equal(roll.total, 18);
+    assert.match(cardText(roll.cards, gm), /Fighter → Ogre \(melee\): no cover; flanking with Rogue \(\+2 attack\) — applied: \+2 attack/);
+  });
+
+  it("hands the table to a GM whose browser has the token when the first GM's has none", async () => {
+    const guarded = new Server({ token: "t0ken" });
+    await guarded.start();
+    try {
+      const world = new World({ system: "D35E", systemModel: d35e });
+      const { scene } = yard("tok0000000000001");
+      world.adopt(scene);
+      world.addUser("gmaaaaaaaaaaaaaa", "GM Ann", true); // first in activeGM order, no token
+      world.addUser("gmbbbbbbbbbbbbbb", "GM Bob", true, 3); // an assistant with the token
+      const ann = world.client(world.users[0], { settings: { url: guarded.url } });
+      const bob = world.client(world.users[1], { settings: { url: guarded.url, accessToken: "t0ken" } });
+      tables.push({ world });
+      ann.login(scene);
+      bob.login(scene);
+      await waitFor(() => bob.module.isSender && bob.module.store.size === 60, "the GM with the token sends");
+      assert.equal(ann.module.role, "relayed");
+      assert.ok(ann.notifications.some((n) => n.text.includes("GM Bob's browser talks to the server")),
+        JSON.stringify(ann.notifications));
+      await waitFor(() => ann.module.store.size === 60, "the GM without the token gets the viewer annotations");
+    } finally {
+      await guarded.kill();
+    }
   });
 
   it("writes nothing but the GM's cover overrides", () => {

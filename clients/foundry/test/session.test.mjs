@@ -226,8 +226,12 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     world.updateActor(scene, goblin.actor, { system: { traits: { size: { value: "lg" } }, attributes: { reach: { base: 10 } } } });
     const update = await waitFor(() => frames.find((f) => f.type === "token.update" && f.tokens[0].size === "large"), "the size update");
     assert.deepEqual(update.tokens, [{ _id: "goblin", size: "large", reach: 10 }]);
-    const held = await observer.scene(scene.id);
-    const stored = held.scene.tokens.find((t) => t.id === "goblin");
+    // The observer's own connection may be served before the module's update: ask until acked.
+    let stored = null;
+    for (let i = 0; i < 50 && !(stored?.size === "large"); i++) {
+      stored = (await observer.scene(scene.id)).scene.tokens.find((t) => t.id === "goblin");
+      if (stored.size !== "large") await sleep(20);
+    }
     assert.deepEqual([stored.size, stored.reach], ["large", 10]);
     const count = frames.length;
     world.updateActor(scene, goblin.actor, { system: { details: { hp: 3 } } });
