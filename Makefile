@@ -3,7 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install lint bench clean browser
+.PHONY: run test install lint bench clean browser foundry-check foundry-zip
+FOUNDRY := clients/foundry
 
 $(BIN)/covercast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,9 +17,28 @@ install: $(BIN)/covercast
 run: install
 	$(BIN)/covercast serve
 
-lint: install
+lint: install foundry-check
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# The Foundry module's type-check against Foundry's published declarations (fvtt-types,
+# pinned in clients/foundry/package-lock.json) with TypeScript's checkJs: npm ci from the
+# npm registry into clients/foundry/node_modules, once per lock change.
+$(FOUNDRY)/node_modules/.package-lock.json: $(FOUNDRY)/package-lock.json
+	cd $(FOUNDRY) && npm ci --no-audit --no-fund --loglevel=error
+
+foundry-check: $(FOUNDRY)/node_modules/.package-lock.json
+	cd $(FOUNDRY) && ./node_modules/.bin/tsc -p tsconfig.json
+
+# The installable module: the zip module.json's `download` names (upload it and module.json
+# to the release that URL points at).
+foundry-zip: install
+	@mkdir -p $(FOUNDRY)/dist
+	@version=$$($(BIN)/python -c "import json; print(json.load(open('$(FOUNDRY)/module.json'))['version'])"); \
+	  rm -f $(FOUNDRY)/dist/covercast-foundry-$$version.zip; \
+	  cd $(FOUNDRY) && ../../$(BIN)/python -m zipfile -c dist/covercast-foundry-$$version.zip \
+	    module.json README.md scripts lang styles && cp module.json dist/module.json && \
+	  echo "built $(FOUNDRY)/dist/covercast-foundry-$$version.zip"
 
 # The overlay's browser test needs Debian's chromium and playwright's Python driver (never
 # `playwright install`: it downloads browsers from a CDN). Installed only when missing.

@@ -49,10 +49,24 @@ const KNOWN_RULESETS = {
 };
 
 /**
+ * Foundry's globals as the module reads them (globalThis in Foundry, stand-ins in tests),
+ * typed by Foundry's published declarations (fvtt-types).
+ * @typedef {object} FoundryEnv
+ * @property {typeof Hooks} Hooks
+ * @property {Game} game
+ * @property {Canvas | undefined} canvas
+ * @property {typeof ui} ui
+ * @property {typeof PIXI} PIXI
+ * @property {Document} document
+ * @property {typeof WebSocket} WebSocket
+ * @property {any} [libWrapper] libWrapper's global, when that module is active (not in fvtt-types)
+ */
+
+/**
  * The running module on one Foundry client.
  */
 export class Covercast {
-  /** @param {any} env @param {any} [options] */
+  /** @param {FoundryEnv} env @param {any} [options] */
   constructor(env, options = {}) {
     this.env = env;
     this.options = options;
@@ -120,7 +134,11 @@ export class Covercast {
 
   // -- Foundry plumbing -----------------------------------------------------------------------
 
+  /** Foundry's game, typed loosely where the declarations are strict about setting keys
+   * (each module key would need a declaration merge) and system-specific data.
+   * @returns {any} */
   get game() { return this.env.game; }
+  /** @returns {any} */
   get canvas() { return this.env.canvas; }
   get isSender() { return this.role === "sender"; }
   /** The gm connection's state (idle | connecting | open | closed | refused | stopped):
@@ -128,6 +146,13 @@ export class Covercast {
   get state() { return this.refusedHere ? "refused" : this.link.state; }
   get connections() { return this.link.connections; }
   get welcome() { return this.link.welcome; }
+
+  /** Fire one of the hooks this module offers other modules. Cast: fvtt-types types
+   * `Hooks.callAll` by its own HookConfig, which knows only Foundry's hook names.
+   * @param {string} name @param {...any} args */
+  callOwnHook(name, ...args) {
+    /** @type {any} */ (this.env.Hooks).callAll(name, ...args);
+  }
 
   /** @param {string} key */
   setting(key) {
@@ -153,9 +178,9 @@ export class Covercast {
     H.on("createWall", (/** @type {any} */ doc) => this.forward("wall.create", doc, () => ({ walls: [doc.toObject()] })));
     H.on("updateWall", (/** @type {any} */ doc, /** @type {any} */ changed) => this.forward("wall.update", doc, () => ({ walls: [this.patch(doc, changed)] })));
     H.on("deleteWall", (/** @type {any} */ doc) => this.forward("wall.delete", doc, () => ({ ids: [doc.id] })));
-    for (const hook of ["createRegion", "updateRegion", "deleteRegion"]) {
-      H.on(hook, (/** @type {any} */ doc, /** @type {any} */ changed) => this.onRegion(doc, changed));
-    }
+    H.on("createRegion", (/** @type {any} */ doc) => this.onRegion(doc, {}));
+    H.on("updateRegion", (/** @type {any} */ doc, /** @type {any} */ changed) => this.onRegion(doc, changed));
+    H.on("deleteRegion", (/** @type {any} */ doc) => this.onRegion(doc, {}));
     H.on("updateScene", (/** @type {any} */ scene, /** @type {any} */ changed) => this.onUpdateScene(scene, changed));
     H.on("updateActor", (/** @type {any} */ actor) => this.onUpdateActor(actor));
     H.on("targetToken", (/** @type {any} */ user) => { if (user?.id === this.game.user?.id) this.refresh(); });
@@ -217,10 +242,11 @@ export class Covercast {
       name: t("Settings.anyRollIsAttack.Name"), hint: t("Settings.anyRollIsAttack.Hint"),
       scope: "world", config: true, type: Boolean, default: false,
     });
-    const v13 = (this.game.release?.generation ?? 12) >= 13;
     const H = this.env.Hooks;
-    H.on(v13 ? "renderChatMessageHTML" : "renderChatMessage",
-      (/** @type {any} */ message, /** @type {any} */ html) => this.onRenderChatMessage(message, html));
+    const render = (/** @type {any} */ message, /** @type {any} */ html) => this.onRenderChatMessage(message, html);
+    // v13 renders chat cards as HTMLElements; v12's hook (jQuery) is deprecated in v13.
+    if ((this.game.release?.generation ?? 12) >= 13) H.on("renderChatMessageHTML", render);
+    else H.on("renderChatMessage", render);
     // The access token is a secret: shown as a password field (Foundry has no setting type
     // for it; the input is changed when the settings sheet renders).
     H.on("renderSettingsConfig", (/** @type {any} */ app, /** @type {any} */ html) => {
@@ -374,7 +400,7 @@ export class Covercast {
     this.lostNotified = false;
     this.refreshRulesets(msg);
     this.resync();
-    this.env.Hooks.callAll("covercastConnected", this);
+    this.callOwnHook("covercastConnected", this);
   }
 
   /** The ruleset setting offers what this server has; a ruleset it lacks is reported.
@@ -543,7 +569,7 @@ export class Covercast {
     if (msg.scene !== this.subscribed) return;
     this.store.apply(msg);
     this.refresh();
-    this.env.Hooks.callAll("covercastAnnotations", this.store, msg);
+    this.callOwnHook("covercastAnnotations", this.store, msg);
   }
 
   // -- the player connection (sender only): what the others are shown ---------------------------
@@ -615,7 +641,7 @@ export class Covercast {
         if (data.scene !== this.canvas?.scene?.id && data.scene !== null) return;
         this.store.apply(data);
         this.refresh();
-        this.env.Hooks.callAll("covercastAnnotations", this.store, data);
+        this.callOwnHook("covercastAnnotations", this.store, data);
         return;
       case "area":
         if (this.role !== "relayed" || from.id !== this.senderId) return;
@@ -867,7 +893,7 @@ export class Covercast {
     if (lines.length === 0) return;
     this.chatLines.set(message.id, lines);
     // The card may already be in the log (rendering and this hook race): add it there too.
-    const rendered = this.env.document?.querySelectorAll?.(`.chat-message[data-message-id="${message.id}"]`) ?? [];
+    const rendered = Array.from(this.env.document?.querySelectorAll?.(`.chat-message[data-message-id="${message.id}"]`) ?? []);
     for (const element of rendered) appendLines(element, lines);
   }
 
