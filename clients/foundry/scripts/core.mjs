@@ -623,7 +623,7 @@ export class Covercast {
    * its author's id (`from`): annotations are taken only from the elected sender, presence
    * only from GMs. @param {any} data */
   onSocket(data) {
-    const from = this.game.users?.get?.(data?.from) ?? [...(this.game.users ?? [])].find((u) => u.id === data?.from);
+    const from = this.game.users?.get?.(data?.from);
     if (!from) return;
     switch (data.kind) {
       case "presence":
