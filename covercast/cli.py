@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import math
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from importlib import resources
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from covercast.show import render_query, render_table
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
@@ -52,6 +56,13 @@ def _demo_request() -> Any:
 
 
 def serve(args: argparse.Namespace) -> int:
+    try:
+        import numpy  # noqa: F401
+        import shapely  # noqa: F401
+    except ImportError as exc:
+        print(f"error: the server needs numpy and shapely ({exc.name} is missing): "
+              "pip install 'covercast[server]'", file=sys.stderr)
+        return 2
     from server.app import run
     from server.session import Core
     from server.store import Store, StoreError
@@ -62,13 +73,13 @@ def serve(args: argparse.Namespace) -> int:
     except (StoreError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    gm_token = args.token or os.environ.get("COVERCAST_TOKEN") or None
+    overlay_token = args.overlay_token or os.environ.get("COVERCAST_OVERLAY_TOKEN") or None
     try:
         core = Core(
-            access_token=args.token or os.environ.get("COVERCAST_TOKEN") or None,
+            access_token=gm_token,
             player_token=args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None,
-            overlay_token=(args.overlay_token or os.environ.get("COVERCAST_OVERLAY_TOKEN")
-                           or None),
-            store=store)
+            overlay_token=overlay_token, store=store)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -80,16 +91,31 @@ def serve(args: argparse.Namespace) -> int:
         print(f"covercast listening on {url}", flush=True)
         print(f"state store: {store.path}", flush=True)
         scene = "SCENE" if args.no_demo else "demo"
-        print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene} "
-              "(add #token=OVERLAY_TOKEN when the server has tokens)", flush=True)
+        print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene}"
+              + (f"#token={overlay_token}" if overlay_token else
+                 " (add #token=GM_TOKEN: this server has no overlay token)" if gm_token
+                 else ""), flush=True)
         if not args.no_demo:
+            # Commands that work as printed: with a token server, the other terminal needs it.
+            env = f"COVERCAST_TOKEN={shlex.quote(gm_token)} " if gm_token else ""
+            flag = "" if port == DEFAULT_PORT and args.host == "127.0.0.1" else f" --url {url}"
             print("demo scene 'demo' loaded (D&D 3.5). In another terminal:\n"
-                  f"  .venv/bin/covercast watch --url {url}\n"
-                  f"  .venv/bin/covercast move goblin 8 6 --url {url}\n"
-                  f"  .venv/bin/covercast door door-e open --url {url}", flush=True)
+                  f"  {env}.venv/bin/covercast watch{flag}\n"
+                  f"  {env}.venv/bin/covercast move goblin 8 6{flag}\n"
+                  f"  {env}.venv/bin/covercast door door-e open{flag}\n"
+                  f"  {env}.venv/bin/covercast query archer goblin{flag}", flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(core, args.host, args.port, ready))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run(core, args.host, args.port, ready))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            print(f"error: port {args.port} is in use: is another covercast running? "
+                  "use --port", file=sys.stderr)
+        else:
+            print(f"error: cannot listen on {args.host}:{args.port}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -98,39 +124,32 @@ def _token(args: argparse.Namespace) -> str | None:
     return token
 
 
-def _summary(ann: dict[str, Any]) -> str:
-    if not ann["loe"]:
-        return "total cover"
-    mods = ", ".join(f"{m['value']:+d} {m['stat']}" for m in ann["modifiers"])
-    text = str(ann["cover"]) + (f" ({mods})" if mods else "")
-    if ann["mode"] != "ranged" and not ann["flags"].get("in_reach"):
-        text = "out of reach"
-    return text
-
-
-def render_table(table: dict[tuple[str, str, str], dict[str, Any]], revision: int,
-                 changed: set[tuple[str, str]]) -> str:
-    pairs = sorted({(a, t) for a, t, _ in table})
-    head = f"{'attacker':<10} {'target':<10} {'ranged':<34} {'melee':<34}"
-    lines = [f"revision {revision}   (* = changed by the last update)", head, "-" * len(head)]
-    for a, t in pairs:
-        ranged = table.get((a, t, "ranged"))
-        melee = table.get((a, t, "melee"))
-        mark = "*" if (a, t) in changed else " "
-        lines.append(f"{mark}{a:<9} {t:<10} {_summary(ranged) if ranged else '-':<34} "
-                     f"{_summary(melee) if melee else '-':<34}")
-    return "\n".join(lines)
+class CommandError(Exception):
+    """A command the user gave cannot be carried out (a door that is no door, a square off
+    the map, a file that is not a scene): said in one line, exit status 1."""
 
 
 async def _watch(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
+    color = sys.stdout.isatty()
     async with Client(args.url, token=_token(args), name="covercast-watch") as client:
+        if args.attacker or args.target:
+            ids = {t["id"] for t in (await client.get_scene(args.scene)).scene["tokens"]}
+            unknown = sorted(set(args.attacker + args.target) - ids)
+            if unknown:
+                raise CommandError(f"scene {args.scene!r} has no token {', '.join(unknown)} "
+                                   f"(its tokens: {', '.join(sorted(ids)) or 'none'})")
         sub = await client.subscribe(args.scene)
-        _draw(render_table(_as_dicts(sub.table), sub.revision, set()))
+
+        def draw(changed: set[tuple[str, str]]) -> None:
+            _draw(render_table(_as_dicts(sub.table), sub.revision, changed,
+                               attackers=args.attacker, targets=args.target, color=color))
+
+        draw(set())
         async for delta in sub:
-            changed = {(a.attacker, a.target) for a in delta.annotations}
-            _draw(render_table(_as_dicts(sub.table), sub.revision, changed))
+            draw({(a.attacker, a.target) for a in delta.annotations}
+                 | {(a, t) for a, t, _ in delta.removed})
             if args.once:
                 return 0
     return 0
@@ -147,23 +166,62 @@ def _draw(text: str) -> None:
     print(text, flush=True)
 
 
+def _find(items: list[dict[str, Any]], wanted: str, what: str, scene: str) -> dict[str, Any]:
+    for item in items:
+        if item["id"] == wanted:
+            return item
+    names = ", ".join(sorted(i["id"] for i in items)[:30]) or "none"
+    raise CommandError(f"scene {scene!r} has no {what} {wanted!r} (its {what}s: {names})")
+
+
 async def _move(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
     async with Client(args.url, token=_token(args), name="covercast-move") as client:
-        size = 1.0 if args.px else (await client.get_scene(args.scene)).scene["grid"]["size"]
-        ack = await client.move_token(args.scene, args.token_id, args.x * size, args.y * size)
-        print(f"moved {args.token_id}: scene {args.scene} now at revision {ack.revision}")
+        scene = (await client.get_scene(args.scene)).scene
+        token = _find(scene["tokens"], args.token_id, "token", args.scene)
+        size = float(scene["grid"].get("size", 100))
+        # scene.get leaves out fields at their defaults (docs/protocol.md section 5).
+        width, height = scene.get("width", 4000), scene.get("height", 3000)
+        tw, th = token.get("width", 1), token.get("height", 1)
+        scale = 1.0 if args.px else size
+        x, y = args.x * scale, args.y * scale
+        # The token's whole footprint must stay on the map (Foundry's padding: --force).
+        if not args.force and (x < 0 or y < 0 or x + tw * size > width
+                               or y + th * size > height):
+            unit = "px" if args.px else "squares"
+            raise CommandError(
+                f"({args.x:g}, {args.y:g}) puts {args.token_id} off the map: scene "
+                f"{args.scene!r} is {width / scale:g} x {height / scale:g} {unit}, and a "
+                f"token of {tw:g} x {th:g} squares fits from (0, 0) to "
+                f"({(width - tw * size) / scale:g}, {(height - th * size) / scale:g}); "
+                "--force moves it anyway")
+        ack = await client.move_token(args.scene, args.token_id, x, y)
+        print(f"moved {args.token_id} to ({args.x:g}, {args.y:g}{' px' if args.px else ''}): "
+              f"scene {args.scene} now at revision {ack.revision}")
     return 0
+
+
+_DOOR_STATES = {"open": 1, "close": 0, "lock": 2}
 
 
 async def _door(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
-    ds = {"open": 1, "close": 0, "lock": 2}[args.state]
     async with Client(args.url, token=_token(args), name="covercast-door") as client:
-        ack = await client.update_walls(args.scene, [{"_id": args.wall_id, "ds": ds}])
-        print(f"door {args.wall_id} {args.state}: revision {ack.revision}")
+        walls = (await client.get_scene(args.scene)).scene["walls"]
+        doors = sorted(w["id"] for w in walls if w.get("door", 0))
+        wall = next((w for w in walls if w["id"] == args.wall_id), None)
+        listed = f"its doors: {', '.join(doors[:30])}" if doors else "it has no doors"
+        if wall is None:
+            raise CommandError(f"scene {args.scene!r} has no wall {args.wall_id!r} ({listed})")
+        if not wall.get("door", 0):
+            raise CommandError(f"wall {args.wall_id!r} is not a door, and only doors open, "
+                               f"close or lock ({listed})")
+        ack = await client.update_walls(args.scene, [{"_id": args.wall_id,
+                                                      "ds": _DOOR_STATES[args.state]}])
+        print(f"door {args.wall_id} {args.state}: scene {args.scene} now at revision "
+              f"{ack.revision}")
     return 0
 
 
@@ -171,9 +229,66 @@ async def _query(args: argparse.Namespace) -> int:
     from covercast.client import Client
 
     async with Client(args.url, token=_token(args), name="covercast-query") as client:
+        state = None if args.json else await client.get_scene(args.scene)
         result = await client.query(args.scene, args.attacker, args.target, args.attack,
                                     lines=args.lines)
-        print(json.dumps(msgspec.to_builtins(result.annotation), indent=2))
+        answer = msgspec.to_builtins(result)
+        if state is None:
+            print(json.dumps(answer["annotation"], indent=2))
+        else:
+            print(render_query(answer, state.scene, str(state.scene.get("ruleset", "?"))))
+    return 0
+
+
+def read_scene_file(path: str) -> dict[str, Any]:
+    """A scene file as a `scene.load` request: either the whole request of docs/protocol.md
+    section 5 (`{"type": "scene.load", "scene": {...}, "ruleset": ..., "options": ...}`)
+    or only the scene document (`{"id": ..., "grid": ..., "walls": [...], ...}`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{path} is not JSON: line {exc.lineno} column {exc.colno}: "
+                           f"{exc.msg}") from None
+    if not isinstance(data, dict):
+        raise CommandError(f"{path} holds a JSON {type(data).__name__}, not a scene (an "
+                           "object with id and grid, or a scene.load request)")
+    if isinstance(data.get("scene"), dict):
+        kind = data.get("type", "scene.load")
+        if kind != "scene.load":
+            raise CommandError(f"{path} is a {kind!r} message, not scene.load")
+        return {k: v for k, v in data.items() if k not in ("type", "id")}
+    return {"scene": data}
+
+
+async def _load(args: argparse.Namespace) -> int:
+    from covercast.client import Client
+
+    request = read_scene_file(args.file)
+    scene = request["scene"]
+    ruleset = args.ruleset or request.get("ruleset") or "dnd35"
+    options = dict(request.get("options") or {})
+    if args.options is not None:
+        try:
+            extra = json.loads(args.options)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--options is not JSON: {exc.msg} at column {exc.colno}"
+                               ) from None
+        if not isinstance(extra, dict):
+            raise CommandError("--options wants a JSON object, e.g. '{\"flanking\": true}'")
+        options.update(extra)
+    async with Client(args.url, token=_token(args), name="covercast-load") as client:
+        ack = await client.load_scene(scene, ruleset=ruleset, options=options)
+        name = scene.get("id") or scene.get("_id")
+        counts = ", ".join(f"{len(scene.get(k) or [])} {k}" for k in ("tokens", "walls",
+                                                                         "regions"))
+        print(f"loaded scene {name!r} ({ruleset}; {counts}) at revision {ack.revision}\n"
+              f"  see it: covercast watch --scene {name} --url {args.url}")
     return 0
 
 
@@ -270,7 +385,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _client_command(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from covercast.client import ConnectionLost, CovercastError
+        from covercast.client import ConnectionLost, CovercastError, ServerError
 
         try:
             code: int = asyncio.run(fn(args))
@@ -278,7 +393,11 @@ def _client_command(fn: Any) -> Any:
         except ConnectionLost as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except CovercastError as exc:
+        except ServerError as exc:
+            where = f" (at {exc.path})" if exc.path and exc.path not in exc.message else ""
+            print(f"error: {exc}{where}", file=sys.stderr)
+            return 1
+        except (CovercastError, CommandError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
@@ -286,80 +405,138 @@ def _client_command(fn: Any) -> Any:
     return run
 
 
+class _Help(argparse.HelpFormatter):
+    """Every flag's default after its help line (flags off or unset by default say so in
+    their help instead)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("%(default)" in text or not action.option_strings
+                or action.default in (None, False, [], argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="covercast", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("serve", help="run the server")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description,
+                              formatter_class=_Help)
+
+    p = command("serve", "run the server",
+                "Run the Covercast server: WebSocket clients (the Foundry module, bots, "
+                "this command) and the overlay page at http://HOST:PORT/overlay, on one "
+                "port. The demo scene 'demo' is loaded unless --no-demo.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="the port to listen on (0 picks a free one)")
     p.add_argument("--no-demo", action="store_true", help="start without the demo scene")
     p.add_argument("--token", help="the gm's access token clients must send in hello "
-                                   "(default: $COVERCAST_TOKEN; none: open server, every "
+                                   "($COVERCAST_TOKEN if unset; none: an open server, every "
                                    "client is gm unless it asks for a viewer role)")
     p.add_argument("--player-token", help="access token of read-only players, who never see "
-                                          "hidden tokens (default: $COVERCAST_PLAYER_TOKEN; "
+                                          "hidden tokens ($COVERCAST_PLAYER_TOKEN if unset; "
                                           "needs a gm token)")
     p.add_argument("--overlay-token", help="access token of read-only stream overlays "
-                                           "(default: $COVERCAST_OVERLAY_TOKEN; needs a gm "
+                                           "($COVERCAST_OVERLAY_TOKEN if unset; needs a gm "
                                            "token)")
     p.add_argument("--state", metavar="PATH",
-                   help="SQLite file keeping each token's air across restarts (default: "
-                        "$XDG_STATE_HOME/covercast/state.sqlite3; ':memory:' keeps nothing)")
+                   help="SQLite file keeping each token's air across restarts "
+                        "($XDG_STATE_HOME/covercast/state.sqlite3 if unset; ':memory:' keeps "
+                        "nothing)")
     p.set_defaults(func=serve)
 
-    def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_text)
-        c.add_argument("--url", default=DEFAULT_URL)
-        c.add_argument("--scene", default="demo")
-        c.add_argument("--token", help="access token (default: $COVERCAST_TOKEN)")
+    def client_command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        c = command(name, summary, description)
+        c.add_argument("--url", default=DEFAULT_URL, help="the server")
+        c.add_argument("--scene", default="demo", help="the scene's id")
+        c.add_argument("--token", help="the gm's access token ($COVERCAST_TOKEN if unset)")
         return c
 
-    c = client_parser("watch", "print the live cover table of a scene")
-    c.add_argument("--once", action="store_true", help="exit after the first delta")
+    c = client_command("watch", "print a scene's live cover table",
+                       "Subscribe to a scene and print its cover table (ranged and melee, "
+                       "each attacker against each target), redrawn on every change; rows "
+                       "the change touched are marked with * (reverse video on a terminal).")
+    c.add_argument("--attacker", action="append", default=[], metavar="TOKEN",
+                   help="show only this attacker's rows (repeatable)")
+    c.add_argument("--target", action="append", default=[], metavar="TOKEN",
+                   help="show only rows against this target (repeatable)")
+    c.add_argument("--once", action="store_true", help="exit after the first change")
     c.set_defaults(func=_client_command(_watch))
 
-    c = client_parser("move", "move a token")
-    c.add_argument("token_id")
-    c.add_argument("x", type=float)
-    c.add_argument("y", type=float)
-    c.add_argument("--px", action="store_true", help="x and y are pixels, not squares")
+    c = client_command("move", "move a token",
+                       "Move a token so its top-left corner is on square (X, Y), counted "
+                       "from 0 at the map's top-left; a move off the map is refused.")
+    c.add_argument("token_id", metavar="TOKEN", help="the token's id")
+    c.add_argument("x", type=float, metavar="X", help="column (or pixels with --px)")
+    c.add_argument("y", type=float, metavar="Y", help="row (or pixels with --px)")
+    c.add_argument("--px", action="store_true", help="X and Y are pixels, not squares")
+    c.add_argument("--force", action="store_true",
+                   help="move it even off the map (into a Foundry scene's padding)")
     c.set_defaults(func=_client_command(_move))
 
-    c = client_parser("door", "open, close or lock a door")
-    c.add_argument("wall_id")
-    c.add_argument("state", choices=["open", "close", "lock"])
+    c = client_command("door", "open, close or lock a door",
+                       "Open, close or lock a door (a wall whose door type is not 0); any "
+                       "other wall is refused, with the scene's doors listed.")
+    c.add_argument("wall_id", metavar="WALL", help="the door's wall id")
+    c.add_argument("state", choices=["open", "close", "lock"], help="what to do with it")
     c.set_defaults(func=_client_command(_door))
 
-    c = client_parser("query", "ask for one pair's cover")
-    c.add_argument("attacker")
-    c.add_argument("target")
-    c.add_argument("--attack", choices=["melee", "reach", "ranged"], default="ranged")
-    c.add_argument("--lines", action="store_true")
+    c = client_command("query", "ask for one pair's cover",
+                       "What ATTACKER gets against TARGET right now: the cover degree, the "
+                       "numbers to add and why, the flags that are true, and with --lines "
+                       "the lines traced (in squares). --json prints the whole annotation.")
+    c.add_argument("attacker", metavar="ATTACKER", help="the attacker's token id")
+    c.add_argument("target", metavar="TARGET", help="the target's token id")
+    c.add_argument("--attack", choices=["melee", "reach", "ranged"], default="ranged",
+                   help="the kind of attack")
+    c.add_argument("--lines", action="store_true", help="also list the lines traced")
+    c.add_argument("--json", action="store_true",
+                   help="print the annotation as the protocol's JSON (pixels, every flag)")
     c.set_defaults(func=_client_command(_query))
 
-    c = sub.add_parser("record", help="record a client's session, as a proxy to the server")
-    c.add_argument("--out", required=True, help="the recording to write (JSON Lines)")
+    c = client_command("load", "load a scene from a JSON file",
+                       "Load (or replace) a scene from FILE: a scene document as in "
+                       "docs/protocol.md section 5 ({\"id\": ..., \"grid\": ..., \"walls\": "
+                       "[...], \"tokens\": [...]}), or a whole scene.load request with its "
+                       "ruleset and options. Then `covercast watch --scene ID` shows it.")
+    c.add_argument("file", metavar="FILE", help="the scene file (JSON)")
+    c.add_argument("--ruleset", help="the ruleset (the file's, else dnd35, if unset)")
+    c.add_argument("--options", metavar="JSON",
+                   help="ruleset options as a JSON object, over the file's")
+    c.set_defaults(func=_client_command(_load))
+
+    c = command("record", "record a client's session, as a proxy to the server",
+                "Stand between a client and the server and write everything that passes "
+                "to a recording (JSON Lines) that `covercast replay` plays back.")
+    c.add_argument("--out", required=True, metavar="FILE",
+                   help="the recording to write (JSON Lines; e.g. recordings/session.jsonl)")
     c.add_argument("--url", default=DEFAULT_URL, help="the server to forward to")
-    c.add_argument("--listen", default="127.0.0.1:8766",
-                   help="where the client connects instead (default 127.0.0.1:8766)")
+    c.add_argument("--listen", default="127.0.0.1:8766", metavar="HOST:PORT",
+                   help="where the client connects instead")
     c.add_argument("--note", default="", help="a note kept in the file's header")
     c.set_defaults(func=_record)
 
-    c = sub.add_parser("replay", help="replay a recorded session against a server")
-    c.add_argument("file", help="a recording (covercast record, docs/client.md)")
-    c.add_argument("--url", default=DEFAULT_URL)
-    c.add_argument("--token", help="access token for the hello (default: $COVERCAST_TOKEN)")
+    c = command("replay", "replay a recorded session against a server",
+                "Send a recording's requests to a server at their recorded pace (or "
+                "faster) and, with --check, compare the replies and annotations.")
+    c.add_argument("file", metavar="FILE", help="a recording (covercast record, docs/client.md)")
+    c.add_argument("--url", default=DEFAULT_URL, help="the server")
+    c.add_argument("--token", help="access token for the hello ($COVERCAST_TOKEN if unset)")
     c.add_argument("--speed", type=float, default=1.0,
                    help="time scale: 2 replays twice as fast, 0 as fast as possible")
     c.add_argument("--as-fast-as-possible", action="store_true", help="the same as --speed 0")
-    c.add_argument("--out", help="write what was sent and received (recording format)")
+    c.add_argument("--out", metavar="FILE",
+                   help="write what was sent and received (recording format)")
     c.add_argument("--check", action="store_true",
                    help="compare replies and annotations with the recording; exit 1 with a "
                         "diff when they differ")
     c.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds to wait for the last replies and deltas (default 10)")
+                   help="seconds to wait for the last replies and deltas")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=_replay)
     return parser

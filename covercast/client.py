@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import os
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
@@ -69,6 +70,7 @@ __all__ = [
     "ConnectionLost",
     "CoverResult",
     "CovercastError",
+    "Flags",
     "FriendlyFireAttack",
     "FriendlyFireOut",
     "FriendlyFireResult",
@@ -79,6 +81,8 @@ __all__ = [
     "ServerError",
     "Subscription",
     "Welcome",
+    "flags",
+    "token_from_env",
 ]
 
 log = logging.getLogger("covercast.client")
@@ -95,6 +99,57 @@ _PRIVILEGED: contextvars.ContextVar[bool] = contextvars.ContextVar("covercast_pr
                                                                    default=False)
 R = TypeVar("R", Welcome, Ack, CoverResult, AreaResult, SceneState, Annotations,
             BreathState, FriendlyFireResult)
+
+
+class Flags(msgspec.Struct, frozen=True, kw_only=True):
+    """An annotation's `flags` as typed attributes: what the rules let the attacker do
+    against this target, or what holds for the pair (each False unless the server said
+    True). `flags(annotation)` makes one; the wire keeps a plain map, whose keys a newer
+    server may extend (unknown keys are ignored here)."""
+
+    #: The target can be attacked or targeted at all (it has a line of effect).
+    can_target: bool = False
+    #: Moving out of this attacker's threat provokes an attack of opportunity.
+    can_aoo: bool = False
+    #: The target's cover lets it attempt to hide (Stealth/Hide) from this attacker.
+    can_hide: bool = False
+    #: The target is within this attack mode's reach (always True for ranged).
+    in_reach: bool = False
+    #: The two occupy adjacent squares or hexes.
+    adjacent: bool = False
+    #: The attacker flanks the target (`flankers` names the allies).
+    flanking: bool = False
+    #: Cover grants improved evasion against area effects (3.5/PF1 improved cover).
+    improved_evasion: bool = False
+    #: Cover improves the degree of success of the target's Reflex save (degrees, pf2).
+    reflex_degree_better: bool = False
+    #: A miss may hit someone else: resolve it with `friendly_fire` (realms).
+    friendly_fire: bool = False
+    #: The target's full cover faces the attacker: it may not act in that direction.
+    cannot_act_toward_cover: bool = False
+    #: The target is off-guard (-2 circumstance to AC) against this attacker (pf2).
+    off_guard: bool = False
+    #: The attacker rolls with advantage (dnd5e flanking): a die, not a number.
+    advantage: bool = False
+    #: Aquatic combat: the attacker / the target is under water; the line passes water.
+    attacker_submerged: bool = False
+    target_submerged: bool = False
+    through_water: bool = False
+    #: A ranged slashing or bludgeoning attack misses automatically.
+    ranged_auto_miss_slashing_bludgeoning: bool = False
+    #: A ranged piercing attack has its range increments halved.
+    range_increment_halved_piercing: bool = False
+    #: No fire spell and no action with the fire trait.
+    no_fire: bool = False
+    #: Rider and mount share the multiple attack penalty.
+    shares_map: bool = False
+    #: The attacker is mounted: dismounting is its only move action.
+    dismount_only_move: bool = False
+
+
+def flags(annotation: AnnotationOut) -> Flags:
+    """The annotation's flags, typed: `flags(sub.get("archer", "goblin")).can_hide`."""
+    return msgspec.convert(annotation.flags, Flags)
 
 
 class CovercastError(Exception):
@@ -127,6 +182,17 @@ class ProtocolError(CovercastError):
 def _plain(value: Any) -> Any:
     """A document given as a msgspec Struct (e.g. server.messages.SceneDoc) as plain data."""
     return msgspec.to_builtins(value) if isinstance(value, msgspec.Struct) else value
+
+
+_ROLE_TOKEN_VARS: Mapping[str, str] = {"player": "COVERCAST_PLAYER_TOKEN",
+                                        "overlay": "COVERCAST_OVERLAY_TOKEN"}
+
+
+def token_from_env(role: str | None = None) -> str | None:
+    """The access token a client with `role` says hello with when none is given: the
+    role's own variable if set, else $COVERCAST_TOKEN (a gm token admits every role)."""
+    own = _ROLE_TOKEN_VARS.get(role or "")
+    return (os.environ.get(own) if own else None) or os.environ.get("COVERCAST_TOKEN") or None
 
 
 class Subscription:
@@ -253,7 +319,11 @@ class Client:
     seconds): requests in flight raise ConnectionLost (a change may or may not have been
     applied), new requests wait for the new connection, `on_reconnect(client)` runs first
     (load your scenes again there: the server may have restarted), then every subscription
-    is renewed and yields its new full set."""
+    is renewed and yields its new full set.
+
+    `token=None` reads the token from the environment, as the `covercast` command does:
+    $COVERCAST_TOKEN (the gm's), or for `role="player"` / `role="overlay"` first
+    $COVERCAST_PLAYER_TOKEN / $COVERCAST_OVERLAY_TOKEN; `token=""` sends none."""
 
     def __init__(self, url: str = "ws://127.0.0.1:8765", *, token: str | None = None,
                  name: str = "covercast-python", role: RoleName | None = None,
@@ -261,7 +331,7 @@ class Client:
                  on_reconnect: Callable[[Client], Awaitable[None]] | None = None,
                  reconnect_timeout: float | None = 60.0, max_backoff: float = 5.0) -> None:
         self.url = url
-        self.token = token
+        self.token = token_from_env(role) if token is None else (token or None)
         self.name = name
         self.role = role
         self.open_timeout = open_timeout

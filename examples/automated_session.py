@@ -44,8 +44,8 @@ def describe(cover: str, loe: bool, modifiers: list[tuple[str, int]]) -> str:
     return cover + (f" ({mods})" if mods else "")
 
 
-async def main(url: str) -> None:
-    async with Client(url, name="automated-session-example") as cc:
+async def main(url: str, token: str | None) -> None:
+    async with Client(url, token=token, name="automated-session-example") as cc:
         print(f"connected to {cc.welcome.server} {cc.welcome.version}, rulesets: "
               + ", ".join(r["name"] for r in cc.welcome.rulesets))
         await cc.load_scene(SCENE, ruleset="dnd35")
@@ -90,5 +90,8 @@ async def main(url: str) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="ws://127.0.0.1:8765")
-    asyncio.run(main(parser.parse_args().url))
+    parser.add_argument("--url", default="ws://127.0.0.1:8765",
+                        help="the server (default: %(default)s)")
+    parser.add_argument("--token", help="the gm's access token (default: $COVERCAST_TOKEN)")
+    args = parser.parse_args()
+    asyncio.run(main(args.url, args.token))

@@ -87,6 +87,9 @@ class Scene:
             "id": self.id, "revision": self.revision, "ruleset": self.ruleset.name,
             "options": msgspec.to_builtins(self.options),
             "grid": to_doc(self.doc.grid),
+            # The map's size, which clients check moves against (`covercast move`).
+            "width": self.doc.width, "height": self.doc.height,
+            **({"name": self.doc.name} if self.doc.name else {}),
             "walls": [to_doc(w) for w in self.walls.values()],
             "tokens": [to_doc(t) for t in self.tokens.values()],
             "regions": [to_doc(r) for r in self.regions.values()],

@@ -16,8 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-#: Where the overlay's files are: clients/overlay/ of the source tree.
-OVERLAY_DIR = Path(__file__).resolve().parent.parent / "clients" / "overlay"
+
+def _overlay_dir() -> Path:
+    """clients/overlay/ of the source tree, or server/overlay/ where the package was
+    installed from a wheel (pyproject.toml maps one onto the other)."""
+    here = Path(__file__).resolve().parent
+    source = here.parent / "clients" / "overlay"
+    return source if source.is_dir() else here / "overlay"
+
+
+#: Where the overlay's files are.
+OVERLAY_DIR = _overlay_dir()
 
 CONTENT_TYPES: Mapping[str, str] = {
     ".html": "text/html; charset=utf-8",

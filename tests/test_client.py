@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -20,11 +21,13 @@ from covercast.client import (
     Client,
     ConnectionLost,
     CoverResult,
+    Flags,
     FriendlyFireAttack,
     FriendlyFireResult,
     Mode,
     ServerError,
     Subscription,
+    flags,
 )
 from tests.conftest import LiveServer
 
@@ -461,3 +464,88 @@ def test_the_example_listed_in_the_docs_is_the_file() -> None:
     listed = doc.split("<!-- example: examples/automated_session.py -->\n```python\n", 1)[1]
     listed = listed.split("```\n", 1)[0]
     assert listed == (ROOT / "examples" / "automated_session.py").read_text()
+
+
+def test_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the `covercast` command does: $COVERCAST_TOKEN when no token is given, a viewer
+    role's own variable first, and token="" for none at all."""
+    server = LiveServer(token="gm-t", player_token="player-t").start()
+    try:
+        monkeypatch.setenv("COVERCAST_TOKEN", "gm-t")
+
+        async def as_gm(cc: Client) -> None:
+            assert cc.welcome.role == "gm"
+        run(server, as_gm)
+        monkeypatch.setenv("COVERCAST_PLAYER_TOKEN", "player-t")
+        monkeypatch.setenv("COVERCAST_TOKEN", "wrong")
+
+        async def as_player(cc: Client) -> None:
+            assert cc.welcome.role == "player"
+        run(server, as_player, role="player")
+
+        async def none() -> None:
+            async with Client(server.url, token=""):
+                pass
+        monkeypatch.setenv("COVERCAST_TOKEN", "gm-t")
+        with pytest.raises(ConnectionLost, match="1008 access denied"):
+            asyncio.run(none())
+    finally:
+        server.stop()
+
+
+def test_the_example_takes_a_token() -> None:
+    server = LiveServer(token="ex-secret").start()
+    try:
+        example = [sys.executable, str(ROOT / "examples" / "automated_session.py"),
+                   "--url", server.url]
+        env = {k: v for k, v in os.environ.items() if k != "COVERCAST_TOKEN"}
+        refused = subprocess.run(example, capture_output=True, text=True, timeout=120,
+                                 env=env, check=False)
+        assert refused.returncode != 0 and "access denied" in refused.stderr
+        done = subprocess.run([*example, "--token", "ex-secret"], capture_output=True,
+                              text=True, timeout=120, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "subscribed at revision 1" in done.stdout
+    finally:
+        server.stop()
+
+
+def test_flags_are_typed_and_name_every_flag_the_rulesets_raise(
+        live_server: LiveServer) -> None:
+    from rulesets.base import Flag
+
+    assert set(Flags.__struct_fields__) == {f.value for f in Flag}
+
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        answer = await cc.query("s", "a", "c", "ranged")
+        typed = flags(answer.annotation)
+        assert typed.can_target is answer.annotation.flags["can_target"] is True
+        assert typed.adjacent is False and typed.flanking is False
+        melee = flags((await cc.query("s", "a", "c", "melee")).annotation)
+        assert melee.in_reach is False and melee.can_target is False
+    run(live_server, body)
+
+
+def test_the_quick_start_runs_as_written() -> None:
+    """docs/client.md's quick start, against a server with the demo scene as `make run`
+    has it (only its URL is changed, to this test server's port)."""
+    from covercast.cli import _demo_request
+
+    doc = (ROOT / "docs" / "client.md").read_text()
+    code = doc.split("<!-- quick start -->\n```python\n", 1)[1].split("```\n", 1)[0]
+    assert len(code.strip().splitlines()) <= 20
+    server = LiveServer()
+    server.core.preload(_demo_request())
+    server.start()
+    try:
+        assert "ws://127.0.0.1:8765" in code
+        done = subprocess.run([sys.executable, "-c", code.replace("ws://127.0.0.1:8765",
+                                                                  server.url)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        said = doc.split("It prints `", 1)[1].split("`", 1)[0]
+        after = doc.split("then `", 1)[1].split("`", 1)[0]
+        assert done.stdout.splitlines() == [said, after]
+    finally:
+        server.stop()
