@@ -6,14 +6,17 @@ draws the hex grid and every token's occupied hexes as geometry/hex.py computes 
 clicks on those hexes, marks flanking inside the hex and shows realms' panel; its JS port
 of the hex formulas (clients/overlay/hex.js) is compared with geometry/hex.py directly.
 
-`make test` installs chromium and playwright first (`make browser`). Where they are missing
-the test is skipped, unless COVERCAST_REQUIRE_BROWSER=1 (set by `make test`), where it fails.
+The browser is $CHROMIUM, else the first chromium or chrome on PATH. `make test` installs
+playwright (and, as root, Debian's chromium) first (`make browser`). Where they are missing
+the test is skipped, unless COVERCAST_REQUIRE_BROWSER=1 (set by `make test` whenever a
+chromium is there, and in CI), where it fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,7 +32,9 @@ from geometry import hex as hexgrid
 from geometry.model import Grid, GridKind
 from tests.conftest import LiveServer, Peer
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM") or next(
+    (found for name in ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
+     if (found := shutil.which(name))), "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 GM, OVERLAY = "gm-secret", "overlay-secret"
 HOSTILE = (0xE7, 0x21, 0x24)  # the page's colour for disposition -1
@@ -40,7 +45,8 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 
 def _browser_missing() -> str | None:
     if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} is missing (make browser installs it)"
+        return (f"no chromium at {CHROMIUM} ('sudo make browser' installs one, or set "
+                "CHROMIUM=/path/to/chromium)")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
