@@ -483,6 +483,18 @@ class BreathGet(_Strict, frozen=True, tag="breath.get", tag_field="type"):
     id: ReqId = None
 
 
+class SceneFocus(_Strict, frozen=True, tag="scene.focus", tag_field="type"):
+    """The gm says which pair the table is looking at (the creature whose turn it is and its
+    target, or the last attack's): overlays follow it. `null` clears a side; the scene's
+    revision does not change (no rule depends on it)."""
+
+    scene: Id
+    attacker: Id | None = None
+    target: Id | None = None
+    mode: Mode | None = None
+    id: ReqId = None
+
+
 class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
     scene: Id
     lines: bool = False
@@ -532,7 +544,7 @@ class FriendlyFireResolve(_Strict, frozen=True, tag="friendlyfire.resolve", tag_
 
 Request = (Hello | SceneLoad | TokenCreate | TokenUpdate | TokenDelete | WallCreate
            | WallUpdate | WallDelete | CoverQuery | AreaQuery | SceneGet | SceneUnload | Subscribe
-           | Unsubscribe | FriendlyFireResolve | TurnEnd | BreathGet)
+           | Unsubscribe | FriendlyFireResolve | TurnEnd | BreathGet | SceneFocus)
 REQUEST_TYPES = tuple(sorted(
     msgspec.inspect.type_info(t).tag  # type: ignore[attr-defined]
     for t in Request.__args__))
@@ -676,6 +688,17 @@ class Annotations(Struct, frozen=True, tag="annotations", tag_field="type", omit
     id: ReqId = None
 
 
+class FocusOut(Struct, frozen=True, tag="focus", tag_field="type"):
+    """Pushed to a scene's subscribers when the gm sets its focus, after each full set, and
+    to a viewer when what it may see of the focus changes: a hidden (or deleted) token is
+    null in a viewer's copy."""
+
+    scene: str
+    attacker: str | None
+    target: str | None
+    mode: str | None
+
+
 class Error(Struct, frozen=True, tag="error", tag_field="type", omit_defaults=True):
     code: str
     message: str
@@ -731,7 +754,7 @@ class FriendlyFireResult(Struct, frozen=True, tag="friendlyfire.result", tag_fie
 
 
 Response = (Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | BreathState
-            | Error | FriendlyFireResult)
+            | Error | FriendlyFireResult | FocusOut)
 
 
 # -- decoding -------------------------------------------------------------------------------

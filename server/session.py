@@ -30,6 +30,7 @@ from geometry.water import submerged
 from rulesets import REGISTRY, friendlyfire
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from rulesets.breath import Breath, Step, TurnEvent, end_turn
+from server import focus as focusing
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
 from server.messages import (
@@ -57,6 +58,7 @@ from server.messages import (
     ModifierOut,
     Response,
     Rolls,
+    SceneFocus,
     SceneGet,
     SceneLoad,
     SceneState,
@@ -175,6 +177,8 @@ class Subscription:
     breath_sent: dict[str, BreathOut] = field(default_factory=dict)
     #: The cached table `sent` was taken from (its change log is valid for `sent`).
     source: CacheKey | None = None
+    #: The scene's focus as this subscriber was last sent it (server/focus.py).
+    focus_sent: focusing.Focus = focusing.NOBODY
 
 
 @dataclass(slots=True)
@@ -187,7 +191,7 @@ class Connection:
 
 #: Requests that change scenes: only a gm connection may send them.
 _WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCreate,
-           WallUpdate, WallDelete, TurnEnd)
+           WallUpdate, WallDelete, TurnEnd, SceneFocus)
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
 _BATCHES: dict[type, tuple[Any, str, str]] = {
@@ -306,6 +310,8 @@ class Core:
         # Per scene: each token's air as stored (read from the store on first use). A
         # token's entry is replaced, never changed, so subscribers compare by identity.
         self._breath: dict[str, dict[str, BreathOut]] = {}
+        # Per scene: the pair the gm pointed the table at (scene.focus), if any.
+        self._focus: dict[str, focusing.Focus] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -422,6 +428,8 @@ class Core:
                 return [Send(state.id, encode(reply, binary))]
             case Subscribe():
                 return self._subscribe(state, request, binary)
+            case SceneFocus():
+                return self._set_focus(state, request, binary)
             case TurnEnd():
                 return self._turn_end(state, request, binary)
             case BreathGet():
@@ -469,6 +477,7 @@ class Core:
         self._frames.pop(sid, None)
         self._visible.pop(sid, None)
         self._keys.pop(sid, None)
+        self._focus.pop(sid, None)
         out: list[Output] = [Send(state.id, encode(Ack(sid, scene.revision, rid), binary))]
         for conn in self.connections.values():
             sub = conn.subscriptions.pop(sid, None)
@@ -491,6 +500,43 @@ class Core:
         # connection is ready for it (`delta`), so bursts coalesce and slow readers cost
         # no memory.
         out.extend(Notify(conn, sid) for conn in self.subscribers(sid))
+        out.extend(self._focus_news(sid))  # a focused token hidden, shown or deleted
+        return out
+
+    # -- focus -----------------------------------------------------------------------------
+
+    def _set_focus(self, state: Connection, request: SceneFocus,
+                   binary: bool) -> list[Output]:
+        """The gm points the table at a pair: acknowledged (the revision stays), then every
+        subscriber whose view of it changed is sent its view."""
+        scene = self._scene(request.scene)
+        for side in ("attacker", "target"):
+            tid = getattr(request, side)
+            if tid is not None:
+                self._token(scene, tid, path=f"$.{side}")
+        self._focus[request.scene] = focusing.Focus(request.attacker, request.target,
+                                                    request.mode)
+        out: list[Output] = [Send(state.id, encode(Ack(request.scene, scene.revision,
+                                                       request.id), binary))]
+        out.extend(self._focus_news(request.scene))
+        return out
+
+    def _focus_news(self, sid: str, only: int | None = None) -> list[Output]:
+        """A `focus` push to each subscriber of `sid` (or only connection `only`) whose
+        view of the scene's focus is not the one it was last sent."""
+        scene = self.scenes.get(sid)
+        focus = self._focus.get(sid)
+        if scene is None or focus is None:
+            return []
+        out: list[Output] = []
+        for conn in self.connections.values():
+            sub = conn.subscriptions.get(sid)
+            if sub is None or (only is not None and conn.id != only):
+                continue
+            seen = focusing.view(focus, scene.tokens, sub.viewer)
+            if seen != sub.focus_sent:
+                sub.focus_sent = seen
+                out.append(Send(conn.id, encode(focusing.out(sid, seen), sub.binary)))
         return out
 
     # -- annotations -----------------------------------------------------------------------
@@ -864,7 +910,9 @@ class Core:
         state.subscriptions[request.scene] = sub
         msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
                           list(sub.breath_sent.values()), request.id)
-        return [Send(state.id, encode(msg, binary))]
+        # The scene's focus follows its full set (none is sent while nobody set one).
+        return [Send(state.id, encode(msg, binary)),
+                *self._focus_news(request.scene, only=state.id)]
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)
