@@ -44,6 +44,7 @@ from server.messages import (
     BreathState,
     CoverResult,
     Error,
+    FocusOut,
     FriendlyFireAttack,
     FriendlyFireOut,
     FriendlyFireResolve,
@@ -71,6 +72,7 @@ __all__ = [
     "CoverResult",
     "CovercastError",
     "Flags",
+    "FocusOut",
     "FriendlyFireAttack",
     "FriendlyFireOut",
     "FriendlyFireResult",
@@ -222,6 +224,9 @@ class Subscription:
         self._air: dict[str, BreathOut] = {b.token: b for b in full.breath}
         self._queue: asyncio.Queue[Annotations | BaseException | None] = asyncio.Queue()
         self.active = True
+        #: The pair the gm points the table at (`Client.set_focus`), as this client may
+        #: see it; None until the server sends one.
+        self.focus: FocusOut | None = None
 
     @property
     def table(self) -> Mapping[Key, AnnotationOut]:
@@ -524,6 +529,11 @@ class Client:
             else:
                 log.warning("%s", problem)
             return
+        if isinstance(msg, FocusOut):  # a push: the scene's focus, as this client may see it
+            focused = self._subs.get(msg.scene)
+            if focused is not None:
+                focused.focus = msg
+            return
         rid = msg.id
         fut = self._waiting.pop(rid, None) if isinstance(rid, int) else None
         if fut is not None:
@@ -655,6 +665,13 @@ class Client:
         if origin is not None:
             message["origin"] = {"x": origin[0], "y": origin[1]}
         return await self._expect(message, CoverResult)
+
+    async def set_focus(self, scene: str, attacker: str | None = None,
+                        target: str | None = None, mode: Mode | None = None) -> Ack:
+        """Point the scene's overlays at a pair (gm only; None clears a side): every
+        subscriber's `Subscription.focus` follows, hidden tokens left out for viewers."""
+        return await self._expect({"type": "scene.focus", "scene": scene,
+                                   "attacker": attacker, "target": target, "mode": mode}, Ack)
 
     async def area(self, scene: str, template: TemplateDoc | Mapping[str, Any]) -> AreaResult:
         """Every creature an area effect (a Foundry MeasuredTemplate) reaches, with cover."""

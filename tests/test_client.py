@@ -549,3 +549,16 @@ def test_the_quick_start_runs_as_written() -> None:
         assert done.stdout.splitlines() == [said, after]
     finally:
         server.stop()
+
+
+def test_set_focus_reaches_the_subscription(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        sub = await cc.subscribe("s")
+        assert sub.focus is None
+        await cc.set_focus("s", "a", "b", "melee")
+        async with asyncio.timeout(5):
+            while sub.focus is None:
+                await asyncio.sleep(0.01)
+        assert (sub.focus.attacker, sub.focus.target, sub.focus.mode) == ("a", "b", "melee")
+    run(live_server, body)
