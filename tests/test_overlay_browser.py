@@ -140,7 +140,8 @@ def test_overlay_page_follows_a_moved_token_and_never_shows_hidden_ones(
         assert set(first["tokens"]) == {"fighter", "rogue", "wizard", "cleric", "ogre",
                                         "goblin", "archer", "scout"}
         assert first["pair"]["lines"] > 0
-        goblin_before = (550, 450)  # the goblin's centre (500, 400, one 100 px square)
+        # The goblin's disc (square 500, 400), below the pair's lines that now cross it.
+        goblin_before = (550, 485)
         assert _near(_pixel(page, first, *goblin_before), HOSTILE)
 
         moved = gm.request({"type": "token.update", "scene": "demo",
@@ -427,3 +428,102 @@ def test_overlay_hex_geometry_matches_geometry_hex_py(page: Any, server: LiveSer
             hexgrid.token_centre(layout, x, y, w, h, shape), abs=1e-9)
         shapes_seen.add(len(cells))
     assert {1, 3, 7, 12} <= shapes_seen  # ellipses of 1 to 4 hexes were among them
+
+
+SIZES = [(1280, 720), (1920, 1080)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("layout", ["map", "card"])
+def test_the_overlay_follows_the_focus_on_air(page: Any, server: LiveServer, layout: str,
+                                              size: tuple[int, int]) -> None:
+    """Both layouts at 720p and 1080p: the gm's scene.focus is drawn within 200 ms of its
+    push, the card reads the pair's numbers in large type, the map highlights the wall
+    that blocks the pair and keeps names apart, and a hidden target never shows."""
+    width, height = size
+    page.set_viewport_size({"width": width, "height": height})
+    gm = _gm(server)
+    try:
+        page.goto(f"{server.http_url}/overlay?scene=demo&layout={layout}#token={OVERLAY}")
+        _wait(page, "s.sceneRevision >= 2 && s.annotationCount > 0", "the demo scene")
+        assert _state(page)["focus"] is None
+
+        def focus(attacker: str, target: str) -> dict[str, Any]:
+            gm.request({"type": "scene.focus", "scene": "demo", "attacker": attacker,
+                        "target": target, "mode": "ranged"})
+            state = _wait(page, f"s.focus && s.focus.attacker === {attacker!r} && "
+                                "s.focus.drawnAt !== null", f"the focus on {attacker}")
+            assert state["focus"]["drawnAt"] - state["focus"]["receivedAt"] < 200
+            return state
+
+        focus("archer", "wizard")
+        if layout == "card":
+            state = _wait(page, "s.card && s.card.includes('Archer → Wizard')", "the card")
+            for text in ("RANGED ATTACK", "improved cover", "+8 AC", "+4 Reflex", "+10 Hide",
+                         "target may hide"):
+                assert text in state["card"], state["card"]
+            degree_px = float(page.evaluate(
+                "parseFloat(getComputedStyle(document.querySelector('#card .degree'))"
+                ".fontSize)"))
+            assert degree_px >= 0.05 * height  # ~54 px at 1080p: read across a room
+            box = page.evaluate("(() => { const r = document.getElementById('card')"
+                                ".getBoundingClientRect(); return [r.left, r.top, r.right, "
+                                "r.bottom]; })()")
+            left, top, right, bottom = box
+            assert 0 < left < width / 10 and height / 2 < bottom < height  # bottom-left
+            assert right < width * 0.6 and top > height / 3
+            for element in ("document.documentElement", "document.body"):
+                assert page.evaluate(f"getComputedStyle({element}).backgroundColor") == (
+                    "rgba(0, 0, 0, 0)")
+        else:
+            state = _wait(page, "s.pair && s.pair.lines > 0 && s.panel && "
+                                "s.panel.includes('Archer → Wizard')", "the pair's lines")
+            assert page.evaluate("!document.getElementById('legend').hidden")
+            labels = state["labels"]
+            assert len(labels) == 8
+            for i, a in enumerate(labels):
+                for b in labels[i + 1:]:
+                    apart = (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"]
+                             or a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"])
+                    assert apart, (a, b)
+            panel_px = float(page.evaluate(
+                "parseFloat(getComputedStyle(document.getElementById('panel')).fontSize)"))
+            assert panel_px >= (17 if height >= 1080 else 14)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / f"overlay-{layout}-{width}x{height}.png"
+        page.screenshot(path=str(shot), omit_background=layout == "card")
+        assert shot.stat().st_size > 10_000
+
+        # A pair with no line of effect: the wall in the way is drawn highlighted.
+        focus("scout", "wizard")
+        if layout == "card":
+            _wait(page, "s.card && s.card.includes('no line of effect')", "total cover")
+        else:
+            state = _wait(page, "s.blockingWalls.includes('room-e1')", "the blocking wall")
+            page.screenshot(path=str(ARTIFACTS / f"overlay-map-blocked-{width}x{height}.png"))
+
+        # The hidden assassin as the target: the overlay never learns of it.
+        focus("archer", "assassin")
+        state = _wait(page, "s.focus.target === null", "the focus without its hidden target")
+        assert "assassin" not in json.dumps(state).lower()
+        assert "Assassin" not in page.evaluate("document.body.innerText")
+        if layout == "card":
+            assert "no target yet" in state["card"]
+    finally:
+        gm.close()
+
+
+def test_overlay_url_naming_an_absent_token_says_so(page: Any, server: LiveServer) -> None:
+    gm = _gm(server)
+    try:
+        # The assassin is hidden: for the overlay it does not exist either, and its name is
+        # not listed among the scene's tokens.
+        page.goto(f"{server.http_url}/overlay?scene=demo&attacker=archer&target=assassin"
+                  f"#token={OVERLAY}")
+        state = _wait(page, "s.problem !== null", "an error for the absent target")
+        assert 'target "assassin", not a token of scene demo' in state["problem"]
+        assert "archer, cleric, fighter, goblin, ogre, rogue, scout, wizard" in state["problem"]
+        assert state["problem"] in page.evaluate(
+            "document.getElementById('status').textContent")
+    finally:
+        gm.close()

@@ -14,13 +14,24 @@
   const query = new URLSearchParams(location.search);
   const fragment = new URLSearchParams(location.hash.slice(1));
   const MODES = ['melee', 'reach', 'ranged'];
-  const PANEL_WIDTH = 392; // px: #panel's width, padding and margins (overlay.css)
+  // The panel's width (px) grows with the screen: 340 at 720p, ~420 at 1080p; with its
+  // padding and margins (overlay.css) it takes PANEL_MARGIN more.
+  const PANEL_MARGIN = 52;
+  const panelWidth = () => Math.round(Math.min(460, Math.max(340, window.innerWidth * 0.22)));
+  const layout = query.get('layout') === 'card' ? 'card' : 'map';
+  const CORNERS = ['bl', 'br', 'tl', 'tr'];
   const config = {
+    layout,
+    // The attack card is made to sit in a corner of an OBS scene: see-through by default.
+    corner: CORNERS.includes(query.get('corner')) ? query.get('corner') : 'bl',
+    follow: query.get('follow') !== '0',
+    legend: query.get('legend') !== '0',
     scene: query.get('scene') || 'demo',
     token: fragment.get('token') || query.get('token') || null,
     role: query.get('role') || 'overlay',
     mode: MODES.includes(query.get('mode')) ? query.get('mode') : 'ranged',
-    transparent: query.get('transparent') === '1',
+    transparent: query.get('transparent') === '1'
+      || (layout === 'card' && query.get('transparent') !== '0'),
     panel: query.get('panel') !== '0',
     grid: query.get('grid') !== '0',
   };
@@ -40,10 +51,10 @@
   // Flags of the chosen mode's annotation worth a line in the panel (docs/protocol.md,
   // flags): [text, shown only with line of effect].
   const FLAG_NOTES = {
-    can_hide: ['target may hide', true],
-    improved_evasion: ['improved evasion', true],
-    friendly_fire: ['friendly fire: the shot goes to the friendly-fire rule', false],
-    cannot_act_toward_cover: ['target cannot act toward its cover', false],
+    can_hide: ['target may hide'],
+    improved_evasion: ['improved evasion'],
+    friendly_fire: ['a miss may hit someone else (friendly fire)'],
+    cannot_act_toward_cover: ['target cannot act toward its cover'],
   };
   const REGION = {
     blocking: 'rgba(120, 124, 135, 0.9)', cover: 'rgba(160, 110, 60, 0.35)',
@@ -52,7 +63,11 @@
 
   const canvas = document.getElementById('map');
   const panel = document.getElementById('panel');
+  const card = document.getElementById('card');
+  const legend = document.getElementById('legend');
   const statusBox = document.getElementById('status');
+  document.documentElement.classList.add('layout-' + layout);
+  card.classList.add('corner-' + config.corner);
   const ctx = canvas.getContext('2d');
   if (config.transparent) document.documentElement.classList.add('transparent');
 
@@ -74,6 +89,13 @@
     bounds: null,           // grow-only scene rectangle, so the view does not jump
     view: { scale: 1, ox: 0, oy: 0 },
     draws: 0,
+    // The last focus push (docs/protocol.md 3.18): when it came and when it was drawn.
+    focus: null,
+    focusPending: false,
+    // Ids the URL asked for, checked once the scene arrives (a clear error if absent).
+    urlPair: { attacker: query.get('attacker'), target: query.get('target') },
+    labels: [],             // screen rectangles of the token names drawn last
+    blockingWalls: [],
   };
 
   let ws = null;
@@ -157,11 +179,15 @@
         state.scene = msg.scene;
         state.sceneRevision = msg.revision;
         growBounds();
+        checkUrlPair();
         if (state.annotationRevision > state.sceneRevision) fetchScene();
         fetchPair(); // the lines drawn stay until the new ones arrive: no flicker
         break;
       case 'annotations':
         onAnnotations(msg);
+        break;
+      case 'focus':
+        onFocus(msg);
         break;
       case 'cover.result':
         state.queryInFlight = false;
@@ -201,6 +227,39 @@
     }
     state.annotationRevision = msg.revision;
     if (msg.revision > state.sceneRevision) fetchScene();
+  }
+
+  /** The gm's focus: the pair the table looks at now. Followed unless the URL says
+   *  follow=0; a hidden token never arrives here (the server nulls it for viewers). */
+  function onFocus(msg) {
+    if (msg.scene !== config.scene) return;
+    state.focus = { attacker: msg.attacker, target: msg.target, mode: msg.mode,
+                    receivedAt: performance.now(), drawnAt: null };
+    if (!config.follow) return;
+    state.attacker = msg.attacker;
+    state.target = msg.target;
+    if (msg.mode && MODES.includes(msg.mode)) state.mode = msg.mode;
+    state.urlPair = { attacker: null, target: null };
+    state.pairLines = null;
+    state.focusPending = true;
+    fetchPair();
+  }
+
+  /** An overlay URL naming a token the scene does not have (or hides from viewers) says
+   *  so, instead of silently showing nothing. */
+  function checkUrlPair() {
+    const missing = [];
+    for (const side of ['attacker', 'target']) {
+      const id = state.urlPair[side];
+      if (id && !tokenById(id)) missing.push(side + ' ' + JSON.stringify(id));
+    }
+    if (!missing.length) {
+      if (state.problem && state.problem.startsWith('the URL')) state.problem = null;
+      return;
+    }
+    const names = state.scene.tokens.map((t) => t.id).sort().slice(0, 12).join(', ');
+    problem('the URL names ' + missing.join(' and ') + ', not a token of scene '
+            + config.scene + ' (its tokens: ' + (names || 'none') + ')');
   }
 
   function onError(msg, purpose) {
@@ -332,7 +391,8 @@
     const h = canvas.clientHeight;
     // The panel has a column of its own on wide screens, so it never covers the map (and the
     // map does not jump when a pair is selected).
-    const w = config.panel && cw > 800 ? cw - PANEL_WIDTH : cw;
+    panel.style.width = panelWidth() + 'px';
+    const w = config.panel && cw > 800 ? cw - panelWidth() - PANEL_MARGIN : cw;
     if (canvas.width !== Math.round(cw * dpr) || canvas.height !== Math.round(h * dpr)) {
       canvas.width = Math.round(cw * dpr);
       canvas.height = Math.round(h * dpr);
@@ -358,6 +418,11 @@
   // -- drawing -----------------------------------------------------------------------------
 
   function draw() {
+    if (config.layout === 'card') {
+      drawCard();
+      finishDraw();
+      return;
+    }
     fitView();
     const v = state.view;
     ctx.save();
@@ -373,11 +438,23 @@
       }
       if (config.grid) drawGrid(px);
       drawRegions();
-      drawWalls(px);
-      drawPair(px);
+      const blocking = blockingWalls();
+      drawWalls(px, blocking);
+      drawFlanking(px);
       drawTokens(px);
+      drawPair(px); // over the tokens: a line's start is never hidden under a disc
+      drawLabels(px);
     }
     drawPanel();
+    drawLegend();
+    finishDraw();
+  }
+
+  function finishDraw() {
+    if (state.focusPending && state.focus) {
+      state.focus.drawnAt = performance.now();
+      state.focusPending = false;
+    }
     if (state.connected) {
       setStatus(state.problem || (config.transparent ? ''
         : config.scene + ' · revision ' + state.sceneRevision + ' · ' + state.role),
@@ -385,6 +462,131 @@
     }
     state.draws += 1;
     publish();
+  }
+
+  // -- the attack card -------------------------------------------------------------------
+
+  const STAT = { ac: 'AC', reflex: 'Reflex', hide: 'Hide', attack: 'attack', stealth: 'Stealth',
+                 defense: 'Defense', agility: 'Agility', fortitude: 'Fortitude', will: 'Will',
+                 dex_save: 'Dex save', resistance: 'resistance' };
+
+  function statName(stat) {
+    return STAT[stat] || stat.replace(/_/g, ' ');
+  }
+
+  function signed(v) {
+    return (v >= 0 ? '+' : '−') + Math.abs(v);
+  }
+
+  /** What a pair's annotation says, in words: the headline degree, the numbers, and the
+   *  reasons (each once, after the numbers it explains) and flags a table acts on. */
+  function describe(ann) {
+    if (!ann) return { degree: 'working it out…', key: null, numbers: [], why: [] };
+    const reachable = ann.mode === 'ranged' || ann.flags.in_reach;
+    if (!ann.loe) {
+      return { degree: 'no line of effect', key: 'total', numbers: [],
+               why: ['total cover: it cannot be targeted'] };
+    }
+    if (!reachable) return { degree: 'out of reach', key: 'out', numbers: [], why: [] };
+    const word = ann.cover.replace(/_/g, '-');
+    const degree = ann.cover === 'none' ? 'no cover'
+      : word.endsWith('cover') ? word : word + ' cover';
+    const numbers = ann.modifiers.map((m) => signed(m.value) + ' ' + statName(m.stat)
+      + (m.damage && m.damage.length ? ' vs ' + m.damage.join('/') : ''));
+    const groups = new Map();
+    for (const m of ann.modifiers) {
+      if (!m.reason) continue;
+      if (!groups.has(m.reason)) groups.set(m.reason, []);
+      groups.get(m.reason).push(signed(m.value) + ' ' + statName(m.stat));
+    }
+    // A reason that only repeats the degree ("improved cover") says nothing new.
+    const why = Array.from(groups).filter(([reason]) => reason !== degree)
+      .map(([reason, nums]) => nums.join(', ') + ': ' + reason);
+    for (const [flag, [text]] of Object.entries(FLAG_NOTES)) {
+      if (ann.flags[flag]) why.push(text);
+    }
+    if (ann.flags.flanking) why.push('flanking' + (ann.flankers && ann.flankers.length
+      ? ' with ' + ann.flankers.map((id) => nameOf(id)).join(', ') : ''));
+    if (ann.flags.off_guard) why.push('target is off-guard');
+    if (ann.flags.advantage) why.push('attack with advantage');
+    return { degree, key: ann.cover, numbers, why };
+  }
+
+  function nameOf(id) {
+    const t = tokenById(id);
+    return t ? t.name || t.id : id;
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function drawCard() {
+    const a = tokenById(state.attacker);
+    const t = tokenById(state.target);
+    if (!a) {
+      card.hidden = true;
+      card.replaceChildren();
+      return;
+    }
+    card.hidden = false;
+    const who = el('div', 'who');
+    who.append(el('span', 'name attacker', a.name || a.id), el('span', 'arrow', ' → '),
+               el('span', 'name target', t ? t.name || t.id : 'no target yet'));
+    const parts = [who];
+    if (t) {
+      const ann = annotation(a.id, t.id, state.mode);
+      const d = describe(ann);
+      const degree = el('div', 'degree', d.degree);
+      const colour = d.key === 'out' ? '#b8bec9' : DEGREE[d.key] || '#ffffff';
+      degree.style.color = colour;
+      card.style.borderLeftColor = colour;
+      parts.push(el('div', 'mode', state.mode + ' attack'), degree);
+      if (d.numbers.length) {
+        const numbers = el('div', 'numbers');
+        for (const n of d.numbers) numbers.append(el('span', 'number', n));
+        parts.push(numbers);
+      }
+      for (const line of d.why) parts.push(el('div', 'why', line));
+    }
+    card.replaceChildren(...parts);
+  }
+
+  // -- the legend --------------------------------------------------------------------------
+
+  const LEGEND = [
+    ['line', 'clear line', '#3ddc84', 'solid'],
+    ['line', 'line past an obstacle', '#ffd43b', 'solid'],
+    ['line', 'blocked line', '#ff4d4d', 'dashed'],
+    ['wall', 'wall', '#f2f2f2', 'solid'],
+    ['wall', 'wall blocking the pair', '#ff4d4d', 'solid'],
+    ['wall', 'door: closed / open / locked', '#ffa94d', 'solid'],
+    ['wall', 'low wall, parapet', '#c8a66b', 'dashed'],
+    ['wall', 'arrow slit', '#4dabf7', 'solid'],
+  ];
+
+  function drawLegend() {
+    if (!config.legend || !state.scene || config.layout !== 'map') {
+      legend.hidden = true;
+      return;
+    }
+    if (legend.childElementCount) {
+      legend.hidden = false;
+      legend.style.width = panelWidth() + 'px';
+      return;
+    }
+    legend.style.width = panelWidth() + 'px';
+    for (const [, text, colour, style] of LEGEND) {
+      const row = el('div', 'entry');
+      const swatch = el('span', 'swatch');
+      swatch.style.borderTop = '4px ' + style + ' ' + colour;
+      row.append(swatch, el('span', 'label', text));
+      legend.append(row);
+    }
+    legend.hidden = false;
   }
 
   function drawGrid(px) {
@@ -447,32 +649,78 @@
     }
   }
 
+  /** How a wall is drawn: its colour, width (screen px), dash, and marks: `jambs` (short
+   *  ticks across both ends: a door), `slit` (a blue opening in its middle: an arrow slit). */
   function wallStyle(w) {
-    const cover = w.flags && w.flags.covercast ? w.flags.covercast.cover : 'solid';
+    const own = w.flags && w.flags.covercast ? w.flags.covercast.cover : null;
+    const band = w.flags && w.flags['wall-height'];
     if (w.door) {
-      if (w.ds === 1) return { color: '#6fdc8c', width: 3, dash: [6, 6] };  // open
-      if (w.ds === 2) return { color: '#ff5c5c', width: 6, dash: [] };      // locked
-      return { color: '#ffa94d', width: 6, dash: [] };                      // closed
+      if (w.ds === 1) return { color: '#6fdc8c', width: 3, dash: [7, 6], jambs: true };  // open
+      if (w.ds === 2) return { color: '#ff6b6b', width: 6, dash: [], jambs: true };      // locked
+      return { color: '#ffa94d', width: 6, dash: [], jambs: true };                      // closed
     }
-    if (w.sight === 0) return { color: 'rgba(200,200,200,0.3)', width: 2, dash: [2, 6] };
-    if (cover === 'low') return { color: '#c8a66b', width: 4, dash: [10, 6] };
-    if (cover === 'improved') return { color: '#6ec6ff', width: 5, dash: [2, 5] };
+    if (w.sight === 0) return { color: 'rgba(200,200,200,0.35)', width: 2, dash: [2, 6] };
+    if (own === 'low' || (band && band.top !== null && band.top !== undefined)) {
+      return { color: '#c8a66b', width: 5, dash: [10, 6] };
+    }
+    if (own === 'improved') return { color: '#f2f2f2', width: 5, dash: [], slit: true };
     return { color: '#f2f2f2', width: 5, dash: [] };
   }
 
-  function drawWalls(px) {
+  /** Walls named by the blocked lines of the pair shown: drawn highlighted. */
+  function blockingWalls() {
+    const got = state.pairLines;
+    const out = new Set();
+    if (!got || got.attacker !== state.attacker || got.target !== state.target) return out;
+    for (const line of got.annotation.lines || []) {
+      if (line.blocked) for (const id of line.walls || []) out.add(id);
+    }
+    state.blockingWalls = Array.from(out).sort();
+    return out;
+  }
+
+  function drawWalls(px, blocking) {
     ctx.lineCap = 'round';
     for (const w of state.scene.walls) {
       const s = wallStyle(w);
+      const [x0, y0, x1, y1] = w.c;
+      if (blocking.has(w.id)) {
+        // A red glow under the wall that stops the pair's lines.
+        ctx.strokeStyle = 'rgba(255, 77, 77, 0.55)';
+        ctx.lineWidth = (s.width + 10) * px;
+        ctx.setLineDash([]);
+        ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
+      }
       ctx.strokeStyle = s.color;
       ctx.lineWidth = s.width * px;
       ctx.setLineDash(s.dash.map((d) => d * px));
-      ctx.beginPath();
-      ctx.moveTo(w.c[0], w.c[1]);
-      ctx.lineTo(w.c[2], w.c[3]);
-      ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
+      ctx.setLineDash([]);
+      const len = Math.hypot(x1 - x0, y1 - y0) || 1;
+      const nx = -(y1 - y0) / len, ny = (x1 - x0) / len; // unit normal
+      if (s.jambs) {
+        ctx.lineWidth = 3 * px;
+        const k = 9 * px;
+        for (const [x, y] of [[x0, y0], [x1, y1]]) {
+          ctx.beginPath(); ctx.moveTo(x - nx * k, y - ny * k); ctx.lineTo(x + nx * k, y + ny * k);
+          ctx.stroke();
+        }
+      }
+      if (s.slit) {
+        // The opening: a blue middle third, with ticks across it.
+        const ax = x0 + (x1 - x0) / 3, ay = y0 + (y1 - y0) / 3;
+        const bx = x0 + 2 * (x1 - x0) / 3, by = y0 + 2 * (y1 - y0) / 3;
+        ctx.strokeStyle = '#4dabf7';
+        ctx.lineWidth = 7 * px;
+        ctx.beginPath(); ctx.moveTo(ax, ay); ctx.lineTo(bx, by); ctx.stroke();
+        ctx.lineWidth = 3 * px;
+        const k = 8 * px;
+        for (const [x, y] of [[ax, ay], [bx, by]]) {
+          ctx.beginPath(); ctx.moveTo(x - nx * k, y - ny * k); ctx.lineTo(x + nx * k, y + ny * k);
+          ctx.stroke();
+        }
+      }
     }
-    ctx.setLineDash([]);
   }
 
   function centre(t) {
@@ -485,20 +733,59 @@
     if (!a || !t) return;
     const got = state.pairLines;
     if (got && got.attacker === a.id && got.target === t.id && got.mode === state.mode) {
-      for (const line of got.annotation.lines || []) {
+      // Drawn over the tokens (the attacker's end is never hidden under its disc) but not
+      // over the target's body, which stays whole: the place the lines reach.
+      ctx.save();
+      const tf = footprint(t);
+      const tr = tf.rect;
+      const radius = Math.min(tr.w, tr.h) / 2 - gridSize() * 0.08;
+      ctx.beginPath();
+      ctx.rect(tr.x - 1e6, tr.y - 1e6, 2e6, 2e6);
+      if (!tf.hex) {
+        ctx.moveTo(tf.centre.x + radius, tf.centre.y);
+        ctx.arc(tf.centre.x, tf.centre.y, radius, 0, Math.PI * 2);
+      } else {
+        for (const v of tf.hex.hexes) {
+          ctx.moveTo(v[0][0], v[0][1]);
+          for (let k = 1; k < 6; k++) ctx.lineTo(v[k][0], v[k][1]);
+          ctx.closePath();
+        }
+      }
+      ctx.clip('evenodd');
+      // Clear lines first, blocked ones over them; each with a dark edge, so a line reads
+      // on any map, and a dot where it starts.
+      const lines = (got.annotation.lines || []).slice()
+        .sort((l1, l2) => Number(l1.blocked) - Number(l2.blocked));
+      for (const line of lines) {
         const touched = (line.walls || []).length + (line.tokens || []).length
           + (line.regions || []).length;
-        ctx.strokeStyle = line.blocked ? 'rgba(255,92,92,0.85)'
-          : touched ? 'rgba(255,224,102,0.9)' : 'rgba(92,214,92,0.9)';
-        ctx.setLineDash(line.blocked ? [8 * px, 6 * px] : []);
-        ctx.lineWidth = 2 * px;
+        const colour = line.blocked ? '#ff4d4d' : touched ? '#ffd43b' : '#3ddc84';
+        for (const [c, width, dashed] of [['rgba(0,0,0,0.6)', 5, false],
+          [colour, 3, line.blocked]]) {
+          ctx.strokeStyle = c;
+          ctx.setLineDash(dashed ? [9 * px, 6 * px] : []);
+          ctx.lineWidth = width * px;
+          ctx.beginPath();
+          ctx.moveTo(line.start[0], line.start[1]);
+          ctx.lineTo(line.end[0], line.end[1]);
+          ctx.stroke();
+        }
+        ctx.setLineDash([]);
+        ctx.fillStyle = colour;
         ctx.beginPath();
-        ctx.moveTo(line.start[0], line.start[1]);
-        ctx.lineTo(line.end[0], line.end[1]);
-        ctx.stroke();
+        ctx.arc(line.start[0], line.start[1], 3.5 * px, 0, Math.PI * 2);
+        ctx.fill();
       }
-      ctx.setLineDash([]);
+      ctx.restore();
     }
+  }
+
+  /** Flanking: dashed lines from the attacker's partners to the target's centre, under
+   *  the tokens. */
+  function drawFlanking(px) {
+    const a = tokenById(state.attacker);
+    const t = tokenById(state.target);
+    if (!a || !t) return;
     // Flanking: the attacker's partners, from the melee annotation.
     const melee = annotation(a.id, t.id, 'melee');
     if (melee && melee.flags.flanking) {
@@ -552,6 +839,22 @@
     ctx.stroke();
   }
 
+  /** A token's body in its disposition colour, outlined; returns its disc's radius. */
+  function paintBody(t, f, px) {
+    const r = f.rect;
+    const radius = Math.min(r.w, r.h) / 2 - gridSize() * 0.08;
+    ctx.globalAlpha = t.hidden ? 0.45 : 1; // only a gm connection ever sees hidden tokens
+    ctx.fillStyle = DISPOSITION[String(t.disposition === undefined ? -1 : t.disposition)]
+      || DISPOSITION['-1'];
+    tokenBody(f, radius);
+    ctx.fill();
+    ctx.lineWidth = 2 * px;
+    ctx.strokeStyle = 'rgba(0,0,0,0.6)';
+    if (f.hex) ring(f, radius, 0); else ctx.stroke();
+    ctx.globalAlpha = 1;
+    return radius;
+  }
+
   function drawTokens(px) {
     const marks = flanked();
     const g = gridSize();
@@ -559,16 +862,7 @@
     for (const t of state.scene.tokens) {
       const f = footprint(t);
       const r = f.rect;
-      const radius = Math.min(r.w, r.h) / 2 - g * 0.08;
-      ctx.globalAlpha = t.hidden ? 0.45 : 1; // only a gm connection ever sees hidden tokens
-      ctx.fillStyle = DISPOSITION[String(t.disposition === undefined ? -1 : t.disposition)]
-        || DISPOSITION['-1'];
-      tokenBody(f, radius);
-      ctx.fill();
-      ctx.lineWidth = 2 * px;
-      ctx.strokeStyle = 'rgba(0,0,0,0.6)';
-      if (f.hex) ring(f, radius, 0); else ctx.stroke();
-      ctx.globalAlpha = 1;
+      const radius = paintBody(t, f, px);
       // The degree every other token has against the selected attacker.
       if (state.attacker && t.id !== state.attacker) {
         const ann = annotation(state.attacker, t.id, state.mode);
@@ -602,10 +896,46 @@
           }
         }
       }
-      // On a hex grid a name hangs into the next row of hexes: names go on top, last.
-      if (f.hex) labels.push([t, f]); else drawLabel(t, f, px);
+      labels.push([t, f]);
     }
-    for (const [t, f] of labels) drawLabel(t, f, px);
+    state.pendingLabels = labels;
+  }
+
+  /** Every token's name, placed where it collides with no other name: under the token,
+   *  else over it, else to its right or left; drawn last, over lines and walls. */
+  function drawLabels(px) {
+    const g = gridSize();
+    const font = Math.max(14 * px, g * 0.17);
+    ctx.font = 'bold ' + font + 'px system-ui, "DejaVu Sans", sans-serif';
+    ctx.textBaseline = 'top';
+    ctx.textAlign = 'left';
+    const placed = [];
+    const overlaps = (r) => placed.some((q) => r.x < q.x + q.w && q.x < r.x + r.w
+      && r.y < q.y + q.h && q.y < r.y + r.h);
+    for (const [t, f] of state.pendingLabels || []) {
+      const label = t.name || t.id;
+      const w = ctx.measureText(label).width;
+      const h = font * 1.2;
+      const r = f.rect;
+      const cx = f.centre.x;
+      const candidates = [
+        { x: cx - w / 2, y: r.y + r.h + 2 * px },           // under
+        { x: cx - w / 2, y: r.y - h - 2 * px },             // over
+        { x: r.x + r.w + 4 * px, y: f.centre.y - h / 2 },   // right
+        { x: r.x - w - 4 * px, y: f.centre.y - h / 2 },     // left
+      ];
+      const spot = candidates.map((c) => ({ x: c.x, y: c.y, w, h })).find((c) => !overlaps(c))
+        || Object.assign({}, candidates[0], { w, h });
+      placed.push(spot);
+      ctx.lineWidth = 4 * px;
+      ctx.strokeStyle = 'rgba(0,0,0,0.9)';
+      ctx.strokeText(label, spot.x, spot.y + font * 0.1);
+      ctx.fillStyle = '#ffffff';
+      ctx.fillText(label, spot.x, spot.y + font * 0.1);
+    }
+    const v = state.view;
+    state.labels = placed.map((q) => ({ x: v.ox + q.x * v.scale, y: v.oy + q.y * v.scale,
+                                        w: q.w * v.scale, h: q.h * v.scale }));
   }
 
   /** Where a hex token's flanking chevron goes: a fifth of a hex below the top of its
@@ -620,21 +950,6 @@
       }
     }
     return [best[0], best[1] + g * 0.2];
-  }
-
-  function drawLabel(t, f, px) {
-    const g = gridSize();
-    const r = f.rect;
-    const label = t.name || t.id;
-    const font = Math.max(11 * px, g * 0.16);
-    ctx.font = 'bold ' + font + 'px system-ui, "DejaVu Sans", sans-serif';
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'top';
-    ctx.lineWidth = 3 * px;
-    ctx.strokeStyle = 'rgba(0,0,0,0.85)';
-    ctx.strokeText(label, f.centre.x, r.y + r.h - g * 0.02);
-    ctx.fillStyle = '#ffffff';
-    ctx.fillText(label, f.centre.x, r.y + r.h - g * 0.02);
   }
 
   function cell(row, text, cls) {
@@ -695,10 +1010,9 @@
     }
     const chosen = annotation(a.id, t.id, state.mode);
     if (chosen) {
-      for (const [flag, [text, needsLoe]] of Object.entries(FLAG_NOTES)) {
-        if (chosen.flags[flag] && (chosen.loe || !needsLoe)) notes.push(text);
+      for (const line of describe(chosen).why) {
+        if (!line.startsWith('flanking')) notes.push(line);
       }
-      if (chosen.loe) for (const m of chosen.modifiers) notes.push(m.reason);
     }
     for (const text of new Set(notes)) {
       const p = document.createElement('div');
@@ -767,6 +1081,12 @@
                      lines: (pair.annotation.lines || []).length } : null,
       view: Object.assign({}, state.view),
       draws: state.draws,
+      layout: config.layout,
+      card: config.layout === 'card' && !card.hidden ? card.innerText : null,
+      panel: panel.hidden ? null : panel.innerText,
+      focus: state.focus ? Object.assign({}, state.focus) : null,
+      labels: state.labels.map((r) => Object.assign({}, r)),
+      blockingWalls: state.blockingWalls.slice(),
     });
   }
 
