@@ -24,6 +24,7 @@
 
 import { Link } from "./link.mjs";
 import { installGmTools } from "./gm-tools.mjs";
+import { installFocus } from "./focus.mjs";
 import { installSystem, SYSTEM_RULESETS } from "./systems/index.mjs";
 import { APPLY_MODES } from "./rolls.mjs";
 import {
@@ -102,6 +103,7 @@ export class Covercast {
     this.system = null; // the game system's roll adapter
     /** @type {any} */
     this.gmTools = null;
+    this.focus = null;
     /** @type {any[]} what was applied to a roll, waiting for its chat message */
     this.pendingApplied = [];
     /** @type {Map<string, any>} templates asked about (`area.query`), oldest first */
@@ -238,6 +240,10 @@ export class Covercast {
       name: t("Settings.showLines.Name"), hint: t("Settings.showLines.Hint"),
       scope: "client", config: true, type: Boolean, default: true, onChange: () => this.gmTools?.redraw(),
     });
+    settings.register(MODULE_ID, "followPlay", {
+      name: t("Settings.followPlay.Name"), hint: t("Settings.followPlay.Hint"),
+      scope: "world", config: true, type: Boolean, default: true,
+    });
     settings.register(MODULE_ID, "anyRollIsAttack", {
       name: t("Settings.anyRollIsAttack.Name"), hint: t("Settings.anyRollIsAttack.Hint"),
       scope: "world", config: true, type: Boolean, default: false,
@@ -256,6 +262,7 @@ export class Covercast {
     });
     this.system = installSystem(this, systemId);
     this.gmTools = installGmTools(this);
+    this.focus = installFocus(this);
     const mod = this.game.modules?.get?.(MODULE_ID);
     if (mod) mod.api = this;
   }
@@ -469,6 +476,7 @@ export class Covercast {
       this.failed.delete(scene.id);
       this.loaded.add(scene.id);
       for (const msg of this.loadMessages(scene)) this.link.send(msg, scene.id);
+      this.focus?.resend(); // a restarted server lost it
     }
     if (this.subscribed !== scene.id) {
       if (this.subscribed !== null) this.link.send({ type: "unsubscribe", scene: this.subscribed }, this.subscribed);
@@ -874,6 +882,7 @@ export class Covercast {
    * client's own view; appended under the chat card on this client (no document is
    * created or changed). @param {any} message */
   onChatMessage(message) {
+    this.focusOnAttack(message);
     if (!this.setting("chatLines")) return;
     const applied = message.flags?.[MODULE_ID]?.applied;
     /** @type {string[]} */
@@ -895,6 +904,17 @@ export class Covercast {
     // The card may already be in the log (rendering and this hook race): add it there too.
     const rendered = Array.from(this.env.document?.querySelectorAll?.(`.chat-message[data-message-id="${message.id}"]`) ?? []);
     for (const element of rendered) appendLines(element, lines);
+  }
+
+  /** An attack roll points the overlays at its attacker and first target (focus.mjs).
+   * @param {any} message */
+  focusOnAttack(message) {
+    if (!this.isSender || !isAttack(message, this.setting("anyRollIsAttack"))) return;
+    const attackerId = this.system?.messageAttacker?.(message) ?? message.speaker?.token;
+    const targets = this.system?.messageTargets?.(message) ?? [...(message.author ?? message.user)?.targets ?? []].map((t) => t.id);
+    const scene = message.speaker?.scene ?? this.canvas?.scene?.id;
+    const mode = targets[0] ? pickMode(this.store, attackerId, targets[0]) : null;
+    this.focus?.onAttack(scene, attackerId, targets[0], mode ?? null);
   }
 
   /** @param {any} message @param {any} html */

@@ -486,11 +486,35 @@ export class World {
     for (const c of this.activeClients()) c.Hooks.callAll("deleteWall", doc, {}, "user");
   }
 
+  /** A combat in `scene` with these tokens in initiative order, each owned by `players`
+   * (Foundry's Combatant#players: the non-GM users owning its actor); it starts on the
+   * first turn (combatStart, then updateCombat, as Foundry's combat tracker does). */
+  startCombat(scene, order) {
+    const combatants = order.map(([tokenId, players = []]) => ({
+      tokenId, sceneId: scene.id, token: scene.tokens.get(tokenId), players,
+    }));
+    const combat = {
+      id: `combat${this.nextMessage++}`, scene, combatants, round: 1, turn: 0,
+      get combatant() { return this.combatants[this.turn] ?? null; },
+    };
+    for (const c of this.activeClients()) c.Hooks.callAll("combatStart", combat, { round: 1, turn: 0 });
+    for (const c of this.activeClients()) c.Hooks.callAll("updateCombat", combat, { round: 1, turn: 0 }, {}, "user");
+    return combat;
+  }
+
+  /** The tracker's "next turn": the turn (and, past the last, the round) moves on. */
+  nextTurn(combat) {
+    const changed = { turn: (combat.turn + 1) % combat.combatants.length };
+    if (changed.turn === 0) changed.round = combat.round + 1;
+    Object.assign(combat, changed);
+    for (const c of this.activeClients()) c.Hooks.callAll("updateCombat", combat, changed, {}, "user");
+  }
+
   /** A chat message from `author`, spoken by a token, as a system's attack roll creates it;
    * returns the message and, per client, the card element the render hook was given. */
   chat(author, speakerToken, flags, extra = {}) {
     const source = {
-      id: `msg${this.nextMessage++}`, author, speaker: { token: speakerToken }, flags, rolls: [{}], ...extra,
+      id: `msg${this.nextMessage++}`, author, speaker: { token: speakerToken, scene: this.clients.find((c) => c.user === author)?.canvas.scene?.id }, flags, rolls: [{}], ...extra,
     };
     // preCreateChatMessage runs on the author's client only, on the document before it is
     // stored: what it changes with updateSource is what every client then receives.

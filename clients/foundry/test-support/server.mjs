@@ -90,12 +90,16 @@ export class Observer {
     this.ws = ws;
     this.nextId = 1;
     this.waiting = new Map();
+    /** Pushes (messages no request asked for), in arrival order. */
+    this.pushes = [];
     ws.onmessage = (event) => {
       const msg = JSON.parse(event.data);
       const resolve = this.waiting.get(msg.id);
       if (resolve) {
         this.waiting.delete(msg.id);
         resolve(msg);
+      } else if (msg.id === undefined) {
+        this.pushes.push(msg);
       }
     };
   }
