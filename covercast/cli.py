@@ -300,6 +300,10 @@ def _record(args: argparse.Namespace) -> int:
         print(f"error: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return 2
 
+    # `--out recordings/session.jsonl` works on a fresh clone: the folder is made.
+    with contextlib.suppress(OSError):
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+
     def ready(url: str) -> None:
         print(f"recording: point your client at {url} (forwarded to {args.url}); the "
               f"session ends when it disconnects, or Ctrl-C", file=sys.stderr, flush=True)
@@ -343,6 +347,7 @@ def _replay(args: argparse.Namespace) -> int:
         writer = None
         if args.out is not None:
             try:
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 f = stack.enter_context(open(args.out, "w", encoding="utf-8"))
             except OSError as exc:
                 print(f"error: cannot write {args.out}: {exc.strerror or exc}",
