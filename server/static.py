@@ -11,6 +11,7 @@ network side is server/app.py.
 from __future__ import annotations
 
 import email.utils
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +19,10 @@ from urllib.parse import urlsplit
 
 
 def _overlay_dir() -> Path:
-    """clients/overlay/ of the source tree, or server/overlay/ where the package was
-    installed from a wheel (pyproject.toml maps one onto the other)."""
-    here = Path(__file__).resolve().parent
-    source = here.parent / "clients" / "overlay"
-    return source if source.is_dir() else here / "overlay"
+    """clients/overlay/ of the source tree, or, installed from a wheel, the copy
+    pyproject.toml's data-files put in <prefix>/share/covercast/overlay/."""
+    source = Path(__file__).resolve().parent.parent / "clients" / "overlay"
+    return source if source.is_dir() else Path(sys.prefix) / "share" / "covercast" / "overlay"
 
 
 #: Where the overlay's files are.
