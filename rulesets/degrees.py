@@ -214,7 +214,7 @@ class CoverDegrees(Ruleset):
             if any(m is not AttackMode.RANGED for m in modes) else {}
         sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
-        by_mode = in_reach_by_mode(sx, sy, ctx.reach[a], sz)
+        by_mode = self._reach_by_mode(ctx, a, sx, sy, sz)
         reach = {m: by_mode[m].tolist() for m in modes}
         adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
         extra = self._fast_extra(ctx, a, t)
@@ -239,6 +239,13 @@ class CoverDegrees(Ruleset):
     def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
         """Per pair: the facts beyond the shared ones a variant's outcome depends on."""
         return [()] * len(a)
+
+    def _reach_by_mode(self, ctx: _Context, a: IntArray, sx: npt.NDArray[np.int64],
+                       sy: npt.NDArray[np.int64], sz: npt.NDArray[np.int64],
+                       ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+        """Per attack mode, whether each target (these steps from attacker `a`) is in reach
+        (a variant changes what a reach weapon reaches)."""
+        return in_reach_by_mode(sx, sy, ctx.reach[a], sz)
 
     def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
                             flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
