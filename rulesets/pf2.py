@@ -59,6 +59,7 @@ _BIG_MOUNT = Size.LARGE.rank
 class Pf2Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     low_walls: Literal["standard", "lesser"] = "standard"
     big_creature_standard: bool = True
+    reach_weapon: Literal["crb", "double"] = "crb"
 
 
 def rider_reach(rider_reach_ft: float, mount: CreatureGeom) -> float:
@@ -72,12 +73,19 @@ def rider_reach(rider_reach_ft: float, mount: CreatureGeom) -> float:
     return rider_reach_ft - 5.0
 
 
-def weapon_reach(natural_ft: float, mount: CreatureGeom | None) -> float:
-    """How far a reach weapon reaches in PF2: double the wielder's natural reach, adjacent
-    creatures included (CRB, Reach trait); for a rider, that reach is worked out first and
-    then cut by the mount's size (`rider_reach`, seed 002)."""
-    doubled = 2 * natural_ft
-    return doubled if mount is None else rider_reach(doubled, mount)
+def weapon_reach(natural_ft: float, mount: CreatureGeom | None,
+                 rule: Literal["crb", "double"] = "crb") -> float:
+    """How far a reach weapon reaches in PF2, adjacent creatures included (CRB, Reach trait:
+    10 ft, or 5 ft more than a natural reach already longer than 5 ft; `"double"`: twice the
+    natural reach); for a rider, that reach is worked out first and then cut by the mount's
+    size (`rider_reach`, seed 002)."""
+    if natural_ft <= 0:
+        weapon = natural_ft
+    elif rule == "double":
+        weapon = 2 * natural_ft
+    else:
+        weapon = max(10.0, natural_ft + 5.0)
+    return weapon if mount is None else rider_reach(weapon, mount)
 
 
 def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]:
@@ -116,6 +124,9 @@ class Pf2(CoverDegrees):
                     "'lesser' (light cover, as seed 000 rules it).",
         "bigCreatureStandard": "A creature at least two sizes larger than both attacker and "
                                "target gives standard cover instead of lesser.",
+        "reachWeapon": "How far a reach weapon reaches (adjacent creatures included): 'crb' "
+                       "(10 ft, or natural reach + 5 ft when it is already longer, the CRB's "
+                       "Reach trait) or 'double' (twice the natural reach).",
     }
 
     TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
@@ -300,8 +311,8 @@ class _Pf2Context(_Context):
         self.before = {c.id: c for c in before.creatures}
         #: Per creature index, its reach weapon's reach (feet), from the natural reach it
         #: has before any mount cut.
-        self.weapon_reach = [weapon_reach(self.before[c.id].reach, mounts.get(c.id))
-                             for c in self.cs]
+        self.weapon_reach = [weapon_reach(self.before[c.id].reach, mounts.get(c.id),
+                                          options.reach_weapon) for c in self.cs]
 
     def from_ground(self, a: int, t: int) -> bool:
         """A rider (t) attacked from the ground: the attacker stands no higher than the
