@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -40,6 +40,7 @@ from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
+from geometry.seams import Seams, box_seams, hex_seams, seam_hits
 from geometry.square import (
     INSET_PX,
     Box,
@@ -338,6 +339,31 @@ class _Context:
         self._sample_arr: FloatArray | None = None
         self._sample_valid: BoolArray | None = None
         self._sample_box_arr: FloatArray | None = None
+        self._seams: Seams | None = None
+
+    @property
+    def seams(self) -> Seams:
+        """Where two creatures' spaces meet (geometry.seams), found once per scene."""
+        if self._seams is None:
+            tr = self.tracer
+            if self.hex is None:
+                self._seams = box_seams(self.space_arr)
+            else:
+                owner = np.repeat(np.arange(len(self.cs), dtype=np.intp), tr._cell_count)
+                self._seams = hex_seams(tr._cell_verts, owner)
+        return self._seams
+
+    def with_seams(self, hits: LineHits, starts: FloatArray, ends: FloatArray) -> LineHits:
+        """The hits with the creatures of every seam a line runs along or pinch it squeezes
+        through (both creatures of each): a line between two creatures side by side passes
+        through creatures (choice 12), though it enters neither space."""
+        if len(self.cs) < 2 or self.seams.empty:
+            return hits
+        sl, sc = seam_hits(self.seams, starts, ends)
+        if not sl.size:
+            return hits
+        return replace(hits, creature_line=np.concatenate([hits.creature_line, sl]),
+                       creature_idx=np.concatenate([hits.creature_idx, sc]))
 
     def ignored(self, a: int, t: int) -> set[int]:
         """Creatures that never stand between a and t: themselves and their mount or rider."""
@@ -437,7 +463,7 @@ class _Context:
         traced."""
         n = len(a)
         starts, ends = self.centre_arr[a], self.centre_arr[t]
-        hits = self._trace_lines(starts, ends)
+        hits = self.with_seams(self._trace_lines(starts, ends), starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
@@ -754,7 +780,7 @@ class _Context:
         s, e = np.concatenate(starts), np.concatenate(ends)
         tgt_a = np.array(tgt, dtype=np.intp)
         group_a = np.array(group, dtype=np.intp)
-        hits = self.tracer.trace(s, e)
+        hits = self.with_seams(self.tracer.trace(s, e), s, e)
         blocked, roles, ok = self._solid(hits, np.array(att, dtype=np.intp), tgt_a, s, e)
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
