@@ -954,7 +954,8 @@ class _Context:
     def _squares_with_obstructions(self, p: tuple[float, float], q: tuple[float, float],
                                    t: int) -> int:
         """Grid cells (squares, or hexes on a hex grid) the line from p to q passes through,
-        other than the one it starts in and the target's own, holding an obstruction."""
+        other than the one it starts inside (none at a grid intersection or on a cell's
+        side) and the target's own, holding an obstruction."""
         if self.hex is not None:
             passed_cells = hexgrid.cells_on_segment(self.hex, p, q)
             if not passed_cells:
@@ -975,8 +976,11 @@ class _Context:
             passed = cells[ci]
             own = shapely.box(*self.spaces[t])
             boxes = shapely.box(passed[:, 0], passed[:, 1], passed[:, 2], passed[:, 3])
+        # The origin's own cell is left out only when the origin lies inside it: at a grid
+        # intersection (PF2's bursts) or on a cell's side there is no such cell, and the
+        # cells touching the origin that the line runs through count like any other.
         start_cell = shapely.Point(p)
-        keep = ~shapely.intersects(boxes, start_cell) & ~shapely.relate_pattern(
+        keep = ~shapely.contains_properly(boxes, start_cell) & ~shapely.relate_pattern(
             boxes, own, "T********")
         others = np.array([c for c in range(len(self.cs)) if c != t], dtype=np.intp)
         creatures = [self._body(c) for c in others]
