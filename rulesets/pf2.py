@@ -218,9 +218,8 @@ class Pf2(CoverDegrees):
         """Melee at natural reach (a rider's cut by its mount); a reach weapon at
         `weapon_reach`, adjacent creatures included (PF2 has no 3.5-style blind spot)."""
         assert isinstance(ctx, _Pf2Context)
-        weapon = np.array([ctx.weapon_reach[i] for i in a.tolist()], dtype=np.float64)
         return {AttackMode.MELEE: within_reach_many(sx, sy, ctx.reach[a], sz),
-                AttackMode.REACH: within_reach_many(sx, sy, weapon, sz),
+                AttackMode.REACH: within_reach_many(sx, sy, ctx.weapon_reach_arr[a], sz),
                 AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
 
     def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode,
@@ -313,6 +312,7 @@ class _Pf2Context(_Context):
         #: has before any mount cut.
         self.weapon_reach = [weapon_reach(self.before[c.id].reach, mounts.get(c.id),
                                           options.reach_weapon) for c in self.cs]
+        self.weapon_reach_arr = np.array(self.weapon_reach, dtype=np.float64)
 
     def from_ground(self, a: int, t: int) -> bool:
         """A rider (t) attacked from the ground: the attacker stands no higher than the
