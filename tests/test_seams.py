@@ -24,8 +24,12 @@ def test_side_by_side_squares_share_one_seam_and_a_line_along_it_hits_both() -> 
 
 def test_a_line_along_one_creature_beside_empty_ground_or_off_the_seam_hits_nothing() -> None:
     seams = box_seams(_boxes([(3, 0), (3, 1)]))
-    starts = np.array([[100.0, 200.0], [100.0, 100.001], [350.0, 100.0], [100.0, 150.0]])
-    ends = np.array([[700.0, 200.0], [700.0, 100.001], [350.0, 100.0], [700.0, 50.0]])
+    # Beside empty ground, a hair off the seam, a point, slanted, and on the seam's line but
+    # stopping short of it (or only touching its end).
+    starts = np.array([[100.0, 200.0], [100.0, 100.001], [350.0, 100.0], [100.0, 150.0],
+                       [0.0, 100.0], [0.0, 100.0]])
+    ends = np.array([[700.0, 200.0], [700.0, 100.001], [350.0, 100.0], [700.0, 50.0],
+                     [250.0, 100.0], [300.0, 100.0]])
     lines, _ = seam_hits(seams, starts, ends)
     assert lines.size == 0
 
