@@ -8,6 +8,10 @@ Conventions (docs/rulesets.md, "Aquatic combat"):
 - A creature is submerged when the centre of its space lies inside a body of water and its
   whole height is at or below the surface (elevation + height <= surface): a Medium
   creature (6 ft) standing in 3 ft of water is not. In an underwater scene every creature is.
+- A creature is in the water (swimming at the surface, or submerged) when it is submerged or
+  afloat: the centre of its space inside a body of water, its feet below the surface and off
+  the ground (elevation 0 is the ground, as everywhere in Covercast). Standing on the ground
+  with its head above the surface it wades.
 - A line is a 3D segment (x, y in pixels, z in feet); it passes through water when a part
   of it inside a water polygon lies strictly below that body's surface. Lines between two
   creatures run from centre to centre at mid-height (`pair_segments`).
@@ -42,6 +46,27 @@ def submerged(scene: SceneGeom) -> BoolArray:
         assert body.surface is not None
         inside = shapely.contains_xy(shapely.Polygon(body.points), cx, cy)
         out |= inside & (top <= body.surface)
+    return out
+
+
+def in_water(scene: SceneGeom) -> BoolArray:
+    """Per creature (scene order): whether it is in the water, swimming at the surface or
+    under it: submerged, or afloat (the centre of its space inside a body of water, its feet
+    below the surface and off the ground, elevation not 0). A creature standing on the
+    ground (elevation 0) with its head above the surface wades: it is not in the water."""
+    under = submerged(scene)
+    n = len(scene.creatures)
+    if scene.underwater or n == 0 or not scene.water:
+        return under
+    centres = np.array([creature_centre(c, scene.grid) for c in scene.creatures],
+                       dtype=np.float64)
+    feet = np.array([c.elevation for c in scene.creatures], dtype=np.float64)
+    out = under.copy()
+    for body in scene.water:
+        assert body.surface is not None
+        inside = shapely.contains_xy(shapely.Polygon(body.points), centres[:, 0],
+                                     centres[:, 1])
+        out |= inside & (feet < body.surface) & (feet != 0)
     return out
 
 

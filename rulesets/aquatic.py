@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping, Sequence
 
 from geometry.model import SceneGeom
-from geometry.water import pair_segments, submerged, through_water
+from geometry.water import in_water, pair_segments, submerged, through_water
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -30,9 +30,11 @@ from rulesets.base import (
 class Situation(enum.Enum):
     """What about a pair makes the water matter."""
 
-    #: The target is submerged and has no swim Speed.
+    #: The target is in the water (swimming at the surface or under it), no swim Speed.
     TARGET_WITHOUT_SWIM = "target_without_swim"
-    #: The target is submerged (whatever its Speeds).
+    #: The target is in the water (whatever its Speeds).
+    TARGET_IN_WATER = "target_in_water"
+    #: The target is submerged (wholly under the surface).
     TARGET_SUBMERGED = "target_submerged"
     #: The attacker is submerged.
     ATTACKER_SUBMERGED = "attacker_submerged"
@@ -48,14 +50,15 @@ M = Modifier
 #: The seed's numbers, one row per situation: (modifiers, flags).
 TABLE: Mapping[Situation, tuple[tuple[Modifier, ...], frozenset[Flag]]] = {
     Situation.TARGET_WITHOUT_SWIM: (
-        (M(Stat.AC, -2, ModKind.CIRCUMSTANCE, "off-guard: submerged without a swim Speed"),),
+        (M(Stat.AC, -2, ModKind.CIRCUMSTANCE, "off-guard: in water without a swim Speed"),),
         frozenset({Flag.OFF_GUARD})),
-    Situation.TARGET_SUBMERGED: (
-        (M(Stat.RESISTANCE, 5, ModKind.ENVIRONMENT, "submerged: resistance 5 to acid",
+    Situation.TARGET_IN_WATER: (
+        (M(Stat.RESISTANCE, 5, ModKind.ENVIRONMENT, "in water: resistance 5 to acid",
            (DamageType.ACID,)),
-         M(Stat.RESISTANCE, 5, ModKind.ENVIRONMENT, "submerged: resistance 5 to fire",
+         M(Stat.RESISTANCE, 5, ModKind.ENVIRONMENT, "in water: resistance 5 to fire",
            (DamageType.FIRE,))),
-        frozenset({Flag.TARGET_SUBMERGED})),
+        frozenset()),
+    Situation.TARGET_SUBMERGED: ((), frozenset({Flag.TARGET_SUBMERGED})),
     Situation.ATTACKER_SUBMERGED: (
         (), frozenset({Flag.ATTACKER_SUBMERGED, Flag.NO_FIRE})),
     Situation.THROUGH_WATER: (
@@ -69,11 +72,16 @@ TABLE: Mapping[Situation, tuple[tuple[Modifier, ...], frozenset[Flag]]] = {
 
 
 def situations(mode: AttackMode, attacker_under: bool, target_under: bool,
-               target_swims: bool, wet_line: bool) -> tuple[Situation, ...]:
-    """The aquatic situations of one attack, in table order."""
+               target_swims: bool, wet_line: bool,
+               target_in_water: bool | None = None) -> tuple[Situation, ...]:
+    """The aquatic situations of one attack, in table order (`target_in_water`: swimming
+    at the surface or under it; None: as `target_under`)."""
+    wet_target = target_under if target_in_water is None else target_in_water or target_under
     out: list[Situation] = []
-    if target_under and not target_swims:
+    if wet_target and not target_swims:
         out.append(Situation.TARGET_WITHOUT_SWIM)
+    if wet_target:
+        out.append(Situation.TARGET_IN_WATER)
     if target_under:
         out.append(Situation.TARGET_SUBMERGED)
     if attacker_under:
@@ -92,6 +100,7 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
         return list(annotations)
     index = {c.id: k for k, c in enumerate(scene.creatures)}
     under = submerged(scene)
+    wet_body = in_water(scene)
     pairs = sorted({(index[a.attacker], index[a.target]) for a in annotations})
     starts, ends = pair_segments(scene, pairs)
     wet = dict(zip(pairs, through_water(scene, starts, ends).tolist(), strict=True))
@@ -102,7 +111,7 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
     for ann in annotations:
         a, t = index[ann.attacker], index[ann.target]
         found = situations(ann.mode, bool(under[a]), bool(under[t]),
-                           scene.creatures[t].swim, wet[(a, t)])
+                           scene.creatures[t].swim, wet[(a, t)], bool(wet_body[t]))
         if not found:
             out.append(ann)
             continue
@@ -118,15 +127,24 @@ def with_aquatic(scene: SceneGeom, annotations: Sequence[Annotation]) -> list[An
 
 
 def with_aquatic_area(scene: SceneGeom, hits: Sequence[AreaHit]) -> list[AreaHit]:
-    """Area effects: a submerged creature caught in one has its resistance to acid and
-    fire (the target row of the table; off-guard is about AC, which areas do not use)."""
+    """Area effects: a creature in the water (swimming or submerged) caught in one has its
+    resistance to acid and fire, and a submerged one the `target_submerged` flag (the
+    target rows of the table; off-guard is about AC, which areas do not use)."""
     if not scene.water and not scene.underwater:
         return list(hits)
     index = {c.id: k for k, c in enumerate(scene.creatures)}
     under = submerged(scene)
-    mods, flags = TABLE[Situation.TARGET_SUBMERGED]
-    return [AreaHit(h.target, h.cover, h.modifiers + mods, h.flags | flags, h.obstructions)
-            if under[index[h.target]] else h for h in hits]
+    wet_body = in_water(scene)
+    mods = TABLE[Situation.TARGET_IN_WATER][0]
+    flags = TABLE[Situation.TARGET_SUBMERGED][1]
+    out = []
+    for h in hits:
+        k = index[h.target]
+        if wet_body[k] or under[k]:
+            h = AreaHit(h.target, h.cover, h.modifiers + mods,
+                        h.flags | flags if under[k] else h.flags, h.obstructions)
+        out.append(h)
+    return out
 
 
 def _additions(found: tuple[Situation, ...],

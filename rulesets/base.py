@@ -230,6 +230,7 @@ class Ruleset(abc.ABC):
         (the third dimension is the same wherever zero is); of the creatures it reaches on
         the map, those whose cube the template's solid misses (`in_area_3d`: a burst is a
         sphere, a cone a cone, a ray a cylinder, a rect a box) are not in the area."""
+        placed = scene  # the water facts are judged where the creatures stand (ground at 0)
         if template.elevation:
             scene = lowered(scene, template.elevation)
             template = replace(template, elevation=0.0)
@@ -240,7 +241,7 @@ class Ruleset(abc.ABC):
         hits = [h for h in hits if h.target in solid]
         if self.aquatic:
             from rulesets.aquatic import with_aquatic_area
-            hits = with_aquatic_area(scene, hits)
+            hits = with_aquatic_area(placed, hits)
         return hits
 
     @abc.abstractmethod

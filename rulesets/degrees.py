@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import msgspec
@@ -40,6 +40,7 @@ from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
+from geometry.seams import Seams, box_seams, hex_seams, seam_hits
 from geometry.square import (
     INSET_PX,
     Box,
@@ -214,7 +215,7 @@ class CoverDegrees(Ruleset):
             if any(m is not AttackMode.RANGED for m in modes) else {}
         sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
-        by_mode = in_reach_by_mode(sx, sy, ctx.reach[a], sz)
+        by_mode = self._reach_by_mode(ctx, a, sx, sy, sz)
         reach = {m: by_mode[m].tolist() for m in modes}
         adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
         extra = self._fast_extra(ctx, a, t)
@@ -239,6 +240,13 @@ class CoverDegrees(Ruleset):
     def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
         """Per pair: the facts beyond the shared ones a variant's outcome depends on."""
         return [()] * len(a)
+
+    def _reach_by_mode(self, ctx: _Context, a: IntArray, sx: npt.NDArray[np.int64],
+                       sy: npt.NDArray[np.int64], sz: npt.NDArray[np.int64],
+                       ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+        """Per attack mode, whether each target (these steps from attacker `a`) is in reach
+        (a variant changes what a reach weapon reaches)."""
+        return in_reach_by_mode(sx, sy, ctx.reach[a], sz)
 
     def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode, row: _Row,
                             flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
@@ -331,6 +339,31 @@ class _Context:
         self._sample_arr: FloatArray | None = None
         self._sample_valid: BoolArray | None = None
         self._sample_box_arr: FloatArray | None = None
+        self._seams: Seams | None = None
+
+    @property
+    def seams(self) -> Seams:
+        """Where two creatures' spaces meet (geometry.seams), found once per scene."""
+        if self._seams is None:
+            tr = self.tracer
+            if self.hex is None:
+                self._seams = box_seams(self.space_arr)
+            else:
+                owner = np.repeat(np.arange(len(self.cs), dtype=np.intp), tr._cell_count)
+                self._seams = hex_seams(tr._cell_verts, owner)
+        return self._seams
+
+    def with_seams(self, hits: LineHits, starts: FloatArray, ends: FloatArray) -> LineHits:
+        """The hits with the creatures of every seam a line runs along or pinch it squeezes
+        through (both creatures of each): a line between two creatures side by side passes
+        through creatures (choice 12), though it enters neither space."""
+        if len(self.cs) < 2 or self.seams.empty:
+            return hits
+        sl, sc = seam_hits(self.seams, starts, ends)
+        if not sl.size:
+            return hits
+        return replace(hits, creature_line=np.concatenate([hits.creature_line, sl]),
+                       creature_idx=np.concatenate([hits.creature_idx, sc]))
 
     def ignored(self, a: int, t: int) -> set[int]:
         """Creatures that never stand between a and t: themselves and their mount or rider."""
@@ -430,7 +463,7 @@ class _Context:
         traced."""
         n = len(a)
         starts, ends = self.centre_arr[a], self.centre_arr[t]
-        hits = self._trace_lines(starts, ends)
+        hits = self.with_seams(self._trace_lines(starts, ends), starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
@@ -747,7 +780,7 @@ class _Context:
         s, e = np.concatenate(starts), np.concatenate(ends)
         tgt_a = np.array(tgt, dtype=np.intp)
         group_a = np.array(group, dtype=np.intp)
-        hits = self.tracer.trace(s, e)
+        hits = self.with_seams(self.tracer.trace(s, e), s, e)
         blocked, roles, ok = self._solid(hits, np.array(att, dtype=np.intp), tgt_a, s, e)
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
@@ -921,7 +954,8 @@ class _Context:
     def _squares_with_obstructions(self, p: tuple[float, float], q: tuple[float, float],
                                    t: int) -> int:
         """Grid cells (squares, or hexes on a hex grid) the line from p to q passes through,
-        other than the one it starts in and the target's own, holding an obstruction."""
+        other than the one it starts inside (none at a grid intersection or on a cell's
+        side) and the target's own, holding an obstruction."""
         if self.hex is not None:
             passed_cells = hexgrid.cells_on_segment(self.hex, p, q)
             if not passed_cells:
@@ -942,8 +976,11 @@ class _Context:
             passed = cells[ci]
             own = shapely.box(*self.spaces[t])
             boxes = shapely.box(passed[:, 0], passed[:, 1], passed[:, 2], passed[:, 3])
+        # The origin's own cell is left out only when the origin lies inside it: at a grid
+        # intersection (PF2's bursts) or on a cell's side there is no such cell, and the
+        # cells touching the origin that the line runs through count like any other.
         start_cell = shapely.Point(p)
-        keep = ~shapely.intersects(boxes, start_cell) & ~shapely.relate_pattern(
+        keep = ~shapely.contains_properly(boxes, start_cell) & ~shapely.relate_pattern(
             boxes, own, "T********")
         others = np.array([c for c in range(len(self.cs)) if c != t], dtype=np.intp)
         creatures = [self._body(c) for c in others]

@@ -1,26 +1,27 @@
-"""Enchanted Realms' friendly-fire rule (seed 003), as pure logic on a hex grid.
+"""Enchanted Realms' friendly-fire rule (seed 003), as pure logic on a hex or square grid.
 
 Rule of this module: no I/O and no wire types; the session validates a request, this module
-numbers the candidate hexes, maps the d10, moves the dice forward and compares, and returns
-every step as frozen values a chat card can show. The procedure (docs/rulesets.md quotes the
-seed for each choice):
+numbers the candidate cells (hexes, or squares), maps the friendly-fire die, moves the dice
+forward and compares, and returns every step as frozen values a chat card can show. The
+procedure (docs/rulesets.md quotes the seed for each choice):
 
 1. An attack is a pool of d20s at one target (split dice are several attacks). The shot
    misses only if every die misses: a die hits on a natural 20 or when die + modifier
    reaches the target's Defense (cover included); a natural 1 always misses. A target with
    full cover cannot be struck by the shot at all.
-2. Candidates, numbered 1..8: slots 1-6 are the six hexes around the target, clockwise on
-   screen starting with the one toward the attacker (the neighbour whose direction from the
-   target's centre lies within [-30, +30) degrees of the direction to the attacker's
-   centre); slot 7 is the hex 10 ft (two hexes) in front of the target on the line of fire
-   (toward the attacker), slot 8 the hex 10 ft behind it (away from the attacker). For a
-   target filling several hexes, "around" walks from the hex under its centre in each of the
-   six directions to the first hex outside it, and front/behind are the first hexes on the
-   line of fire two hexes from its footprint.
-3. A d10 picks: 1-8 a candidate, 9 and 10 empty slots. An empty slot, an unoccupied hex or
-   the attacker's own hex means the shot hits nothing. A creature filling several candidate
-   hexes is struck on any of their numbers (a bigger bystander is likelier to be hit); two
-   creatures in one hex: the first in scene order.
+2. Candidates, numbered from 1: first every cell around the target's footprint (the six
+   hexes, or eight squares, around a one-cell target), clockwise on screen starting with the
+   one toward the attacker (the cell whose direction from the target's centre lies within
+   half a cell's share of the circle, [-30, +30) degrees around a hex, [-22.5, +22.5) around
+   a square, of the direction to the attacker's centre); then the cell 10 ft (two cells) in
+   front of the target on the line of fire (toward the attacker) and the cell 10 ft behind
+   it (away from the attacker): for a bigger footprint, the first cells on the line of fire
+   two cells from it.
+3. The friendly-fire die has one face per candidate and two empty slots: a d10 for a
+   one-hex target (slots 1-8, 9 and 10 empty), a d12 for a one-square target. An empty
+   slot, an unoccupied cell or the attacker's own cell means the shot hits nothing. A
+   creature filling several candidate cells is struck on any of their numbers (a bigger
+   bystander is likelier to be hit); two creatures in one cell: the first in scene order.
 4. On a creature: the same raw d20s move forward by 2 (capped at 20; 18 and 19 become a
    natural 20, a natural 1 becomes a raw 3, so no automatic miss), plus the same modifier,
    against that creature's Defense (no cover: the shot already went astray). The pool hits
@@ -32,26 +33,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from geometry import hex as hexgrid
 from geometry.hex import Cell, HexLayout
-from geometry.model import SceneGeom
+from geometry.kernel import FloatArray
+from geometry.model import CreatureGeom, Grid, SceneGeom
+from geometry.square import creature_centre, squares
 from rulesets.base import Annotation, Degree, Flag, Stat
 
 FORWARD = 2
-SLOTS = 8
-D10_FACES = 10
+#: Empty slots added to the numbered cells (the seed's 9 and 10 of a d10).
+EMPTY_SLOTS = 2
 NATURAL_20 = 20
 NATURAL_1 = 1
-#: How far in front of and behind the target slots 7 and 8 lie, in hexes (10 ft).
-LINE_HEXES = 2
+#: How far in front of and behind the target the last two candidates lie, in cells (10 ft).
+LINE_CELLS = 2
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One numbered hex a stray shot may strike."""
+    """One numbered cell (hex or square) a stray shot may strike."""
 
     slot: int
     cell: Cell
@@ -59,6 +63,8 @@ class Candidate:
     role: str  # "around", "front" or "behind"
     token: str | None
     note: str = ""
+    #: What the cell is called on a chat card: "hex" or "square".
+    noun: str = "hex"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +124,112 @@ class Outcome:
     steps: tuple[str, ...]
 
 
-# -- candidates -------------------------------------------------------------------------------
+# -- candidates ------------------------------------------------------------------------------
 
-def _occupants(scene: SceneGeom, skip: str) -> dict[Cell, str]:
+class _Cells(Protocol):
+    """The cell facts of one grid the rule needs (hexes, or squares)."""
+
+    size: float
+    noun: str
+
+    def footprint(self, c: CreatureGeom) -> tuple[Cell, ...]: ...
+
+    def centre(self, cell: Cell) -> tuple[float, float]: ...
+
+    def at(self, x: FloatArray, y: FloatArray) -> list[Cell]: ...
+
+    def neighbours(self, cell: Cell) -> list[Cell]: ...
+
+    def distance(self, a: Sequence[Cell], b: Sequence[Cell]) -> int: ...
+
+    def origin(self, c: CreatureGeom) -> tuple[float, float]: ...
+
+
+class _Hexes:
+    """Foundry's hex cells (offset coordinates, geometry.hex)."""
+
+    noun = "hex"
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self.layout = HexLayout.of(grid)
+        self.size = self.layout.size
+
+    def footprint(self, c: CreatureGeom) -> tuple[Cell, ...]:
+        return tuple(hexgrid.footprint(c, self.grid).cells)
+
+    def centre(self, cell: Cell) -> tuple[float, float]:
+        x, y = hexgrid.centre_point(self.layout, np.array([cell[0]]), np.array([cell[1]]))
+        return float(x[0]), float(y[0])
+
+    def at(self, x: FloatArray, y: FloatArray) -> list[Cell]:
+        ii, jj = hexgrid.point_to_offset(self.layout, x, y)
+        return list(zip(ii.tolist(), jj.tolist(), strict=True))
+
+    def neighbours(self, cell: Cell) -> list[Cell]:
+        return hexgrid.neighbours(self.layout, cell)
+
+    def distance(self, a: Sequence[Cell], b: Sequence[Cell]) -> int:
+        return hexgrid.cells_distance(self.layout, a, b)
+
+    def origin(self, c: CreatureGeom) -> tuple[float, float]:
+        # The centre of the hex under the token's centre (exact grid geometry: a token's
+        # stored x, y are rounded to whole pixels, which would otherwise turn an exact tie
+        # between two neighbours into an accident of rounding).
+        fp = hexgrid.footprint(c, self.grid)
+        x, y = fp.centre
+        (cell,) = self.at(np.array([x]), np.array([y]))
+        if cell not in fp.cells:
+            cell = min(fp.cells, key=lambda k: math.dist(self.centre(k), fp.centre))
+        return self.centre(cell)
+
+
+class _Squares:
+    """Square cells as (row, column), like the hex grids' offset coordinates."""
+
+    noun = "square"
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self.size = grid.size
+
+    def footprint(self, c: CreatureGeom) -> tuple[Cell, ...]:
+        # The cells under each of its squares' centres (a token off the grid, or one
+        # smaller than a square, is in the cells its squares mostly cover).
+        return tuple(dict.fromkeys(
+            (math.floor((b[1] + b[3]) / 2 / self.size), math.floor((b[0] + b[2]) / 2 / self.size))
+            for b in squares(c, self.grid)))
+
+    def centre(self, cell: Cell) -> tuple[float, float]:
+        return ((cell[1] + 0.5) * self.size, (cell[0] + 0.5) * self.size)
+
+    def at(self, x: FloatArray, y: FloatArray) -> list[Cell]:
+        return list(zip(np.floor(y / self.size).astype(int).tolist(),
+                        np.floor(x / self.size).astype(int).tolist(), strict=True))
+
+    def neighbours(self, cell: Cell) -> list[Cell]:
+        i, j = cell
+        return [(i + di, j + dj) for di in (-1, 0, 1) for dj in (-1, 0, 1) if di or dj]
+
+    def distance(self, a: Sequence[Cell], b: Sequence[Cell]) -> int:
+        """Squares between two sets of cells, each step to one of the eight around."""
+        aa, bb = np.array(a).reshape(-1, 1, 2), np.array(b).reshape(1, -1, 2)
+        return int(np.abs(aa - bb).max(axis=2).min())
+
+    def origin(self, c: CreatureGeom) -> tuple[float, float]:
+        return creature_centre(c, self.grid)
+
+
+def _cells(grid: Grid) -> _Cells:
+    return _Hexes(grid) if hexgrid.is_hex(grid) else _Squares(grid)
+
+
+def _occupants(scene: SceneGeom, cells: _Cells, skip: str) -> dict[Cell, str]:
     out: dict[Cell, str] = {}
     for c in scene.creatures:
         if c.id == skip:
             continue
-        for cell in hexgrid.footprint(c, scene.grid).cells:
+        for cell in cells.footprint(c):
             out.setdefault(cell, c.id)
     return out
 
@@ -135,70 +239,63 @@ def _angle(dx: float, dy: float) -> float:
     return math.degrees(math.atan2(dy, dx)) % 360.0
 
 
-def _first_on_ray(layout: HexLayout, start: tuple[float, float], u: tuple[float, float],
+def _first_on_ray(cells: _Cells, start: tuple[float, float], u: tuple[float, float],
                   own: Sequence[Cell], want: int) -> Cell:
-    """The first cell along the ray from `start` in direction `u` that is `want` hexes from
+    """The first cell along the ray from `start` in direction `u` that is `want` cells from
     the footprint `own` (cells along a line are adjacent, so the distance grows by one)."""
-    step = layout.size / 16
-    reach = (want + 2) * layout.size + _radius(layout, own, start)
+    step = cells.size / 16
+    reach = (want + 2) * cells.size + _radius(cells, own, start)
     n = math.ceil(reach / step) + 1
     s = np.arange(n, dtype=np.float64) * step
-    ii, jj = hexgrid.point_to_offset(layout, start[0] + s * u[0], start[1] + s * u[1])
     seen: set[Cell] = set()
-    for cell in zip(ii.tolist(), jj.tolist(), strict=True):
+    for cell in cells.at(start[0] + s * u[0], start[1] + s * u[1]):
         if cell in seen:
             continue
         seen.add(cell)
-        if hexgrid.cells_distance(layout, [cell], own) == want:
+        if cells.distance([cell], own) == want:
             return cell
-    raise AssertionError("a ray always reaches a hex two hexes out")
+    raise AssertionError("a ray always reaches a cell two cells out")
 
 
-def _radius(layout: HexLayout, cells: Sequence[Cell], p: tuple[float, float]) -> float:
-    x, y = hexgrid.centre_point(layout, np.array([c[0] for c in cells]),
-                                np.array([c[1] for c in cells]))
-    return float(np.max(np.hypot(x - p[0], y - p[1])))
+def _radius(cells: _Cells, own: Sequence[Cell], p: tuple[float, float]) -> float:
+    return max(math.dist(cells.centre(c), p) for c in own)
+
+
+def ring(cells: _Cells, own: Sequence[Cell]) -> list[Cell]:
+    """Every cell around the footprint: next to one of its cells, not one of them."""
+    mine = set(own)
+    return list(dict.fromkeys(n for c in own for n in cells.neighbours(c) if n not in mine))
 
 
 def candidates(scene: SceneGeom, attacker: str, target: str) -> tuple[Candidate, ...]:
-    """The eight numbered hexes a stray shot from `attacker` at `target` may strike."""
-    layout = HexLayout.of(scene.grid)
-    fa = hexgrid.footprint(scene.creature(attacker), scene.grid)
-    ft = hexgrid.footprint(scene.creature(target), scene.grid)
-    own = ft.cells
-    # Directions are taken between the centres of the hexes under the two tokens' centres
-    # (exact grid geometry: a token's stored x, y are rounded to whole pixels, which would
-    # otherwise turn an exact tie between two neighbours into an accident of rounding).
-    centre_cell = _cell_under(layout, ft.centre, own)
-    pt = _centre(layout, centre_cell)
-    pa = _centre(layout, _cell_under(layout, fa.centre, fa.cells))
+    """The numbered cells a stray shot from `attacker` at `target` may strike: every cell
+    around the target's footprint (six hexes, or eight squares, around a one-cell target),
+    clockwise from the one toward the attacker, then the cell in front and the cell behind
+    on the line of fire."""
+    cells = _cells(scene.grid)
+    own = cells.footprint(scene.creature(target))
+    pt = cells.origin(scene.creature(target))
+    pa = cells.origin(scene.creature(attacker))
     dx, dy = pa[0] - pt[0], pa[1] - pt[1]
     norm = math.hypot(dx, dy)
     if norm < 1e-9:
-        raise ValueError("the attacker and the target stand on the same hex: no line of fire")
+        raise ValueError("the attacker and the target stand on the same cell: no line of fire")
     u = (dx / norm, dy / norm)
-    around: list[Cell] = []
-    q0, r0 = (int(v[0]) for v in hexgrid.offset_to_cube(layout, np.array([centre_cell[0]]),
-                                                          np.array([centre_cell[1]])))
-    for dq, dr in hexgrid.NEIGHBOUR_STEPS:
-        q, r = q0, r0
-        while True:
-            q, r = q + dq, r + dr
-            i, j = hexgrid.cube_to_offset(layout, np.array([q]), np.array([r]))
-            cell = (int(i[0]), int(j[0]))
-            if cell not in own:
-                around.append(cell)
-                break
+    around = ring(cells, own)
     toward = _angle(dx, dy)
+    # Slot 1's window: half the angle a cell of the ring spans, on each side of the
+    # direction to the attacker ([-30, +30) degrees around a hex, [-22.5, +22.5) around a
+    # square); the counter-clockwise one of two equally near cells.
+    half = 180.0 / len(around)
 
     def order(cell: Cell) -> float:
-        x, y = _centre(layout, cell)
-        return (_angle(x - pt[0], y - pt[1]) - toward + 30.0 + 1e-6) % 360.0
+        x, y = cells.centre(cell)
+        return (_angle(x - pt[0], y - pt[1]) - toward + half + 1e-6) % 360.0
 
     around.sort(key=order)
-    front = _first_on_ray(layout, pt, u, own, LINE_HEXES)
-    behind = _first_on_ray(layout, pt, (-u[0], -u[1]), own, LINE_HEXES)
-    occupied = _occupants(scene, target)
+    front = _first_on_ray(cells, pt, u, own, LINE_CELLS)
+    behind = _first_on_ray(cells, pt, (-u[0], -u[1]), own, LINE_CELLS)
+    occupied = _occupants(scene, cells, target)
     out = []
     for slot, (cell, role) in enumerate(
             [*((c, "around") for c in around), (front, "front"), (behind, "behind")],
@@ -206,35 +303,24 @@ def candidates(scene: SceneGeom, attacker: str, target: str) -> tuple[Candidate,
         who = occupied.get(cell)
         note = ""
         if who == attacker:
-            who, note = None, "the attacker's own hex: the shooter does not strike itself"
-        out.append(Candidate(slot, cell, _centre(layout, cell), role, who, note))
+            who, note = None, (f"the attacker's own {cells.noun}: the shooter does not "
+                               "strike itself")
+        out.append(Candidate(slot, cell, cells.centre(cell), role, who, note, cells.noun))
     return tuple(out)
 
 
-def _cell_under(layout: HexLayout, p: tuple[float, float], cells: Sequence[Cell]) -> Cell:
-    """The hex under a token's centre (the nearest of its own hexes, for odd shapes)."""
-    ii, jj = hexgrid.point_to_offset(layout, np.array([p[0]]), np.array([p[1]]))
-    cell: Cell = (int(ii[0]), int(jj[0]))
-    if cell not in cells:
-        cell = min(cells, key=lambda c: _dist(layout, c, p))
-    return cell
+def faces(cands: Sequence[Candidate]) -> int:
+    """The friendly-fire die: one face per candidate cell and two empty slots (a d10 for
+    a one-hex target's eight)."""
+    return len(cands) + EMPTY_SLOTS
 
 
-def _centre(layout: HexLayout, cell: Cell) -> tuple[float, float]:
-    x, y = hexgrid.centre_point(layout, np.array([cell[0]]), np.array([cell[1]]))
-    return float(x[0]), float(y[0])
-
-
-def _dist(layout: HexLayout, cell: Cell, p: tuple[float, float]) -> float:
-    x, y = _centre(layout, cell)
-    return math.hypot(x - p[0], y - p[1])
-
-
-def pick(cands: Sequence[Candidate], d10: int) -> Candidate | None:
-    """The d10 face's candidate: faces 1..8 the numbered hexes, 9 and 10 empty slots."""
-    if not 1 <= d10 <= D10_FACES:
-        raise ValueError(f"a d10 shows 1..10, not {d10}")
-    return cands[d10 - 1] if d10 <= len(cands) else None
+def pick(cands: Sequence[Candidate], face: int) -> Candidate | None:
+    """The die's face's candidate: faces 1..len(cands) the numbered cells, the last two
+    empty slots."""
+    if not 1 <= face <= faces(cands):
+        raise ValueError(f"the friendly-fire die shows 1..{faces(cands)}, not {face}")
+    return cands[face - 1] if face <= len(cands) else None
 
 
 # -- dice -------------------------------------------------------------------------------------
@@ -267,8 +353,9 @@ def _signed(v: int) -> str:
 def resolve(shot: Shot, dice: Sequence[int], d10: Callable[[], int],
             cands: Sequence[Candidate], defenses: Mapping[str, int],
             number: int = 1) -> Outcome:
-    """One attack (a pool of d20s at one target) through the friendly-fire rule. `d10` is
-    called only when every die missed (the client's die, or the seeded roller)."""
+    """One attack (a pool of d20s at one target) through the friendly-fire rule. `d10` (the
+    friendly-fire die, `faces(cands)` faces) is called only when every die missed (the
+    client's die, or the seeded roller)."""
     steps = []
     head = f"Attack {number} at {shot.target}"
     if shot.full_cover:
@@ -290,19 +377,20 @@ def resolve(shot: Shot, dice: Sequence[int], d10: Callable[[], int],
     face = d10()
     chosen = pick(cands, face)
     if chosen is None:
-        steps.append(f"d10 {face}: an empty slot, the shot hits nothing")
+        steps.append(f"d{faces(cands)} {face}: an empty slot, the shot hits nothing")
         return Outcome(shot.target, judged, False, True, face, None, None, (), None, None,
                        tuple(steps))
-    where = f"slot {chosen.slot} ({chosen.role}, hex {chosen.cell[0]},{chosen.cell[1]})"
+    where = (f"slot {chosen.slot} ({chosen.role}, {chosen.noun} "
+             f"{chosen.cell[0]},{chosen.cell[1]})")
     if chosen.token is None:
         why = chosen.note or "unoccupied"
-        steps.append(f"d10 {face}: {where}, {why}: the shot hits nothing")
+        steps.append(f"d{faces(cands)} {face}: {where}, {why}: the shot hits nothing")
         return Outcome(shot.target, judged, False, True, face, chosen.slot, None, (), None,
                        None, tuple(steps))
     struck = chosen.token
     defense = defenses.get(struck)
     moved = tuple(judge_forward(r, shot.modifier, defense) for r in dice)
-    steps.append(f"d10 {face}: {where}, occupied by {struck}")
+    steps.append(f"d{faces(cands)} {face}: {where}, occupied by {struck}")
     against = f"Defense {defense}" if defense is not None else "no Defense given"
     for before, die in zip(dice, moved, strict=True):
         label = "natural 20" if die.natural20 else f"{die.total} vs {against}"

@@ -13,8 +13,9 @@ from typing import ClassVar, Literal
 
 import msgspec
 
+from geometry.square import adjacent, corners
 from rulesets.base import Degree, Modifier, ModKind, Stat
-from rulesets.corner import CORNER_OPTION_DOCS, CornerEngine, PairFacts
+from rulesets.corner import CORNER_OPTION_DOCS, CornerEngine, PairFacts, Probe
 from rulesets.dnd35 import Dnd35
 
 M = Modifier
@@ -69,12 +70,23 @@ class Pf1(Dnd35):
         if options.partial_cover == "lines":
             best = max(facts.best, key=lambda p: p.open_lines / p.lines)
             return (Degree.PARTIAL if 2 * best.open_lines > best.lines else degree), None
-        fractions = [engine.visible_fraction(a, t, p.origin, p.target_box)
-                     for p in facts.best if p.origin is not None]
+        fractions = [engine.visible_fraction(a, t, origin, p.target_box)
+                     for p in facts.best for origin in self._viewpoints(engine, a, p)]
         if not fractions:
             return degree, None
         visible = round(max(fractions), 6)
         return (Degree.PARTIAL if visible > 0.5 else degree), visible
+
+    @staticmethod
+    def _viewpoints(engine: CornerEngine, a: int, p: Probe) -> list[tuple[float, float]]:
+        """The points of the attacker's space the visible part of the target is measured
+        from, for one probe: its corner; for the adjacent-melee probe (lines from a whole
+        square, no one corner), each corner of the attacker's squares next to the target's
+        square, the best of which counts (the attacker picks it, as at range)."""
+        if p.origin is not None:
+            return [p.origin]
+        return [(float(x), float(y)) for sq in engine.squares[a]
+                if adjacent(sq, p.target_box, engine.grid) for x, y in corners(sq)]
 
     def _can_flank(self, engine: CornerEngine, who: int) -> bool:
         # PF1: creatures smaller than a square cannot flank.

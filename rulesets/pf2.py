@@ -18,9 +18,11 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from geometry.kernel import IntArray
 from geometry.model import CreatureGeom, SceneGeom, Size, point_creature
+from geometry.square import within_reach_many
 from geometry.templates import Template, inside, shape
 from rulesets.base import (
     Annotation,
@@ -57,6 +59,7 @@ _BIG_MOUNT = Size.LARGE.rank
 class Pf2Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     low_walls: Literal["standard", "lesser"] = "standard"
     big_creature_standard: bool = True
+    reach_weapon: Literal["crb", "double"] = "crb"
 
 
 def rider_reach(rider_reach_ft: float, mount: CreatureGeom) -> float:
@@ -68,6 +71,21 @@ def rider_reach(rider_reach_ft: float, mount: CreatureGeom) -> float:
     if rider_reach_ft <= 10:
         return 5.0
     return rider_reach_ft - 5.0
+
+
+def weapon_reach(natural_ft: float, mount: CreatureGeom | None,
+                 rule: Literal["crb", "double"] = "crb") -> float:
+    """How far a reach weapon reaches in PF2, adjacent creatures included (CRB, Reach trait:
+    10 ft, or 5 ft more than a natural reach already longer than 5 ft; `"double"`: twice the
+    natural reach); for a rider, that reach is worked out first and then cut by the mount's
+    size (`rider_reach`, seed 002)."""
+    if natural_ft <= 0:
+        weapon = natural_ft
+    elif rule == "double":
+        weapon = 2 * natural_ft
+    else:
+        weapon = max(10.0, natural_ft + 5.0)
+    return weapon if mount is None else rider_reach(weapon, mount)
 
 
 def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]:
@@ -106,6 +124,9 @@ class Pf2(CoverDegrees):
                     "'lesser' (light cover, as seed 000 rules it).",
         "bigCreatureStandard": "A creature at least two sizes larger than both attacker and "
                                "target gives standard cover instead of lesser.",
+        "reachWeapon": "How far a reach weapon reaches (adjacent creatures included): 'crb' "
+                       "(10 ft, or natural reach + 5 ft when it is already longer, the CRB's "
+                       "Reach trait) or 'double' (twice the natural reach).",
     }
 
     TABLE: ClassVar[Mapping[Degree, tuple[Modifier, ...]]] = {
@@ -191,13 +212,23 @@ class Pf2(CoverDegrees):
         return list(zip(ground.tolist(), take_cover[t].tolist(), rider[t].tolist(),
                         role[a].tolist(), strict=True))
 
+    def _reach_by_mode(self, ctx: _Context, a: IntArray, sx: npt.NDArray[np.int64],
+                       sy: npt.NDArray[np.int64], sz: npt.NDArray[np.int64],
+                       ) -> dict[AttackMode, npt.NDArray[np.bool_]]:
+        """Melee at natural reach (a rider's cut by its mount); a reach weapon at
+        `weapon_reach`, adjacent creatures included (PF2 has no 3.5-style blind spot)."""
+        assert isinstance(ctx, _Pf2Context)
+        return {AttackMode.MELEE: within_reach_many(sx, sy, ctx.reach[a], sz),
+                AttackMode.REACH: within_reach_many(sx, sy, ctx.weapon_reach_arr[a], sz),
+                AttackMode.RANGED: np.ones(len(sx), dtype=bool)}
+
     def _reference_annotate(self, ctx: _Context, a: int, t: int, mode: AttackMode,
                             row: _Row, flank: tuple[int, tuple[str, ...]] | None) -> Annotation:
         assert isinstance(ctx, _Pf2Context)
         reach = ctx.cs[a].reach
         in_reach = mode is AttackMode.RANGED or ctx.in_reach(a, t, reach)
         if mode is AttackMode.REACH:
-            in_reach = ctx.in_reach(a, t, 2 * reach) and not ctx.in_reach(a, t, reach)
+            in_reach = ctx.in_reach(a, t, ctx.weapon_reach[a])
         me = ctx.cs[a].id
         role = 2 if me in ctx.mounts else 1 if me in ctx.ridden else 0
         extra = (ctx.attack and ctx.from_ground(a, t), ctx.cs[t].take_cover,
@@ -277,6 +308,11 @@ class _Pf2Context(_Context):
         self.mounts = mounts
         self.ridden = {m.id for m in mounts.values()}
         self.before = {c.id: c for c in before.creatures}
+        #: Per creature index, its reach weapon's reach (feet), from the natural reach it
+        #: has before any mount cut.
+        self.weapon_reach = [weapon_reach(self.before[c.id].reach, mounts.get(c.id),
+                                          options.reach_weapon) for c in self.cs]
+        self.weapon_reach_arr = np.array(self.weapon_reach, dtype=np.float64)
 
     def from_ground(self, a: int, t: int) -> bool:
         """A rider (t) attacked from the ground: the attacker stands no higher than the

@@ -509,7 +509,9 @@ class Unsubscribe(_Strict, frozen=True, tag="unsubscribe", tag_field="type"):
 
 
 D20 = Annotated[int, Meta(ge=1, le=20)]
-D10 = Annotated[int, Meta(ge=1, le=10)]
+#: The friendly-fire die: a d10 for a one-hex target, more faces for more candidate cells
+#: (checked against the shot's candidates by the session).
+D10 = Annotated[int, Meta(ge=1, le=1000)]
 #: Largest seed a JavaScript client can hold exactly (Number.MAX_SAFE_INTEGER).
 MAX_SEED = 2 ** 53 - 1
 MAX_DICE = 10
@@ -527,7 +529,8 @@ class FriendlyFireAttack(_Strict, frozen=True):
 
 
 class FriendlyFireResolve(_Strict, frozen=True, tag="friendlyfire.resolve", tag_field="type"):
-    """Resolve shots by Enchanted Realms' friendly-fire rule (ruleset 'realms', hex grids).
+    """Resolve shots by Enchanted Realms' friendly-fire rule (ruleset 'realms', hex and
+    square grids).
     Several attacks are split dice; `defense` holds Defense values before cover (the target's
     is required, a struck creature without one is left to the GM); `bonus` is added to each
     die; `seed` makes the server's rolls replayable."""
@@ -741,6 +744,7 @@ class FriendlyFireOut(Struct, frozen=True, rename="camel"):
     hit_struck: bool | None
     rolled: list[str]
     steps: list[str]
+    faces: int = 10
 
 
 class FriendlyFireResult(Struct, frozen=True, tag="friendlyfire.result", tag_field="type",

@@ -21,7 +21,6 @@ from typing import Any
 
 import msgspec
 
-from geometry import hex as hexgrid
 from geometry.incremental import Affected
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
@@ -953,16 +952,10 @@ class Core:
         is resolved on the scene without its hidden tokens (none is a candidate or the
         creature struck, none gives cover), and a hidden id is an unknown one."""
         scene = self._scene(request.scene)
-        grid = scene.geometry.grid
         if scene.ruleset.name != "realms":
             raise ClientError(ErrorCode.UNSUPPORTED,
                               f"$.scene: friendly fire is a rule of ruleset 'realms'; scene "
                               f"{request.scene!r} uses {scene.ruleset.name!r}", path="$.scene")
-        if not hexgrid.is_hex(grid):
-            raise ClientError(ErrorCode.UNSUPPORTED,
-                              f"$.scene: friendly fire numbers the hexes around the target; "
-                              f"scene {request.scene!r} has grid type "
-                              f"{scenes.grid_label(grid.kind)}", path="$.scene")
         self._check_shots(scene, request, viewer)
         geom = self._visible_geometry(scene) if viewer else scene.geometry
         seed = request.seed
@@ -991,17 +984,25 @@ class Core:
                 dice = [roll(20) for _ in range(attack.count)]
                 rolled.extend("d20" for _ in dice)
 
-            def d10(attack: Any = attack, rolled: list[str] = rolled) -> int:
-                if attack.d10 is not None:
-                    return int(attack.d10)
-                rolled.append("d10")
-                return roll(10)
-
             try:
                 cands = friendlyfire.candidates(geom, request.attacker, attack.target)
             except ValueError as exc:
                 raise ClientError(ErrorCode.INVALID, f"$.attacks[{k}].target: {exc}",
                                   path=f"$.attacks[{k}].target") from None
+            faces = friendlyfire.faces(cands)
+            if attack.d10 is not None and attack.d10 > faces:
+                raise ClientError(ErrorCode.INVALID,
+                                  f"$.attacks[{k}].d10: the friendly-fire die of this shot has "
+                                  f"{faces} faces ({len(cands)} candidate cells and "
+                                  f"{friendlyfire.EMPTY_SLOTS} empty slots), not "
+                                  f"{attack.d10}", path=f"$.attacks[{k}].d10")
+
+            def d10(attack: Any = attack, rolled: list[str] = rolled,
+                    faces: int = faces) -> int:
+                if attack.d10 is not None:
+                    return int(attack.d10)
+                rolled.append(f"d{faces}")
+                return roll(faces)
             res = friendlyfire.resolve(shot, dice, d10, cands, request.defense, k + 1)
             out.append(FriendlyFireOut(
                 attack.target, ann.cover.value, trigger, shot.defense, shot.modifier,
@@ -1009,7 +1010,7 @@ class Core:
                 [CandidateOut(c.slot, c.cell, c.centre[0], c.centre[1], c.role, c.token,
                               c.note) for c in cands],
                 res.d10, res.slot, res.struck, [_die(d) for d in res.moved],
-                res.defense_struck, res.hit_struck, rolled, [first, *res.steps]))
+                res.defense_struck, res.hit_struck, rolled, [first, *res.steps], faces))
         return FriendlyFireResult(request.scene, scene.revision, request.attacker, seed, out,
                                   request.id)
 

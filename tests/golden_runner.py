@@ -28,7 +28,7 @@ A case may also (or instead, with "queries": []) hold area effects:
 The `expect` list of an area names exactly the affected tokens (any order); each entry is
 compared like a query's expectation, plus `obstructions` when present.
 
-A case on a hex grid with ruleset "realms" may also resolve shots by the friendly-fire rule:
+A case with ruleset "realms" (hex or square grid) may also resolve shots by the friendly-fire rule:
 
       "friendlyfire": [
         {"request": {"attacker": "a", "defense": {"t": 13, "c": 11}, "bonus": 2,

@@ -260,7 +260,7 @@ def test_underwater_scene_flag_over_the_wire(peer_factory: PeerFactory) -> None:
     assert reply["annotation"]["flags"]["ranged_auto_miss_slashing_bludgeoning"] is True
     mods = reply["annotation"]["modifiers"]
     assert {"stat": "resistance", "value": 5, "kind": "environment",
-            "reason": "submerged: resistance 5 to fire", "damage": ["fire"]} in mods
+            "reason": "in water: resistance 5 to fire", "damage": ["fire"]} in mods
     assert turn_end(gm, token="ranger")["air"] == 4  # nobody breathes in an underwater scene
     state = gm.request({"type": "scene.get", "scene": "lake"})["scene"]
     assert state["flags"] == {"covercast": {"underwater": True}}  # other modules' not kept

@@ -113,6 +113,8 @@ def test_a_big_creature_counts_once_per_candidate_hex_it_fills(kind: GridKind) -
 
 @pytest.mark.parametrize("kind", LAYOUTS)
 def test_candidates_around_a_multi_hex_target(kind: GridKind) -> None:
+    """Every hex around the whole footprint is a candidate (12 around a 7-hex creature),
+    then front and behind two hexes out; the die grows to match (two empty slots)."""
     lay = HexLayout.of(Grid(kind, 100, 5, "ft"))
     grid = Grid(kind, 100, 5, "ft")
     big = creature("t", kind, (5, 5), width=3, shape=hexgrid.ELLIPSE_1)
@@ -120,11 +122,51 @@ def test_candidates_around_a_multi_hex_target(kind: GridKind) -> None:
     own = hexgrid.footprint(big, grid).cells
     assert len(own) == 7
     cands = ff.candidates(scene, "a", "t")
-    assert len({c.cell for c in cands}) == 8
-    for c in cands[:6]:
-        assert hexgrid.cells_distance(lay, [c.cell], own) == 1
-    for c in cands[6:]:
+    around = {n for c in own for n in hexgrid.neighbours(lay, c)} - set(own)
+    assert len(around) == 12
+    assert [c.role for c in cands] == ["around"] * 12 + ["front", "behind"]
+    assert {c.cell for c in cands[:12]} == around
+    assert len({c.cell for c in cands}) == 14
+    for c in cands[12:]:
         assert hexgrid.cells_distance(lay, [c.cell], own) == 2
+    assert ff.faces(cands) == 16
+
+
+def square(cid: str, col: int, row: int, width: int = 1) -> CreatureGeom:
+    return CreatureGeom(cid, col * 100, row * 100, width, width, Size.MEDIUM, 5, 6, 0, -1,
+                        False)
+
+
+def test_candidates_around_a_square() -> None:
+    """On squares: the eight squares around, clockwise on screen from the one toward the
+    attacker, then the squares two out in front and behind; a d12."""
+    scene = SceneGeom(Grid(GridKind.SQUARE, 100, 5, "ft"), (),
+                      (square("a", 0, 3), square("t", 5, 3)))
+    cands = ff.candidates(scene, "a", "t")
+    assert [c.cell for c in cands] == [(3, 4), (2, 4), (2, 5), (2, 6), (3, 6), (4, 6),
+                                       (4, 5), (4, 4), (3, 3), (3, 7)]
+    assert [c.role for c in cands] == ["around"] * 8 + ["front", "behind"]
+    assert ff.faces(cands) == 12 and ff.pick(cands, 11) is None and ff.pick(cands, 12) is None
+    with pytest.raises(ValueError, match=r"1\.\.12"):
+        ff.pick(cands, 13)
+    # Attacker on a diagonal: slot 1 is the diagonal neighbour toward it, the line's squares
+    # two out are on the diagonal.
+    diag = SceneGeom(Grid(GridKind.SQUARE, 100, 5, "ft"), (),
+                     (square("a", 1, 1), square("t", 5, 5)))
+    cands = ff.candidates(diag, "a", "t")
+    assert cands[0].cell == (4, 4) and cands[8].cell == (3, 3) and cands[9].cell == (7, 7)
+
+
+def test_candidates_around_a_large_square_target() -> None:
+    """A 2x2 target: the twelve squares around its whole space."""
+    scene = SceneGeom(Grid(GridKind.SQUARE, 100, 5, "ft"), (),
+                      (square("a", 0, 4), square("t", 5, 4, width=2)))
+    cands = ff.candidates(scene, "a", "t")
+    around = {(r, c) for r in range(3, 7) for c in range(4, 8)} - {
+        (4, 5), (4, 6), (5, 5), (5, 6)}
+    assert {c.cell for c in cands[:12]} == around and len(cands) == 14
+    assert cands[12].cell == (4, 3) or cands[12].cell == (5, 3)  # the line runs between
+    assert cands[13].cell in ((4, 8), (5, 8))
 
 
 # -- the d10 mapping is uniform over the candidates ---------------------------------------
@@ -134,9 +176,11 @@ def test_candidates_around_a_multi_hex_target(kind: GridKind) -> None:
        st.tuples(st.integers(0, 12), st.integers(0, 12)), st.sampled_from([1, 2, 3]))
 def test_d10_is_uniform_over_the_candidates(kind: GridKind, a: tuple[int, int],
                                             t: tuple[int, int], width: int) -> None:
-    """Each of the eight candidate hexes gets exactly one face of the d10 and two faces hit
-    nothing: every candidate is struck with probability 1/10."""
+    """Each candidate cell gets exactly one face of the friendly-fire die and two faces hit
+    nothing (a d10 for a one-hex target): every candidate is struck with the same
+    probability, and every cell around the footprint is one."""
     grid = Grid(kind, 100, 5, "ft")
+    lay = HexLayout.of(grid)
     attacker = creature("a", kind, a)
     target = creature("t", kind, t, width=width, shape=hexgrid.ELLIPSE_1)
     fa = hexgrid.footprint(attacker, grid)
@@ -144,10 +188,15 @@ def test_d10_is_uniform_over_the_candidates(kind: GridKind, a: tuple[int, int],
     if set(fa.cells) & set(ft.cells) or math.dist(fa.centre, ft.centre) < 1:
         return
     cands = ff.candidates(geom(kind, attacker, target), "a", "t")
-    faces = Counter(_cell(cands, face) for face in range(1, 11))
+    n = ff.faces(cands)
+    faces = Counter(_cell(cands, face) for face in range(1, n + 1))
     assert faces[None] == 2
-    assert len(faces) == 9 and all(n == 1 for cell, n in faces.items() if cell is not None)
+    assert len(faces) == n - 1 and all(k == 1 for cell, k in faces.items() if cell is not None)
     assert all(c.cell not in ft.cells for c in cands)
+    around = {m for c in ft.cells for m in hexgrid.neighbours(lay, c)} - set(ft.cells)
+    assert {c.cell for c in cands if c.role == "around"} == around
+    if len(ft.cells) == 1:
+        assert n == 10
 
 
 def test_seeded_d10_rolls_are_uniform() -> None:
@@ -310,7 +359,9 @@ BAD = [
     Bad("ff-die-21", _ff("d21", attacks=[{"target": "b", "dice": [21]}]), "invalid",
         "$.attacks[0].dice[0]", ("21",), "d21"),
     Bad("ff-d10-11", _ff("d10", attacks=[{"target": "b", "dice": [5], "d10": 11}]),
-        "invalid", "$.attacks[0].d10", ("11",), "d10"),
+        "invalid", "$.attacks[0].d10", ("11", "10 faces"), "d10"),
+    Bad("ff-d10-0", _ff("d0x", attacks=[{"target": "b", "dice": [5], "d10": 0}]),
+        "invalid", "$.attacks[0].d10", ("0",), "d0x"),
     Bad("ff-too-many-dice", _ff("many", attacks=[{"target": "b", "dice": [5] * 11}]),
         "invalid", "$.attacks[0].dice", (), "many"),
     Bad("ff-count-mismatch", _ff("cm", attacks=[{"target": "b", "dice": [5, 6], "count": 3}]),
@@ -345,13 +396,42 @@ def test_bad_friendly_fire_is_rejected_and_changes_nothing(live_server: LiveServ
     check_rejected(live_server, field_peer, bad, scene="hexfield")
 
 
-def test_friendly_fire_on_a_square_realms_scene_is_refused(live_server: LiveServer,
-                                                           field_peer: Peer) -> None:
-    square = {**hexfield(), "id": "flat", "grid": {"type": 1, "size": 100}}
-    ok(field_peer, {"type": "scene.load", "scene": square, "ruleset": "realms"})
+def squarefield() -> dict[str, Any]:
+    """Square grid, size 100: archer a at column 0, row 3, due west of bandit b at column 5;
+    d north of b, c east of it, e two squares east (behind)."""
+    return {"id": "flat", "grid": {"type": 1, "size": 100, "distance": 5},
+            "tokens": [{"id": "a", "x": 0, "y": 300, "disposition": 1},
+                       {"id": "b", "x": 500, "y": 300, "disposition": -1},
+                       {"id": "d", "x": 500, "y": 200, "disposition": 1},
+                       {"id": "c", "x": 600, "y": 300, "disposition": 1},
+                       {"id": "e", "x": 700, "y": 300, "disposition": 0}]}
+
+
+def test_friendly_fire_on_a_square_realms_scene(live_server: LiveServer,
+                                                field_peer: Peer) -> None:
+    """Over the wire on a square grid: ten candidate squares (the eight around, front,
+    behind), a d12 (two empty slots), the client's die checked against it."""
+    ok(field_peer, {"type": "scene.load", "scene": squarefield(), "ruleset": "realms"})
+    base = {"type": "friendlyfire.resolve", "scene": "flat", "attacker": "a",
+            "defense": {"b": 30, "c": 10, "d": 10, "e": 10}}
+    struck = {}
+    for face in (1, 3, 5, 10, 11, 12):
+        reply = ok(field_peer, {**base, "attacks": [{"target": "b", "dice": [4], "d10": face}]},
+                   "friendlyfire.result")
+        (attack,) = reply["attacks"]
+        assert attack["faces"] == 12 and len(attack["candidates"]) == 10
+        struck[face] = attack["struck"]
+    assert [c.get("token") for c in attack["candidates"]] == [
+        None, None, "d", None, "c", None, None, None, None, "e"]
+    assert [c["role"] for c in attack["candidates"]] == ["around"] * 8 + ["front", "behind"]
+    assert struck == {1: None, 3: "d", 5: "c", 10: "e", 11: None, 12: None}
+    rolled = ok(field_peer, {**base, "seed": 7, "attacks": [{"target": "b", "count": 1}]},
+                "friendlyfire.result")["attacks"][0]
+    assert rolled["rolled"] == ["d20", "d12"] and 1 <= rolled["d10"] <= 12
     check_rejected(live_server, field_peer,
-                   Bad("ff-square-realms", _ff("sr", scene="flat"), "unsupported", "$.scene",
-                       ("1", "square"), "sr"), scene="flat")
+                   Bad("ff-square-d13", _ff("s13", scene="flat", defense={"b": 30},
+                                            attacks=[{"target": "b", "dice": [4], "d10": 13}]),
+                       "invalid", "$.attacks[0].d10", ("12", "13"), "s13"), scene="flat")
 
 
 def test_hex_scene_refused_by_corner_rulesets_names_them(live_server: LiveServer,

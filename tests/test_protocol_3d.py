@@ -36,7 +36,7 @@ def _load(peer: Peer) -> None:
 def test_welcome_lists_pf2_with_its_options(peer_factory: PeerFactory) -> None:
     welcome = peer_factory(greet=False).hello()
     pf2 = next(r for r in welcome["rulesets"] if r["name"] == "pf2")
-    assert {o["name"] for o in pf2["options"]} == {"lowWalls", "bigCreatureStandard"}
+    assert {o["name"] for o in pf2["options"]} == {"lowWalls", "bigCreatureStandard", "reachWeapon"}
     assert pf2["degrees"] == ["none", "lesser", "standard", "greater", "total"]
 
 

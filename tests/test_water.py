@@ -103,8 +103,8 @@ def test_off_guard_does_not_stack_with_off_guard_from_the_ruleset() -> None:
 def test_layer_adds_exactly_the_table_rows() -> None:
     s = scene(creature("a", 300, 600), creature("t", 300, 300))
     (ann,) = with_aquatic(s, [_bare("a", "t", AttackMode.RANGED)])
-    rows = (Situation.TARGET_WITHOUT_SWIM, Situation.TARGET_SUBMERGED,
-            Situation.ATTACKER_SUBMERGED, Situation.THROUGH_WATER,
+    rows = (Situation.TARGET_WITHOUT_SWIM, Situation.TARGET_IN_WATER,
+            Situation.TARGET_SUBMERGED, Situation.ATTACKER_SUBMERGED, Situation.THROUGH_WATER,
             Situation.RANGED_UNDERWATER)
     assert ann.modifiers == tuple(m for r in rows for m in TABLE[r][0])
     assert ann.flags == frozenset().union(*(TABLE[r][1] for r in rows))
