@@ -9,7 +9,8 @@ FOUNDRY := clients/foundry
 $(BIN)/covercast: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@# -qq: setuptools' editable-install notice (BuildBackendWarning) is not for users
+	$(BIN)/pip install -qq -e '.[dev]'
 	touch $(BIN)/covercast
 
 install: $(BIN)/covercast
