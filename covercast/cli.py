@@ -32,6 +32,8 @@ from typing import Any
 
 import msgspec
 
+from server.admission import HELLO_TIMEOUT_S, MAX_CONNECTIONS, MAX_PER_ADDRESS
+
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
 
@@ -52,6 +54,7 @@ def _demo_request() -> Any:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from server.admission import EdgeLimits
     from server.app import run
     from server.session import Core
     from server.store import Store, StoreError
@@ -89,7 +92,9 @@ def serve(args: argparse.Namespace) -> int:
                   f"  .venv/bin/covercast door door-e open --url {url}", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(core, args.host, args.port, ready))
+        asyncio.run(run(core, args.host, args.port, ready, EdgeLimits(
+            hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
+            max_per_address=args.max_per_address)))
     return 0
 
 
@@ -307,6 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", metavar="PATH",
                    help="SQLite file keeping each token's air across restarts (default: "
                         "$XDG_STATE_HOME/covercast/state.sqlite3; ':memory:' keeps nothing)")
+    p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
+                   help="seconds a connection has to send its hello (default: %(default)s)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
+                   help="connections in all (default: %(default)s, lowered to keep a tenth "
+                        "of the descriptor limit free)")
+    p.add_argument("--max-per-address", type=int, default=MAX_PER_ADDRESS, metavar="N",
+                   help="connections from one address (default: %(default)s)")
     p.set_defaults(func=serve)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:

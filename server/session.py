@@ -315,6 +315,11 @@ class Core:
         self.connections[conn] = Connection(conn)
         return conn
 
+    def greeted(self, conn: int) -> bool:
+        """Whether the connection has been welcomed (its hello accepted)."""
+        state = self.connections.get(conn)
+        return state is not None and state.greeted
+
     def disconnect(self, conn: int) -> None:
         self.connections.pop(conn, None)
 
