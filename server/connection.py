@@ -60,13 +60,12 @@ class Guarded(ServerConnection):
             # Bytes of frames before welcome (the handshake's own are websockets' to bound).
             self._read += len(data)
             if self._read > self.limits.pre_hello_bytes:
-                self.greeted = True  # nothing more is counted: the connection is closing
+                # The close goes out, and from now on websockets drops what comes in
+                # unparsed (its parser discards until the client closes): the client's
+                # send finishes and it reads the close, and nothing piles up here.
                 self.protocol.fail(MESSAGE_TOO_BIG,
                                    f"more than {self.limits.pre_hello_bytes} bytes before "
                                    "welcome: send hello alone and wait for welcome")
-                self.send_data()
-                self.transport.pause_reading()
-                return
         super().data_received(data)
 
     def welcome(self) -> None:
