@@ -4,8 +4,10 @@ server's resident memory flat, and a welcomed client that runs ahead is closed w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -138,4 +140,37 @@ def test_a_welcomed_client_that_runs_ahead_of_the_worker_is_closed_1013() -> Non
         assert sent * len(junk) <= INBOUND_BYTES + 8 * len(junk)  # closed soon past it
         gate.set()
     finally:
+        server.stop()
+
+
+def test_a_client_that_does_not_read_its_replies_is_closed_past_the_byte_budget() -> None:
+    """Replies are counted in bytes: a client asking for a ~400 KB `scene.get` a hundred
+    times without reading is closed once 8 MiB wait for it (before: it could hold 1,024
+    replies of any size)."""
+    server = LiveServer().start()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    try:
+        gm = Peer.open(server.url)
+        assert gm.hello()["type"] == "welcome"
+        walls = [{"_id": f"wall-{k:05d}", "c": [k, 1000, k, 1200]} for k in range(4000)]
+        ack = gm.request({"type": "scene.load", "id": 1,
+                          "scene": {"_id": "big", "grid": {"type": 1}, "walls": walls}})
+        assert ack["type"] == "ack", ack
+        lazy = Peer(connect(server.url, sock=sock, max_size=None, max_queue=1).__enter__())
+        assert lazy.hello()["type"] == "welcome"
+        conn = max(server.core.connections)
+        for k in range(100):
+            with contextlib.suppress(ConnectionClosed):
+                lazy.send({"type": "scene.get", "id": k, "scene": "big"})
+        deadline = time.monotonic() + 30
+        while conn in server.core.connections:
+            assert time.monotonic() < deadline, "the server still holds the lazy client"
+            time.sleep(0.1)
+        # The others are served as ever.
+        assert gm.request({"type": "scene.get", "id": 2, "scene": "big"})["type"] == "scene"
+        gm.close()
+    finally:
+        sock.close()
         server.stop()
