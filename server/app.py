@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,54 @@ class App:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._timed, fn, *args)
 
+    async def _core_sliced(self, warm: Callable[[], Generator[None, None, None]],
+                           fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` on the Core thread after `warm()`'s slices, one trip to the thread
+        per slice: between two slices whatever else is queued for the Core runs (other
+        scenes' requests wait for one slice, not for a whole table). The last slice and
+        `fn` run in the same trip, so `fn` finds what the slices computed."""
+        steps: Generator[None, None, None] | None = None
+        worked = False  # the current `warm()` has yielded: it did work in slices
+        spent = 0.0
+
+        def step() -> tuple[bool, Any]:
+            nonlocal steps, worked, spent
+            t0 = time.perf_counter()
+            try:
+                if steps is None:
+                    steps, worked = warm(), False
+                next(steps)
+                worked = True
+                return False, None
+            except StopIteration:
+                if worked:
+                    # Work done in slices ends a trip; `fn` gets a trip of its own, after
+                    # a fresh check (a change may have come in between).
+                    steps = None
+                    return False, None
+            except Exception:
+                # `fn` meets the same bug and reports it where it belongs.
+                log.exception("bug while computing annotations ahead of a request")
+            finally:
+                spent += time.perf_counter() - t0
+            return True, fn(*args)
+
+        while True:
+            done, result = await self._core(step)
+            if done:
+                break
+        if spent >= HEAVY_CALL_S:
+            # A whole table computed in slices is a heavy call too (see HEAVY_CALL_S); the
+            # heap is settled in a trip of its own.
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                self._pool.submit(self._settle)
+        return result
+
+    def _settle(self) -> None:
+        if time.perf_counter() - self._settled >= SETTLE_INTERVAL_S:
+            settle_heap()
+            self._settled = time.perf_counter()
+
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on the Core thread; after a heavy call, settle the heap there."""
         t0 = time.perf_counter()
@@ -143,7 +192,9 @@ class App:
         try:
             while (frame := await inbox.get()) is not None:
                 deadline.cancel()
-                outputs: list[Output] = await self._core(self.core.receive, conn, frame)
+                outputs: list[Output] = await self._core_sliced(
+                    functools.partial(self.core.warm_frame, conn, frame),
+                    self.core.receive, conn, frame)
                 if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
                     ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)
@@ -235,8 +286,11 @@ class App:
                     self._write(batch)
                     written.update(conn for conn, _, _ in batch)
 
+                conns = [conn for conn, _ in ready]
                 try:
-                    write(await self._core(self._deltas, loop, ready, scene, write))
+                    write(await self._core_sliced(
+                        functools.partial(self.core.warm_delta, conns, scene),
+                        self._deltas, loop, ready, scene, write))
                 finally:
                     for conn, peer in ready:
                         if conn not in written:
@@ -299,7 +353,9 @@ class App:
                         await peer.ws.send(peer.replies.get())
                     while peer.news:
                         scene = peer.news.pop()
-                        frame = await self._core(self.core.delta, conn, scene)
+                        frame = await self._core_sliced(
+                            functools.partial(self.core.warm_delta, [conn], scene),
+                            self.core.delta, conn, scene)
                         if frame is not None:
                             await peer.ws.send(frame)
                         while not peer.replies.empty():
