@@ -11,6 +11,11 @@ subscriber that is ready (idle writer, nearly empty write buffer), and each dist
 is written to all of them at once; a subscriber that is not ready is left to its writer.
 When a fan-out is done, the Core thread does the scene's idle-time work (`Core.prepare`) so
 it does not fall inside the next change.
+
+A request or a delta that needs a table computed first gets it in slices (`Core.warm`), one
+trip to the Core thread per slice, so whatever else is queued there (other scenes' requests)
+runs between two slices. Who may connect, and how many bytes a connection may make the
+server hold, are server/admission.py's and server/connection.py's.
 """
 
 from __future__ import annotations
