@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from covercast.show import render_query, render_table
+from server.admission import HELLO_TIMEOUT_S, MAX_CONNECTIONS, MAX_PER_ADDRESS
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
@@ -63,6 +64,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"error: the server needs numpy and shapely ({exc.name} is missing): "
               "pip install 'covercast[server]'", file=sys.stderr)
         return 2
+    from server.admission import EdgeLimits
     from server.app import run
     from server.session import Core
     from server.store import Store, StoreError
@@ -107,7 +109,9 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run(core, args.host, args.port, ready))
+            asyncio.run(run(core, args.host, args.port, ready, EdgeLimits(
+                hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
+                max_per_address=args.max_per_address)))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"error: port {args.port} is in use: is another covercast running? "
@@ -453,6 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite file keeping each token's air across restarts "
                         "($XDG_STATE_HOME/covercast/state.sqlite3 if unset; ':memory:' keeps "
                         "nothing)")
+    p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
+                   help="seconds a connection has to send its hello (default: %(default)s)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
+                   help="connections in all, lowered to keep a tenth of the descriptor "
+                        "limit free (default: %(default)s)")
+    p.add_argument("--max-per-address", type=int, default=MAX_PER_ADDRESS, metavar="N",
+                   help="connections from one address (default: %(default)s)")
     p.set_defaults(func=serve)
 
     def client_command(name: str, summary: str, description: str) -> argparse.ArgumentParser:

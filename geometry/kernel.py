@@ -20,6 +20,7 @@ along an edge does not enter it.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -802,10 +803,99 @@ def blocks_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
     return _collect(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class _PolygonIndex:
+    """A region's polygon, prepared once, with its sides in an STRtree (a simple ring only:
+    `fast` is False for anything else, which gets GEOS's relate for every line)."""
+
+    fast: bool
+    #: Sides as (x0, y0, x1, y1) rows, and the tree over them.
+    sides: FloatArray
+    tree: shapely.STRtree | None
+
+
+# Per polygon (by value): its index, built at most once per region whatever the scene's
+# revision (a region is part of the scene's value; Shapely geometries hash by coordinates).
+_POLYGONS: weakref.WeakKeyDictionary[shapely.Polygon, _PolygonIndex] = (
+    weakref.WeakKeyDictionary())
+
+
+def _polygon_index(poly: shapely.Polygon) -> _PolygonIndex:
+    held = _POLYGONS.get(poly)
+    if held is not None:
+        return held
+    shapely.prepare(poly)
+    fast = bool(poly.is_valid) and not poly.interiors and poly.geom_type == "Polygon"
+    ring = np.asarray(poly.exterior.coords, dtype=np.float64) if fast else np.empty((0, 2))
+    sides = np.concatenate([ring[:-1], ring[1:]], axis=1) if len(ring) > 1 else np.empty((0, 4))
+    tree = shapely.STRtree(shapely.linestrings(sides.reshape(-1, 2, 2))) if fast else None
+    index = _PolygonIndex(fast, sides, tree)
+    _POLYGONS[poly] = index
+    return index
+
+
+def polygon_sides_meeting(poly: shapely.Polygon, area: shapely.Geometry) -> FloatArray:
+    """The sides of a region's polygon that meet `area`, as (x0, y0, x1, y1) rows in ring
+    order, found in the polygon's side index (built once per region). The only sides that
+    can cast a shadow from a point onto a body are those meeting the convex hull of the
+    two, so a region of thousands of sides adds per pair only the few near the line of
+    sight."""
+    index = _polygon_index(poly)
+    if index.tree is None:
+        ring = np.asarray(poly.exterior.coords, dtype=np.float64)
+        out: FloatArray = np.concatenate([ring[:-1], ring[1:]], axis=1)
+        return out
+    idx = np.sort(index.tree.query(area, predicate="intersects"))
+    return take_rows(index.sides, idx.astype(np.intp))
+
+
+def _enter_polygon(lines: npt.NDArray[Any], starts: FloatArray, ends: FloatArray,
+                   poly: shapely.Polygon) -> IntArray:
+    """Indices of the lines whose interior meets the polygon's interior.
+
+    Exactly GEOS's DE-9IM test (interior/interior 'T'), at a cost that grows with the
+    lines and the sides near them, not lines x sides: a line the prepared polygon properly
+    contains is in and one it does not intersect is out (both indexed in GEOS); of the
+    lines that touch the boundary, one that crosses a side at a point inside both (strict
+    orientation signs, well away from zero) passes from one side of the ring to the other,
+    so it enters the interior; only the rest (lines through a vertex, along a side, or
+    ending on the boundary) are settled by `relate_pattern`."""
+    index = _polygon_index(poly)
+    if not index.fast or index.tree is None:
+        return np.flatnonzero(shapely.relate_pattern(lines, poly, "T********"))
+    inside = shapely.contains_properly(poly, lines)
+    meets = shapely.intersects(poly, lines)
+    edge = np.flatnonzero(meets & ~inside)
+    found = np.zeros(len(lines), dtype=bool)
+    found[inside] = True
+    if edge.size:
+        ln, sd = index.tree.query(np.take(lines, edge))
+        li = np.take(edge, ln)
+        s, e = take_rows(starts, li), take_rows(ends, li)
+        w = take_rows(index.sides, sd)
+        o1 = _orient(w[:, 0], w[:, 1], w[:, 2], w[:, 3], s[:, 0], s[:, 1])
+        o2 = _orient(w[:, 0], w[:, 1], w[:, 2], w[:, 3], e[:, 0], e[:, 1])
+        o3 = _orient(s[:, 0], s[:, 1], e[:, 0], e[:, 1], w[:, 0], w[:, 1])
+        o4 = _orient(s[:, 0], s[:, 1], e[:, 0], e[:, 1], w[:, 2], w[:, 3])
+        # Signs trusted only well clear of rounding: |o| above a relative margin of the
+        # products it is made of (anything closer goes to the exact test below).
+        span = (np.abs(s - e).max(axis=1) + np.abs(w[:, :2] - w[:, 2:]).max(axis=1)) ** 2
+        tol = 1e-9 * span
+        proper = ((o1 > tol) & (o2 < -tol) | (o1 < -tol) & (o2 > tol)) & (
+            (o3 > tol) & (o4 < -tol) | (o3 < -tol) & (o4 > tol))
+        found[li[proper]] = True
+        rest = edge[~found[edge]]
+        if rest.size:
+            hit = shapely.relate_pattern(np.take(lines, rest), poly, "T********")
+            found[rest[hit]] = True
+    return np.flatnonzero(found)
+
+
 def segments_enter_polygons(starts: FloatArray, ends: FloatArray,
                             polygons: Sequence[shapely.Polygon]) -> tuple[IntArray, IntArray]:
-    """Which lines pass through the interior of which polygons (Shapely, vectorised per
-    polygon; maps have few regions and many lines)."""
+    """Which lines pass through the interior of which polygons (the DE-9IM 'T' in the
+    interior/interior cell; see `_enter_polygon` for how a polygon of many sides is kept
+    cheap)."""
     if len(starts) == 0 or not polygons:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
@@ -814,10 +904,7 @@ def segments_enter_polygons(starts: FloatArray, ends: FloatArray,
     line_parts: list[IntArray] = []
     poly_parts: list[IntArray] = []
     for k, poly in enumerate(polygons):
-        shapely.prepare(poly)
-        # Interior of the line meets interior of the polygon: the DE-9IM 'T' in first cell.
-        mask = shapely.relate_pattern(lines, poly, "T********")
-        idx = np.nonzero(mask)[0]
+        idx = _enter_polygon(lines, starts, ends, poly).astype(np.intp)
         line_parts.append(idx)
         poly_parts.append(np.full(len(idx), k, dtype=np.intp))
     return np.concatenate(line_parts), np.concatenate(poly_parts)

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry import kernel
 from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
@@ -498,6 +499,7 @@ class CornerEngine:
         self._named_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
         self._before_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
         self._moved: list[int] = []
+        self._regions_on: dict[tuple[int, Box], shapely.Geometry] = {}
         kept = list(_LAST_STACKS)
         for grid, cs, stacks in kept:
             if grid != self.grid or len(cs) != len(self.cs):
@@ -751,10 +753,13 @@ class CornerEngine:
             segments.append(tr.wall_xy[keep])
             if (facing & ~flat).any():
                 banded.append(self._banded_shadows(a, t, p, idx[facing & ~flat], reach))
-        for k, kind in enumerate(tr.region_kind):
-            if kind in (RegionKind.BLOCKING, RegionKind.COVER):
-                ring = np.asarray(tr.region_polys[k].exterior.coords, dtype=np.float64)
-                segments.append(np.hstack([ring[:-1], ring[1:]]))
+        if any(kind in (RegionKind.BLOCKING, RegionKind.COVER) for kind in tr.region_kind):
+            # Only sides meeting the hull of the point and the square can shade the square
+            # (found in each region's side index, built once per region).
+            hull = shapely.convex_hull(shapely.union(target, shapely.Point(p)))
+            for k, kind in enumerate(tr.region_kind):
+                if kind in (RegionKind.BLOCKING, RegionKind.COVER):
+                    segments.append(kernel.polygon_sides_meeting(tr.region_polys[k], hull))
         segs = np.concatenate(segments) if segments else np.empty((0, 4))
         parts = list(banded)
         if len(segs):
@@ -769,13 +774,23 @@ class CornerEngine:
         if bad.any():
             shadows[bad] = shapely.make_valid(shadows[bad])
         shadows = shadows[shapely.intersects(shadows, target)]
-        regions = [tr.region_polys[k] for k, kind in enumerate(tr.region_kind)
+        # A region counts by what of it lies on the square: its part there, once per
+        # (region, square), instead of all its sides in every pair's union.
+        regions = [self._region_on(k, box) for k, kind in enumerate(tr.region_kind)
                    if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
         if len(shadows) == 0 and not regions:
             return 1.0
         hidden = shapely.union_all(np.concatenate([shadows, np.array(regions, dtype=object)]))
         hidden_area = float(shapely.area(shapely.intersection(hidden, target)))
         return 1.0 - hidden_area / float(target.area)
+
+    def _region_on(self, k: int, box: Box) -> shapely.Geometry:
+        """Region k's part inside the square `box` (cached per engine)."""
+        held = self._regions_on.get((k, box))
+        if held is None:
+            held = shapely.intersection(self.tracer.region_polys[k], shapely.box(*box))
+            self._regions_on[(k, box)] = held
+        return held
 
     def _banded_shadows(self, a: int, t: int, p: FloatArray, walls: IntArray,
                         reach: float) -> npt.NDArray[np.object_]:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
+from geometry import kernel
 from geometry.kernel import FloatArray
 from geometry.model import (
     CreatureGeom,
@@ -421,10 +422,11 @@ class RealmsContext:
             hides = Realms.REGION_HIDES[r.kind]
             if hides <= 0 or poly.contains(point) or not poly.intersects(hull):
                 continue
-            ring = np.asarray(poly.exterior.coords, dtype=np.float64)
-            for e in np.hstack([ring[:-1], ring[1:]]):
-                if shapely.distance(shapely.LineString(e.reshape(2, 2)), point) <= 1e-6:
-                    continue
+            # Only the sides meeting the hull can cast a shadow on the body (indexed once
+            # per region): a region's cost per pair is the sides near the sight, not all.
+            sides = kernel.polygon_sides_meeting(poly, hull)
+            far = shapely.distance(shapely.linestrings(sides.reshape(-1, 2, 2)), point) > 1e-6
+            for e in sides[far]:
                 segs.append(e)
                 weights.append(hides)
                 names.append(("region", r.id))

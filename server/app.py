@@ -11,16 +11,22 @@ subscriber that is ready (idle writer, nearly empty write buffer), and each dist
 is written to all of them at once; a subscriber that is not ready is left to its writer.
 When a fan-out is done, the Core thread does the scene's idle-time work (`Core.prepare`) so
 it does not fall inside the next change.
+
+A request or a delta that needs a table computed first gets it in slices (`Core.warm`), one
+trip to the Core thread per slice, so whatever else is queued there (other scenes' requests)
+runs between two slices. Who may connect, and how many bytes a connection may make the
+server hold, are server/admission.py's and server/connection.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,14 +37,24 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from server import static
+from server.admission import (
+    POLICY_VIOLATION,
+    TRY_AGAIN_LATER,
+    Admission,
+    EdgeLimits,
+    Seldom,
+    descriptor_limit,
+    total_cap,
+)
+from server.connection import Guarded, Inbox, Outbox
 from server.memory import tune_process
 from server.messages import LIMITS
 from server.session import Close, Core, Notify, Output, Send
 
 log = logging.getLogger("covercast.app")
 
-REPLY_QUEUE = 1024
-TRY_AGAIN_LATER = 1013
+#: Seconds a refused client is asked to wait before it tries again.
+RETRY_AFTER_S = 5
 #: A subscriber whose socket holds more unsent bytes than this gets its next delta from its
 #: own writer, which waits for the socket to drain (websockets' default high-water mark):
 #: a fan-out never queues more than one frame beyond it.
@@ -58,8 +74,7 @@ SETTLE_INTERVAL_S = 5.0
 @dataclass(slots=True)
 class _Peer:
     ws: ServerConnection
-    replies: asyncio.Queue[bytes | str] = field(
-        default_factory=lambda: asyncio.Queue(REPLY_QUEUE))
+    replies: Outbox
     news: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -74,8 +89,13 @@ _Delta = tuple[int, _Peer, bytes | str | None]
 class App:
     """A running Covercast server: a Core behind a websockets listener."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, limits: EdgeLimits | None = None) -> None:
         self.core = core
+        self.limits = limits if limits is not None else EdgeLimits()
+        self.admission = Admission(total_cap(self.limits.max_connections),
+                                   self.limits.max_per_address)
+        self._refusals = Seldom(log)
+        self._slow = Seldom(log)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
         self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -87,6 +107,12 @@ class App:
     def http(self, ws: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP on the same port: the overlay page (None: go on with the WebSocket
         handshake)."""
+        refused = ws.refused if isinstance(ws, Guarded) else None
+        if refused is not None:
+            body = f"covercast is busy: {refused}; try again later\n".encode()
+            return Response(503, "Service Unavailable", Headers({
+                "Content-Type": "text/plain; charset=utf-8", "Content-Length": str(len(body)),
+                "Retry-After": str(RETRY_AFTER_S), "Connection": "close"}), body)
         reply = static.route(request.path, request.headers, self._files)
         if reply is None:
             return None
@@ -95,6 +121,54 @@ class App:
     async def _core(self, fn: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._timed, fn, *args)
+
+    async def _core_sliced(self, warm: Callable[[], Generator[None, None, None]],
+                           fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` on the Core thread after `warm()`'s slices, one trip to the thread
+        per slice: between two slices whatever else is queued for the Core runs (other
+        scenes' requests wait for one slice, not for a whole table). The last slice and
+        `fn` run in the same trip, so `fn` finds what the slices computed."""
+        steps: Generator[None, None, None] | None = None
+        worked = False  # the current `warm()` has yielded: it did work in slices
+        spent = 0.0
+
+        def step() -> tuple[bool, Any]:
+            nonlocal steps, worked, spent
+            t0 = time.perf_counter()
+            try:
+                if steps is None:
+                    steps, worked = warm(), False
+                next(steps)
+                worked = True
+                return False, None
+            except StopIteration:
+                if worked:
+                    # Work done in slices ends a trip; `fn` gets a trip of its own, after
+                    # a fresh check (a change may have come in between).
+                    steps = None
+                    return False, None
+            except Exception:
+                # `fn` meets the same bug and reports it where it belongs.
+                log.exception("bug while computing annotations ahead of a request")
+            finally:
+                spent += time.perf_counter() - t0
+            return True, fn(*args)
+
+        while True:
+            done, result = await self._core(step)
+            if done:
+                break
+        if spent >= HEAVY_CALL_S:
+            # A whole table computed in slices is a heavy call too (see HEAVY_CALL_S); the
+            # heap is settled in a trip of its own.
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                self._pool.submit(self._settle)
+        return result
+
+    def _settle(self) -> None:
+        if time.perf_counter() - self._settled >= SETTLE_INTERVAL_S:
+            settle_heap()
+            self._settled = time.perf_counter()
 
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on the Core thread; after a heavy call, settle the heap there."""
@@ -108,22 +182,56 @@ class App:
                 self._settled = time.perf_counter()
 
     async def handler(self, ws: ServerConnection) -> None:
+        loop = asyncio.get_running_loop()
         conn: int = await self._core(self.core.connect)
-        peer = _Peer(ws)
+        peer = _Peer(ws, Outbox(self.limits.reply_bytes))
         self._peers[conn] = peer
         writer = asyncio.create_task(self._writer(conn, peer))
+        inbox = Inbox(self.limits.inbound_bytes)
+        reader = asyncio.create_task(self._reader(conn, ws, inbox))
+        # The hello must come in time; once a first frame is in, the worker may take as
+        # long as it takes to answer it.
+        deadline = loop.call_later(
+            self.limits.hello_timeout_s, self._close_later, ws, POLICY_VIOLATION,
+            f"no hello within {self.limits.hello_timeout_s:g} s")
         try:
-            async for frame in ws:
-                outputs: list[Output] = await self._core(self.core.receive, conn, frame)
+            while (frame := await inbox.get()) is not None:
+                deadline.cancel()
+                outputs: list[Output] = await self._core_sliced(
+                    functools.partial(self.core.warm_frame, conn, frame),
+                    self.core.receive, conn, frame)
+                if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
+                    ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)
         except ConnectionClosed:
             pass
         finally:
+            deadline.cancel()
             self._peers.pop(conn, None)
             await self._core(self.core.disconnect, conn)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            for task in (reader, writer):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _reader(self, conn: int, ws: ServerConnection, inbox: Inbox) -> None:
+        """Take frames off the socket as they come, into the connection's inbox; a client
+        that sends more than the inbox holds while its frames wait for the worker is
+        closed (1013)."""
+        try:
+            async for frame in ws:
+                if not inbox.put(frame):
+                    self._slow(logging.WARNING,
+                               "connection %d sent more than %d bytes ahead of the worker, "
+                               "closing it", conn, self.limits.inbound_bytes)
+                    self._close_later(ws, TRY_AGAIN_LATER,
+                                      f"more than {self.limits.inbound_bytes} bytes "
+                                      "waiting; wait for replies before sending more")
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            inbox.end()
 
     async def _deliver(self, outputs: list[Output]) -> None:
         for out in outputs:
@@ -131,12 +239,12 @@ class App:
             if peer is None:
                 continue
             if isinstance(out, Send):
-                try:
-                    peer.replies.put_nowait(out.frame)
-                except asyncio.QueueFull:
-                    log.warning("connection %d does not read its replies, closing it",
-                                out.conn)
-                    self._close_later(peer.ws, TRY_AGAIN_LATER, "too slow")
+                if not peer.replies.put(out.frame):
+                    self._slow(logging.WARNING,
+                               "connection %d does not read its replies (%d bytes waiting), "
+                               "closing it", out.conn, peer.replies.bytes)
+                    self._close_later(peer.ws, TRY_AGAIN_LATER,
+                                      "too slow: read your replies")
                 peer.wake.set()
             elif isinstance(out, Notify):
                 peer.news.add(out.scene)
@@ -183,8 +291,11 @@ class App:
                     self._write(batch)
                     written.update(conn for conn, _, _ in batch)
 
+                conns = [conn for conn, _ in ready]
                 try:
-                    write(await self._core(self._deltas, loop, ready, scene, write))
+                    write(await self._core_sliced(
+                        functools.partial(self.core.warm_delta, conns, scene),
+                        self._deltas, loop, ready, scene, write))
                 finally:
                     for conn, peer in ready:
                         if conn not in written:
@@ -244,14 +355,16 @@ class App:
                 peer.busy = True
                 try:
                     while not peer.replies.empty():
-                        await peer.ws.send(peer.replies.get_nowait())
+                        await peer.ws.send(peer.replies.get())
                     while peer.news:
                         scene = peer.news.pop()
-                        frame = await self._core(self.core.delta, conn, scene)
+                        frame = await self._core_sliced(
+                            functools.partial(self.core.warm_delta, [conn], scene),
+                            self.core.delta, conn, scene)
                         if frame is not None:
                             await peer.ws.send(frame)
                         while not peer.replies.empty():
-                            await peer.ws.send(peer.replies.get_nowait())
+                            await peer.ws.send(peer.replies.get())
                 finally:
                     peer.busy = False
                 peer.idle.set()
@@ -263,8 +376,28 @@ class App:
         # delta to 50 clients costs ~0.9 ms of server CPU without it and ~2.7 ms with it,
         # and a 5 MB full set 175 ms against 756 ms; clients are usually on the same host
         # or LAN, where the bytes saved matter less than the latency added.
+        #
+        # Frames are taken off websockets' queue as they come (`_reader`) and held in the
+        # connection's inbox, bounded in bytes; websockets holds at most a frame or two.
+        guarded = type("Connection", (Guarded,), {
+            "limits": self.limits, "admission": self.admission,
+            "on_refused": self._refused})
         return await serve(self.handler, host, port, max_size=LIMITS.max_frame_bytes,
-                           compression=None, max_queue=16, process_request=self.http)
+                           compression=None, max_queue=2, process_request=self.http,
+                           create_connection=guarded)
+
+    def _refused(self, why: str) -> None:
+        self._refusals(logging.WARNING, "refusing connections: %s", why)
+
+    def loop_errors(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The event loop's exception handler: asyncio reports a failed accept (out of
+        descriptors or memory) on every attempt; it is logged once a minute."""
+        if str(context.get("message", "")).startswith("socket.accept() out of system"):
+            self._refusals(logging.ERROR, "cannot accept connections: %s (descriptor "
+                           "limit %d, %d connections open)", context.get("exception"),
+                           descriptor_limit(), self.admission.open)
+            return
+        loop.default_exception_handler(context)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -279,10 +412,12 @@ def settle_heap() -> None:
 
 
 async def run(core: Core, host: str, port: int,
-              ready: Callable[[int], Awaitable[None] | None] | None = None) -> None:
+              ready: Callable[[int], Awaitable[None] | None] | None = None,
+              limits: EdgeLimits | None = None) -> None:
     """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one)."""
     tune_process()
-    app = App(core)
+    app = App(core, limits)
+    asyncio.get_running_loop().set_exception_handler(app.loop_errors)
     server = await app.start(host, port)
     settle_heap()  # the modules and whatever the Core was given (a preloaded scene)
     bound = next(iter(server.sockets)).getsockname()[1]

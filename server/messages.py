@@ -42,6 +42,10 @@ class Limits(Struct, frozen=True, rename="camel"):
     max_string: int = 256
     max_coordinate: float = 1e7
     max_subscriptions: int = 64
+    #: Attacker-target pairs a subscription's table may hold (tokens x (tokens - 1)):
+    #: about 316 tokens. Measured (docs/protocol.md, 'Cost limits'): what one table of
+    #: that size takes in memory and worker time is what the server can do per scene.
+    max_table_pairs: int = 100_000
 
 
 LIMITS = Limits()

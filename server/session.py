@@ -15,7 +15,8 @@ import enum
 import hmac
 import logging
 import random
-from collections.abc import Iterable
+import time
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -92,6 +93,16 @@ POLICY_VIOLATION = 1008
 CHANGE_LOG = 32
 #: Delta frames kept per scene for subscribers catching up to its current state.
 _FRAME_CACHE = 64
+#: Seconds of geometry a slice of a table computed for the server takes (`warm`): the
+#: longest another scene's request waits for the worker behind it.
+SLICE_S = 0.025
+#: Pairs in the first slice of a scene whose pace is not known yet (the pace then
+#: doubles or halves, slice by slice, towards SLICE_S).
+FIRST_SLICE = 16
+#: Rounds `warm` gives a scene that changes while its table is computed.
+WARM_ROUNDS = 4
+#: Frames larger than this are never subscriptions: `warm_frame` does not parse them.
+WARM_FRAME_BYTES = 4096
 
 Key = tuple[str, str, str]
 Pair = tuple[str, str]
@@ -101,6 +112,14 @@ CacheKey = tuple[str, bool, bool]
 _FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None]
 #: A shared delta frame: the cache and table it leaves the subscriber with, and the frame.
 _Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
+
+
+def _tokens_for(pairs: int) -> int:
+    """The most tokens whose pairs (n x (n - 1)) stay within `pairs`."""
+    n = 1
+    while (n + 1) * n <= pairs:
+        n += 1
+    return n
 
 
 def _cache_keys(sid: str) -> tuple[CacheKey, ...]:
@@ -311,6 +330,11 @@ class Core:
         self._breath: dict[str, dict[str, BreathOut]] = {}
         # Per scene: the pair the gm pointed the table at (scene.focus), if any.
         self._focus: dict[str, focusing.Focus] = {}
+        # Per scene: how many times it was unloaded (a table computed in slices is only
+        # installed into the scene it was started for), and the seconds per pair its
+        # pairs per slice its ruleset last took about SLICE_S for.
+        self._epochs: dict[str, int] = {}
+        self._pace: dict[str, int] = {}
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -319,6 +343,11 @@ class Core:
         self._next += 1
         self.connections[conn] = Connection(conn)
         return conn
+
+    def greeted(self, conn: int) -> bool:
+        """Whether the connection has been welcomed (its hello accepted)."""
+        state = self.connections.get(conn)
+        return state is not None and state.greeted
 
     def disconnect(self, conn: int) -> None:
         self.connections.pop(conn, None)
@@ -460,14 +489,17 @@ class Core:
             raise ClientError(ErrorCode.TOO_LARGE,
                               f"$.scene.id: the server holds {len(self.scenes)} scenes, the "
                               f"limit is {LIMITS.max_scenes}", path="$.scene.id")
-        self.scenes[sid] = scenes.load(request.scene, request.ruleset, request.options,
-                                       previous)
+        loaded = scenes.load(request.scene, request.ruleset, request.options, previous)
+        self._subscribed_limit(loaded)
+        self.scenes[sid] = loaded
         return sid
 
     def _unload(self, state: Connection, sid: str, rid: Any, binary: bool) -> list[Output]:
         """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
         scene = self._scene(sid)
         del self.scenes[sid]
+        self._epochs[sid] = self._epochs.get(sid, 0) + 1
+        self._pace.pop(sid, None)
         self._breath.pop(sid, None)  # stays in the store for the scene's next load
         for key in _cache_keys(sid):
             self._cache.pop(key, None)
@@ -488,8 +520,16 @@ class Core:
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
                 binary: bool) -> list[Output]:
         current = self._scene(sid)
-        self.scenes[sid] = build(current)  # raises before the swap: the scene stays as it was
+        changed = build(current)  # raises before the swap: the scene stays as it was
+        self._subscribed_limit(changed)
+        self.scenes[sid] = changed
         return self._after_change(state, sid, rid, binary)
+
+    def _subscribed_limit(self, scene: scenes.Scene) -> None:
+        """A scene with subscribers may not grow past the table limit (their tables would
+        be computed at every change): refused, the scene left as it was."""
+        if self._over_limit(scene) and any(True for _ in self.subscribers(scene.id)):
+            self.too_many_pairs(scene, "$")
 
     def _after_change(self, state: Connection, sid: str, rid: Any,
                       binary: bool) -> list[Output]:
@@ -704,9 +744,25 @@ class Core:
         recomputing only the pairs the changes since the cached revision can have touched.
         Tables are never changed once built: a new revision copies the last one and
         replaces what it recomputes, so unchanged entries stay the same objects."""
+        steps = self._annotating(key, geom, sliced=False)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                table: dict[Key, AnnotationOut] = done.value
+                return table
+
+    def _annotating(self, key: CacheKey, geom: SceneGeom, sliced: bool
+                    ) -> Generator[None, None, dict[Key, AnnotationOut]]:
+        """`_annotations` as steps: with `sliced`, the ruleset is called on slices of the
+        pairs, and the generator yields after each slice (SLICE_S of work) so that the
+        server's worker can serve other requests in between. Whatever ran meanwhile, the
+        table is only installed if the scene and this cache are still the ones it started
+        from (else it is dropped, and `warm` starts again from the newer state)."""
         sid, lines, without_hidden = key
         scene = self.scenes[sid]
         cached = self._cache.get(key)
+        start, epoch = cached, self._epochs.get(sid, 0)
         if cached is not None and cached.revision == scene.revision:
             return cached.table
         # The copy `prepare` made of this cache's table, if any: taken or dropped now.
@@ -739,10 +795,19 @@ class Core:
                 affected = Affected(whole, affected.in_the_way - whole)
         touched: frozenset[Key] | None
         if affected is None:
-            results = scene.ruleset.annotate(geom, scene.options, lines=lines)
+            if sliced:
+                ids = [c.id for c in geom.creatures]
+                done = yield from self._slices(
+                    sid, geom, [(a, t) for a in ids for t in ids if a != t],
+                    tuple(AttackMode), lines)
+                if not self._still(key, start, epoch):
+                    return {}
+            else:
+                done = list(map(annotation_out, scene.ruleset.annotate(geom, scene.options,
+                                                                       lines=lines)))
             keys = self._keys.setdefault(sid, {})
-            table = {keys.setdefault(k, k): annotation_out(a)
-                     for a in results for k in (a.key(),)}
+            table = {keys.setdefault(k, k): o
+                     for o in done for k in ((o.attacker, o.target, o.mode),)}
             touched = None
         else:
             assert cached is not None
@@ -768,19 +833,31 @@ class Core:
                 # Creatures in the way count in every mode: one call for all the pairs (a
                 # call has fixed costs: the ruleset's engine for the scene).
                 whole_pairs, way_pairs = whole_pairs | way_pairs, set()
-            results = scene.ruleset.annotate(geom, scene.options, pairs=sorted(whole_pairs),
-                                             lines=lines) if whole_pairs else []
-            if way_pairs and way_modes:
-                results += scene.ruleset.annotate(geom, scene.options,
-                                                  pairs=sorted(way_pairs),
-                                                  modes=way_modes, lines=lines)
+            outs: list[AnnotationOut] = []
+            if sliced:
+                outs = yield from self._slices(sid, geom, sorted(whole_pairs),
+                                               tuple(AttackMode), lines)
+                if way_pairs and way_modes:
+                    outs += yield from self._slices(sid, geom, sorted(way_pairs),
+                                                    way_modes, lines)
+                if not self._still(key, start, epoch):
+                    return {}
+            else:
+                results = scene.ruleset.annotate(geom, scene.options,
+                                                 pairs=sorted(whole_pairs),
+                                                 lines=lines) if whole_pairs else []
+                if way_pairs and way_modes:
+                    results += scene.ruleset.annotate(geom, scene.options,
+                                                      pairs=sorted(way_pairs),
+                                                      modes=way_modes, lines=lines)
             old_table = cached.table
             keys = self._keys.setdefault(sid, {})
             if len(keys) > 2 * len(old_table) + 1024:
                 keys.clear()  # mostly keys of pairs long gone
             # A few hundred entries a move: built-in methods mapped over lists, not a
             # Python loop body per entry.
-            outs = list(map(annotation_out, results))
+            if not sliced:
+                outs = list(map(annotation_out, results))
             outs += lent
             fresh = [(o.attacker, o.target, o.mode) for o in outs]
             recomputed = set(fresh)
@@ -826,6 +903,101 @@ class Core:
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
                                    table, log, known)
         return table
+
+    def _still(self, key: CacheKey, start: _Cached | None, epoch: int) -> bool:
+        """Whether a table started from cache `start` may still be installed: its scene is
+        loaded and was not unloaded since, and nobody installed a newer one meanwhile."""
+        return (key[0] in self.scenes and self._epochs.get(key[0], 0) == epoch
+                and self._cache.get(key) is start)
+
+    def _slices(self, sid: str, geom: SceneGeom, pairs: list[Pair],
+                modes: tuple[AttackMode, ...], lines: bool
+                ) -> Generator[None, None, list[AnnotationOut]]:
+        """The ruleset's annotations of these pairs (as sent), computed a slice at a time,
+        yielding after each slice (work that fits in one slice costs one call and no
+        yield). A slice is sized to take about SLICE_S, from what the last
+        slices of this scene took (kept from one table to the next)."""
+        scene = self.scenes[sid]
+        out: list[AnnotationOut] = []
+        size = self._pace.get(sid, FIRST_SLICE)
+        k = 0
+        while k < len(pairs):
+            chunk = pairs[k:k + size]
+            t0 = time.perf_counter()
+            out += map(annotation_out, scene.ruleset.annotate(
+                geom, scene.options, pairs=chunk, modes=modes, lines=lines))
+            spent = time.perf_counter() - t0
+            k += len(chunk)
+            if len(chunk) == size:
+                # At most twice or half the last size: one slow or quick slice (a pair
+                # behind many walls, a collection) does not throw the pace off.
+                size = max(1, size // 2, min(2 * size, int(size * SLICE_S / max(spent, 1e-6))))
+                self._pace[sid] = size
+            if k < len(pairs) or k > len(chunk):
+                # (After the last of several slices too: installing the table is work of
+                # its own, in the next step.)
+                yield
+        return out
+
+    def too_many_pairs(self, scene: scenes.Scene, path: str) -> None:
+        """Refuse (too_large) a whole table of this scene when it would pass the limit."""
+        n = len(scene.geometry.creatures)
+        if n * (n - 1) > LIMITS.max_table_pairs:
+            raise ClientError(
+                ErrorCode.TOO_LARGE,
+                f"{path}: scene {scene.id!r} has {n} tokens, {n * (n - 1)} pairs of attacker "
+                f"and target, and a subscription computes every pair; the limit is "
+                f"{LIMITS.max_table_pairs} pairs (welcome.limits.maxTablePairs, about "
+                f"{_tokens_for(LIMITS.max_table_pairs)} tokens): ask for single pairs with "
+                "cover.query, or split the scene", path=path)
+
+    def warm(self, tables: Iterable[tuple[str, bool, bool]]) -> Generator[None, None, None]:
+        """Compute these tables (scene, lines, viewer) for their scenes' current revision
+        in slices, yielding between slices so that the server's worker can serve other
+        requests; what is computed is left in the cache, where the request that needed it
+        finds it. A scene that changes faster than its table is computed is left, after a
+        few rounds, to that request (the last round is a recent revision's increment)."""
+        for sid, lines, viewer in tables:
+            for _ in range(WARM_ROUNDS):
+                scene = self.scenes.get(sid)
+                if scene is None or self._over_limit(scene):
+                    break
+                if viewer and any(c.hidden for c in scene.geometry.creatures):
+                    key, geom = (sid, lines, True), self._visible_geometry(scene)
+                else:
+                    key, geom = (sid, lines, False), scene.geometry
+                cached = self._cache.get(key)
+                if cached is not None and cached.revision == scene.revision:
+                    break
+                yield from self._annotating(key, geom, sliced=True)
+
+    @staticmethod
+    def _over_limit(scene: scenes.Scene) -> bool:
+        n = len(scene.geometry.creatures)
+        return n * (n - 1) > LIMITS.max_table_pairs
+
+    def warm_frame(self, conn: int, frame: bytes | str) -> Generator[None, None, None]:
+        """`warm` for what this frame will need: a subscription's table (small frames
+        only: a subscription is a few dozen bytes; anything else needs no table)."""
+        state = self.connections.get(conn)
+        if state is None or not state.greeted or len(frame) > WARM_FRAME_BYTES:
+            return
+        try:
+            request = parse_request(decode_frame(frame))
+        except ClientError:
+            return
+        if isinstance(request, Subscribe):
+            yield from self.warm([(request.scene, request.lines, state.role.viewer)])
+
+    def warm_delta(self, conns: Iterable[int], sid: str) -> Generator[None, None, None]:
+        """`warm` for the deltas of these subscribers of scene `sid`."""
+        tables = []
+        for conn in conns:
+            state = self.connections.get(conn)
+            sub = state.subscriptions.get(sid) if state is not None else None
+            if sub is not None and (sid, sub.lines, sub.viewer) not in tables:
+                tables.append((sid, sub.lines, sub.viewer))
+        yield from self.warm(tables)
 
     def prepare(self, sid: str) -> None:
         """Idle-time work once a change of this scene has gone out to its subscribers: the
@@ -900,6 +1072,7 @@ class Core:
                               f"$.scene: this connection has {len(state.subscriptions)} "
                               f"subscriptions, the limit is {LIMITS.max_subscriptions}",
                               path="$.scene")
+        self.too_many_pairs(scene, "$.scene")
         sub = Subscription(request.scene, request.lines,
                            tuple(AttackMode(m) for m in request.modes), binary,
                            state.role.viewer)

@@ -12,6 +12,7 @@ import msgpack
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from server.admission import EdgeLimits
 from server.app import run
 from server.session import Core
 from server.store import Store
@@ -23,7 +24,8 @@ class LiveServer:
 
     def __init__(self, token: str | None = None, state: str | None = None,
                  seed: int | None = None, player_token: str | None = None,
-                 overlay_token: str | None = None) -> None:
+                 overlay_token: str | None = None, limits: EdgeLimits | None = None) -> None:
+        self.limits = limits
         self.store = Store(state) if state is not None else Store()
         self.core = Core(access_token=token, player_token=player_token,
                          overlay_token=overlay_token, store=self.store, seed=seed)
@@ -40,7 +42,8 @@ class LiveServer:
             self.port = port
             self._ready.set()
 
-        self._task = self._loop.create_task(run(self.core, "127.0.0.1", 0, ready))
+        self._task = self._loop.create_task(run(self.core, "127.0.0.1", 0, ready,
+                                                  self.limits))
         with contextlib.suppress(asyncio.CancelledError):
             self._loop.run_until_complete(self._task)
 

@@ -1,0 +1,203 @@
+"""Legal requests that would stall everyone (issue 16, item 3), against the real server: a
+heavy request in one scene delays another scene's `cover.query` by at most 100 ms (its
+table is computed in slices, other requests served between them), keepalive pings are
+answered meanwhile, and a table past what the server can do is refused up front."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from websockets.sync.client import connect
+
+from bench.scenes import generate
+from server.messages import LIMITS
+from tests.conftest import LiveServer, Peer
+
+LIGHT: dict[str, Any] = {
+    "_id": "light", "grid": {"type": 1, "size": 100, "distance": 5},
+    "walls": [{"_id": "w", "c": [250, 0, 250, 300]}],
+    "tokens": [{"_id": "a", "x": 0, "y": 100}, {"_id": "b", "x": 500, "y": 100}],
+}
+QUERY: dict[str, Any] = {"type": "cover.query", "scene": "light", "attacker": "a",
+                         "target": "b", "attack": "ranged"}
+BUDGET_S = 0.100
+
+
+def _latencies(peer: Peer, seconds: float | None = None, count: int | None = None,
+               stop: threading.Event | None = None) -> list[float]:
+    out: list[float] = []
+    end = time.monotonic() + seconds if seconds is not None else float("inf")
+    k = 0
+    while time.monotonic() < end and (count is None or len(out) < count) and not (
+            stop is not None and stop.is_set()):
+        k += 1
+        t0 = time.perf_counter()
+        reply = peer.request({**QUERY, "id": k})
+        out.append(time.perf_counter() - t0)
+        assert reply["type"] == "cover.result", reply
+        time.sleep(0.005)
+    return out
+
+
+@pytest.fixture
+def server_process(tmp_path: Path) -> Iterator[str]:
+    """`covercast serve` in a process of its own (the test's clients decode their replies
+    in this one, and must not hold the server's interpreter lock): its URL."""
+    with open(tmp_path / "server.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "covercast.cli", "serve", "--port", "0", "--no-demo",
+             "--state", ":memory:"], stdout=subprocess.PIPE, stderr=log, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        found = re.search(r"ws://127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        assert found
+        yield f"ws://127.0.0.1:{found.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_ms(
+        server_process: str) -> None:
+    """A realms subscription to 100 tokens and 1,000 walls (tens of seconds of geometry
+    here: 9,900 pairs, a 12 MB full set) runs beside a player querying one pair of a small
+    scene. The player's queries while the table is computed come back within 100 ms of
+    the same query's median without it (measured first, in this run) at the 95th
+    percentile, and none waits 2 s; before, the first query waited for the whole
+    table."""
+    gm, heavy, light = (Peer(connect(server_process, max_size=None).__enter__())
+                        for _ in range(3))
+    for p in (gm, heavy, light):
+        assert p.hello()["type"] == "welcome"
+    load: dict[str, Any] = {**generate(100, 1000, 1).message, "ruleset": "realms", "id": 1}
+    sid = load["scene"]["_id"]
+    assert gm.request(load)["type"] == "ack"
+    assert gm.request({"type": "scene.load", "id": 2, "scene": LIGHT})["type"] == "ack"
+    baseline = _latencies(light, count=40)
+    quiet = statistics.median(baseline)
+
+    done = threading.Event()
+    took: list[float] = []
+    frames: list[bytes | str] = []
+
+    def subscribe() -> None:
+        t0 = time.perf_counter()
+        heavy.send({"type": "subscribe", "id": 3, "scene": sid})
+        frames.append(heavy.ws.recv(timeout=600))  # decoded later, not beside the queries
+        took.append(time.perf_counter() - t0)
+        done.set()
+
+    worker = threading.Thread(target=subscribe)
+    worker.start()
+    time.sleep(0.05)
+    busy = _latencies(light, stop=done, seconds=600)
+    worker.join(600)
+    assert took, "the subscription was not answered"
+    reply = msgpack.unpackb(frames[0])
+    assert reply["type"] == "annotations" and reply["full"], reply.get("type")
+    assert len(reply["annotations"]) == 3 * 100 * 99
+    # The heavy request really was heavy, and the light one was asked all along.
+    assert took[0] > 1.0, took
+    assert len(busy) >= 10, len(busy)
+    worst = max(busy)
+    p95 = sorted(busy)[int(0.95 * len(busy))]
+    print(f"cover.query alone: median {quiet * 1000:.1f} ms; beside the subscription "
+          f"({took[0]:.1f} s): median {statistics.median(busy) * 1000:.1f} ms, p95 "
+          f"{p95 * 1000:.0f} ms, worst {worst * 1000:.0f} ms over {len(busy)} queries")
+    # The budget holds for 95 queries in 100; the rest wait for a slice that took longer
+    # than planned: one realms pair can take a few hundred ms on its own (docs/protocol.md,
+    # 'Cost limits'), which slicing by pairs cannot cut. Before, every query waited for
+    # the whole table.
+    assert p95 - quiet < BUDGET_S, (
+        f"a cover.query waited {p95 * 1000:.0f} ms (p95) beside the subscription "
+        f"({took[0]:.1f} s), {quiet * 1000:.1f} ms alone")
+    assert worst < 2.0, f"worst {worst * 1000:.0f} ms"
+    # Keepalive pings were answered meanwhile too (the loop was never starved).
+    pong = light.ws.ping()
+    assert pong.wait(1)
+    for p in (gm, heavy, light):
+        p.close()
+
+
+def test_a_subscription_past_the_table_limit_is_refused_up_front(
+        live_server: LiveServer) -> None:
+    """Past maxTablePairs (welcome.limits) a subscription is refused with too_large naming
+    the size and what to do, in no time; the scene stays loaded and queryable, and a
+    subscribed scene may not grow past it either."""
+    gm = Peer.open(live_server.url)
+    welcome = gm.hello()
+    assert welcome["limits"]["maxTablePairs"] == LIMITS.max_table_pairs
+    n = 400
+    tokens = [{"_id": f"t{k}", "x": 100 * (k % 40), "y": 100 * (k // 40)} for k in range(n)]
+    scene = {"_id": "crowd", "grid": {"type": 1, "size": 100, "distance": 5},
+             "tokens": tokens}
+    assert gm.request({"type": "scene.load", "id": 1, "scene": scene})["type"] == "ack"
+    t0 = time.perf_counter()
+    reply = gm.request({"type": "subscribe", "id": 2, "scene": "crowd"})
+    assert time.perf_counter() - t0 < 1
+    assert reply["type"] == "error" and reply["code"] == "too_large", reply
+    assert "400 tokens" in reply["message"] and "159600 pairs" in reply["message"]
+    assert "cover.query" in reply["message"]
+    query = gm.request({**QUERY, "id": 3, "scene": "crowd", "attacker": "t0", "target": "t1"})
+    assert query["type"] == "cover.result", query
+    # A scene with a subscriber may not grow past the limit.
+    small = {**scene, "tokens": tokens[:100]}
+    assert gm.request({"type": "scene.load", "id": 4, "scene": small})["type"] == "ack"
+    gm.send({"type": "subscribe", "id": 5, "scene": "crowd"})
+    sub = gm.recv(timeout=300)
+    assert sub["type"] == "annotations", sub.get("type")
+    grow = gm.request({"type": "token.create", "id": 6, "scene": "crowd",
+                       "tokens": tokens[100:]})
+    assert grow["type"] == "error" and grow["code"] == "too_large", grow
+    state = gm.request({"type": "scene.get", "id": 7, "scene": "crowd"})
+    assert len(state["scene"]["tokens"]) == 100
+    gm.close()
+
+
+@pytest.mark.parametrize("ruleset", ["dnd35", "realms"])
+def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
+        ruleset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sliced computation (what the server does) gives the very table the direct one
+    does, for a first table and for a change touching most pairs."""
+    import msgpack
+
+    from server import session
+    from server.session import Core
+
+    bench = generate(30, 300, 2)
+    load = {**bench.message, "ruleset": ruleset}
+    tables = []
+    # Small slices, so that even this scene takes many.
+    monkeypatch.setattr(session, "SLICE_S", 0.002)
+    for sliced in (False, True):
+        core = Core()
+        conn = core.connect()
+        core.receive(conn, msgpack.packb({"type": "hello", "protocol": 1, "client": "t"}))
+        core.receive(conn, msgpack.packb(load))
+        sid = load["scene"]["_id"]
+        out = []
+        for step in range(2):
+            if sliced:
+                yields = sum(1 for _ in core.warm([(sid, False, False)]))
+                assert yields > 1  # it was computed in several slices
+                cached = core._cache[(sid, False, False)]
+                assert cached.revision == core.scenes[sid].revision
+            out.append(dict(core._current(sid, False)))
+            if step == 0:
+                moved = [{"_id": t["_id"], "x": t["x"] + 100} for t in load["scene"]["tokens"]]
+                core.receive(conn, msgpack.packb({"type": "token.update", "scene": sid,
+                                                  "tokens": moved[:20]}))
+        tables.append(out)
+    assert tables[0] == tables[1]
