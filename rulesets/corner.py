@@ -59,7 +59,9 @@ LOW_OBSTACLE_RANGE_FT = 30.0
 
 class CornerOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     big_creatures_ranged: bool = False
-    soft_cover_vs_reach: bool = False
+    # Both texts send reach attacks to the ranged rules, soft cover included (issue 14,
+    # docs/rulesets.md dnd35 choice 5): the same default in 3.5 and PF1.
+    soft_cover_vs_reach: bool = True
     low_obstacle_range_from: Literal["attacker", "target"] = "attacker"
 
 
@@ -67,7 +69,7 @@ CORNER_OPTION_DOCS = {
     "bigCreaturesRanged": "Let either side use any square a big creature occupies for ranged "
                           "attacks too (the seed grants it only in melee).",
     "softCoverVsReach": "Creatures in the way give soft cover against reach attacks as well as "
-                        "ranged ones.",
+                        "ranged ones (reach uses the ranged rules; false: ranged only).",
     "lowObstacleRangeFrom": "Whose distance to a low obstacle must be within 30 ft for it to "
                             "give cover: 'attacker' (the seed: 'contro le creature entro 9 m') "
                             "or 'target' (the English SRD: 'only to creatures within 30 ft').",
