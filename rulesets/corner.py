@@ -38,6 +38,7 @@ from geometry.square import (
     corners,
     grid_steps_many,
     inset,
+    segment_grid_feet,
     space,
     squares,
     vertical_steps_many,
@@ -834,12 +835,13 @@ class CornerEngine:
 
     def _distances(self, att: IntArray, tgt: IntArray,
                    walls: IntArray) -> tuple[FloatArray, FloatArray]:
-        """Feet from each attacker's and each target's space to each (paired) wall, exact
-        up to LOW_OBSTACLE_RANGE_FT and beyond it only a bound from below that is itself
-        beyond it (all `_low_active` can tell apart: a wall out of range for one end never
-        counts, and the other end, in range, is then the closer). Every distinct
-        (creature, wall) pair is measured once, however many lines cross that wall
-        (attackers' and targets' pairs share walls)."""
+        """Feet from each attacker's and each target's space to each (paired) wall, counted
+        in squares on the grid (diagonals alternating 5/10 ft: "entro 9 metri (6
+        quadretti)", docs/rulesets.md dnd35 choice 6), exact up to LOW_OBSTACLE_RANGE_FT
+        and beyond it only a bound from below that is itself beyond it (all `_low_active`
+        can tell apart: a wall out of range for one end never counts, and the other end, in
+        range, is then the closer). Every distinct (creature, wall) pair is measured once,
+        however many lines cross that wall (attackers' and targets' pairs share walls)."""
         tr = self.tracer
         n_walls = len(tr.walls)
         keys_a, keys_t = att * n_walls + walls, tgt * n_walls + walls
@@ -851,21 +853,8 @@ class CornerEngine:
         mark[keys_t] = True
         unique = np.flatnonzero(mark)
         uc, uw = unique // n_walls, unique % n_walls
-        # The gap between the space and the wall's bounding box never exceeds the true
-        # distance; only pairs it puts within range (with a margin far above rounding)
-        # are measured exactly, by Shapely.
-        box, xy = tr.boxes[uc], tr.wall_xy[uw]
-        gap = [np.maximum(0.0, np.maximum(
-            np.minimum(xy[:, k], xy[:, k + 2]) - np.maximum(box[:, k], box[:, k + 2]),
-            np.minimum(box[:, k], box[:, k + 2]) - np.maximum(xy[:, k], xy[:, k + 2])))
-            for k in (0, 1)]
-        feet = np.hypot(gap[0], gap[1]) / self.grid.px_per_foot
-        near = feet <= LOW_OBSTACLE_RANGE_FT + 1e-6
-        if near.any():
-            boxes = shapely.box(*box[near].T)
-            lines = shapely.linestrings(xy[near].reshape(-1, 2, 2))
-            feet[near] = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
-                self.grid.px_per_foot)
+        steps = int(LOW_OBSTACLE_RANGE_FT // FEET_PER_SQUARE) + 1
+        feet = segment_grid_feet(tr.boxes[uc], tr.wall_xy[uw], self.grid.size, steps)
         table = np.empty(len(mark), dtype=np.float64)
         table[unique] = feet
         return table[keys_a], table[keys_t]
