@@ -648,8 +648,12 @@ class CornerEngine:
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
-        h_solid, h_low, h_improved = wall_roles_3d(tr, wi, wl, att, tgt, starts, ends)
+        h_solid, h_low, h_improved, h_partial = wall_roles_3d(tr, wi, wl, att, tgt, starts,
+                                                             ends)
         limited = tr.wall_limited[wi]
+        # A wall lower than the sheet of sight gives cover, never total; a limited (terrain)
+        # wall gives nothing alone, and one the sight passes over is not a second one.
+        h_partial &= ~limited
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
         h_low_active = h_low & self._low_active(wl, wi, att, tgt, h_low)
@@ -664,12 +668,14 @@ class CornerEngine:
         return {
             "solid": solid_full | lim_blocked,
             "low": tr.per_line_any(wl, h_low_active, n),
+            "partial": tr.per_line_any(wl, h_partial, n),
             "improved_wall": tr.per_line_any(wl, h_improved, n),
             "block_reg": tr.per_line_any(rl, rkind == RegionKind.BLOCKING, n),
             "cover_reg": tr.per_line_any(rl, rkind == RegionKind.COVER, n),
             "impr_reg": tr.per_line_any(rl, rkind == RegionKind.IMPROVED, n),
             "creature": tr.per_line_any(cl, h_creature, n),
-            "h_walls": (h_solid & (~limited | lim_blocked[wl])) | h_low_active | h_improved,
+            "h_walls": ((h_solid & (~limited | lim_blocked[wl])) | h_low_active | h_improved
+                        | h_partial),
             "h_creature": h_creature,
             "h_blocking_region": rkind == RegionKind.BLOCKING,
         }
@@ -681,7 +687,9 @@ class CornerEngine:
         # virtual line: there are several virtual lines per directed line.
         n = len(comps["solid"])
         blocked = comps["solid"] | comps["block_reg"]
-        low, improved_wall = comps["low"], comps["improved_wall"]
+        # A wall the sight passes over in part (partial) gives cover in every mode, adjacent
+        # melee included ("attraversa un muro"), and without the low obstacle's range.
+        low, improved_wall = comps["low"] | comps["partial"], comps["improved_wall"]
         cover_any = comps["cover_reg"] | low
         improved_any = improved_wall | comps["impr_reg"]
         # Per directed line and kind: level + 8 * partly (both 0..4), read back with one
