@@ -36,8 +36,10 @@ from geometry.square import (
     adjacent,
     centre,
     corners,
+    corners_many,
     grid_steps_many,
     inset,
+    inset_many,
     segment_grid_feet,
     space,
     squares,
@@ -181,8 +183,9 @@ class _Plan:
 
     def probe(self, a: int, t: int, kind: int, origins: FloatArray, o_space: Box,
               targets: FloatArray, t_space: Box, t_box: Box) -> None:
-        """Every line from each origin point (of the attacker, whose space is o_space) to
-        each target point (corners of t_box, in t_space), as one probe."""
+        """Every line from each origin point (a corner of the attacker's square or space
+        o_space, pulled into it) to each target point (corners of t_box, pulled into
+        t_space, that box or the target's whole space), as one probe."""
         n = len(origins) * len(targets)
         self.probe_start.append(self.count)
         self.probe_origin.append(
@@ -235,10 +238,12 @@ _LAST_STACKS_KEPT = 4
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where a creature's lines can start or end: every corner of every square it occupies,
-    each once (the space's own four first for a one-square creature), exact and a hair
-    inside the space; and where the space's corners and each square's corners sit among
-    them."""
+    """Where a creature's lines can start or end: the four corners of every square it
+    occupies, square by square (a one-square creature's are its space's four), exact and a
+    hair inside that square (so a corner two of its squares share is two points, each
+    pulled into its own square: "uno qualunque dei quadretti occupati", the lines run
+    between the chosen square's corners); where the space's corners and each square's
+    corners sit among them; and every corner once, exact (what a line can end at)."""
 
     space: Box
     squares: list[Box]
@@ -247,6 +252,7 @@ class _Layout:
     space_idx: IntArray
     square_idx: IntArray
     square_boxes: FloatArray
+    distinct: FloatArray
 
 
 _LAYOUTS: dict[tuple[float, float, float, float, float], _Layout] = {}
@@ -271,16 +277,20 @@ def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
 def _new_layout(c: CreatureGeom, grid: Grid) -> _Layout:
     box = space(c, grid)
     sqs = squares(c, grid)
-    pts = _distinct_corners(sqs)
-    return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
-                   np.array([_indices(pts, corners(sq)) for sq in sqs]),
-                   np.array(sqs, dtype=np.float64))
+    sq_arr = np.array(sqs, dtype=np.float64)
+    each = corners_many(sq_arr)  # (squares, 4, 2)
+    pts = each.reshape(-1, 2)
+    pts_in = inset_many(each, sq_arr).reshape(-1, 2)
+    # A corner of the space is a corner of one square only: its point is that square's.
+    return _Layout(box, sqs, pts, pts_in, _indices(pts, corners(box)),
+                   np.arange(len(pts), dtype=np.intp).reshape(len(sqs), 4), sq_arr,
+                   _distinct_corners(sqs))
 
 
 def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
     """Every point a corner-rule line to or from this creature can end at: the corners of
     every square it occupies (creatures in the way are tested on these exact lines)."""
-    return _layout(c, grid).points
+    return _layout(c, grid).distinct
 
 
 # Attack modes as row codes (CornerEngine._row_arrays).
@@ -612,12 +622,13 @@ class CornerEngine:
 
     def _corner_probes(self, plan: _Plan, a: int, t: int, kind: int, big: bool) -> None:
         if big:
-            origins = _distinct_corners(self.squares[a])
+            # Each side picks one of its own squares: the lines run between that square's
+            # corners, each a hair inside that square.
             for tsq in self.squares[t]:
                 tc = corners(tsq)
-                for o in origins:
-                    plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t],
-                               tsq)
+                for asq in self.squares[a]:
+                    for o in corners(asq):
+                        plan.probe(a, t, kind, o[None, :], asq, tc, tsq, tsq)
         else:
             tc = corners(self.spaces[t])
             for o in corners(self.spaces[a]):
@@ -633,8 +644,8 @@ class CornerEngine:
             for asq in self.squares[a]:
                 for tsq in self.squares[t]:
                     if adjacent(asq, tsq, self.grid):
-                        plan.probe(a, t, ADJACENT_LINE, corners(asq), self.spaces[a],
-                                   corners(tsq), self.spaces[t], tsq)
+                        plan.probe(a, t, ADJACENT_LINE, corners(asq), asq,
+                                   corners(tsq), tsq, tsq)
             if plan.row_probe_start[-1] < len(plan.probe_start):
                 return
         self._corner_probes(plan, a, t, REACH_LINE, True)
