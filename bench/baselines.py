@@ -34,11 +34,10 @@ from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
-import shapely
 from shapely.geometry import LineString, Polygon, box
 
 from geometry.model import Direction, SceneGeom, WallCover
-from geometry.square import INSET_PX
+from geometry.square import INSET_PX, segment_grid_feet
 from rulesets import dnd35 as dnd35_module
 from rulesets.base import Annotation, AttackMode, Degree
 from rulesets.corner import CornerEngine, CornerOptions, PairFacts
@@ -106,10 +105,12 @@ def _facts(geom: SceneGeom) -> _Facts:
     low_dist = np.full((len(cs), len(walls)), np.inf)
     low_cols = np.nonzero(kind == LOW)[0]
     if len(cs) and low_cols.size:
-        boxes = shapely.box(*spaces.T)
-        lines = shapely.linestrings(walls[low_cols].reshape(-1, 2, 2))
-        low_dist[:, low_cols] = shapely.distance(boxes[:, None], lines[None, :]) / (
-            geom.grid.px_per_foot)
+        # Squares on the grid, diagonals alternating 5/10 ft, as the engine counts the low
+        # obstacle's 30 ft (exact up to 7 squares, a bound beyond).
+        nc, nl = len(cs), low_cols.size
+        feet = segment_grid_feet(np.repeat(spaces, nl, axis=0), np.tile(walls[low_cols], (nc, 1)),
+                                 size, 7)
+        low_dist[:, low_cols] = feet.reshape(nc, nl)
     return _Facts(len(cs), spaces, corners, inset, walls, kind, direction, low_dist)
 
 

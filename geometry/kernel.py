@@ -899,12 +899,23 @@ def segments_enter_polygons(starts: FloatArray, ends: FloatArray,
     if len(starts) == 0 or not polygons:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty.copy()
-    coords = np.stack([starts, ends], axis=1)
-    lines = shapely.linestrings(coords)
+    lo, hi = np.minimum(starts, ends), np.maximum(starts, ends)
     line_parts: list[IntArray] = []
     poly_parts: list[IntArray] = []
     for k, poly in enumerate(polygons):
-        idx = _enter_polygon(lines, starts, ends, poly).astype(np.intp)
+        # A line that enters the polygon's interior meets its bounding box: only those are
+        # tested exactly (a map's regions are small next to it, so most lines are not).
+        x0, y0, x1, y1 = poly.bounds
+        near = np.flatnonzero((hi[:, 0] >= x0) & (lo[:, 0] <= x1)
+                              & (hi[:, 1] >= y0) & (lo[:, 1] <= y1))
+        if near.size == 0:
+            continue
+        lines = shapely.linestrings(np.stack([starts[near], ends[near]], axis=1))
+        found = _enter_polygon(lines, starts[near], ends[near], poly)
+        idx = near[found].astype(np.intp)
         line_parts.append(idx)
         poly_parts.append(np.full(len(idx), k, dtype=np.intp))
+    if not line_parts:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
     return np.concatenate(line_parts), np.concatenate(poly_parts)

@@ -151,6 +151,47 @@ def feet_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
     return feet3
 
 
+def segment_grid_feet(boxes: FloatArray, segments: FloatArray, size: float,
+                      max_steps: int) -> FloatArray:
+    """Feet from each space (R, 4: x0, y0, x1, y1) to its row-paired segment (R, 4: ax, ay,
+    bx, by), counted in squares on the grid as every distance on a 3.5 or Pathfinder grid
+    is: the squares across and down from the space to the nearest square the segment
+    touches (a segment on a square's border touches it), diagonals alternating 5/10 ft
+    (`feet_many`). Exact up to `max_steps` squares along each axis; beyond, a bound from
+    below that is itself beyond `max_steps` squares.
+
+    Per axis the count from a point is ceil(gap / size): 0 on the space's border, 1 up to
+    the far border of the next square. Along the segment the count changes only where it
+    crosses a grid line at a whole number of squares from the space, and there it takes
+    the smaller of the two sides: the minimum is at an end or at one of those crossings,
+    all tried at once."""
+    r = len(boxes)
+    if r == 0:
+        return np.zeros(0, dtype=np.float64)
+    a, d = segments[:, 0:2], segments[:, 2:4] - segments[:, 0:2]
+    k = np.arange(max_steps + 1, dtype=np.float64) * size
+    ts = [np.zeros((r, 1)), np.ones((r, 1))]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for axis in (0, 1):
+            lines = np.concatenate([boxes[:, axis, None] - k, boxes[:, axis + 2, None] + k],
+                                   axis=1)
+            ts.append((lines - a[:, axis, None]) / d[:, axis, None])
+    t = np.concatenate(ts, axis=1)
+    # Crossings off the segment (or of a segment along the line) fall back to its start.
+    t = np.where(np.isfinite(t) & (t >= 0.0) & (t <= 1.0), t, 0.0)
+    pts = a[:, None, :] + t[:, :, None] * d[:, None, :]
+
+    def count(axis: int) -> npt.NDArray[np.int64]:
+        p = pts[:, :, axis]
+        gap = np.maximum(0.0, np.maximum(boxes[:, axis, None] - p, p - boxes[:, axis + 2, None]))
+        # A crossing computed a rounding error past its grid line is on it.
+        out: npt.NDArray[np.int64] = np.ceil(gap / size - 1e-6).astype(np.int64)
+        return np.maximum(out, 0)
+
+    feet: FloatArray = feet_many(count(0), count(1)).min(axis=1).astype(np.float64)
+    return feet
+
+
 def within_reach_many(sx: npt.NDArray[np.int64], sy: npt.NDArray[np.int64],
                       reach_ft: FloatArray,
                       sz: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.bool_]:

@@ -37,8 +37,11 @@ from geometry.square import (
     adjacent,
     centre,
     corners,
+    corners_many,
     grid_steps_many,
     inset,
+    inset_many,
+    segment_grid_feet,
     space,
     squares,
     vertical_steps_many,
@@ -60,7 +63,9 @@ LOW_OBSTACLE_RANGE_FT = 30.0
 
 class CornerOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     big_creatures_ranged: bool = False
-    soft_cover_vs_reach: bool = False
+    # Both texts send reach attacks to the ranged rules, soft cover included (issue 14,
+    # docs/rulesets.md dnd35 choice 5): the same default in 3.5 and PF1.
+    soft_cover_vs_reach: bool = True
     low_obstacle_range_from: Literal["attacker", "target"] = "attacker"
 
 
@@ -68,7 +73,7 @@ CORNER_OPTION_DOCS = {
     "bigCreaturesRanged": "Let either side use any square a big creature occupies for ranged "
                           "attacks too (the seed grants it only in melee).",
     "softCoverVsReach": "Creatures in the way give soft cover against reach attacks as well as "
-                        "ranged ones.",
+                        "ranged ones (reach uses the ranged rules; false: ranged only).",
     "lowObstacleRangeFrom": "Whose distance to a low obstacle must be within 30 ft for it to "
                             "give cover: 'attacker' (the seed: 'contro le creature entro 9 m') "
                             "or 'target' (the English SRD: 'only to creatures within 30 ft').",
@@ -179,8 +184,9 @@ class _Plan:
 
     def probe(self, a: int, t: int, kind: int, origins: FloatArray, o_space: Box,
               targets: FloatArray, t_space: Box, t_box: Box) -> None:
-        """Every line from each origin point (of the attacker, whose space is o_space) to
-        each target point (corners of t_box, in t_space), as one probe."""
+        """Every line from each origin point (a corner of the attacker's square or space
+        o_space, pulled into it) to each target point (corners of t_box, pulled into
+        t_space, that box or the target's whole space), as one probe."""
         n = len(origins) * len(targets)
         self.probe_start.append(self.count)
         self.probe_origin.append(
@@ -233,10 +239,12 @@ _LAST_STACKS_KEPT = 4
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where a creature's lines can start or end: every corner of every square it occupies,
-    each once (the space's own four first for a one-square creature), exact and a hair
-    inside the space; and where the space's corners and each square's corners sit among
-    them."""
+    """Where a creature's lines can start or end: the four corners of every square it
+    occupies, square by square (a one-square creature's are its space's four), exact and a
+    hair inside that square (so a corner two of its squares share is two points, each
+    pulled into its own square: "uno qualunque dei quadretti occupati", the lines run
+    between the chosen square's corners); where the space's corners and each square's
+    corners sit among them; and every corner once, exact (what a line can end at)."""
 
     space: Box
     squares: list[Box]
@@ -245,6 +253,7 @@ class _Layout:
     space_idx: IntArray
     square_idx: IntArray
     square_boxes: FloatArray
+    distinct: FloatArray
 
 
 _LAYOUTS: dict[tuple[float, float, float, float, float], _Layout] = {}
@@ -269,16 +278,20 @@ def _layout(c: CreatureGeom, grid: Grid) -> _Layout:
 def _new_layout(c: CreatureGeom, grid: Grid) -> _Layout:
     box = space(c, grid)
     sqs = squares(c, grid)
-    pts = _distinct_corners(sqs)
-    return _Layout(box, sqs, pts, inset(pts, box), _indices(pts, corners(box)),
-                   np.array([_indices(pts, corners(sq)) for sq in sqs]),
-                   np.array(sqs, dtype=np.float64))
+    sq_arr = np.array(sqs, dtype=np.float64)
+    each = corners_many(sq_arr)  # (squares, 4, 2)
+    pts = each.reshape(-1, 2)
+    pts_in = inset_many(each, sq_arr).reshape(-1, 2)
+    # A corner of the space is a corner of one square only: its point is that square's.
+    return _Layout(box, sqs, pts, pts_in, _indices(pts, corners(box)),
+                   np.arange(len(pts), dtype=np.intp).reshape(len(sqs), 4), sq_arr,
+                   _distinct_corners(sqs))
 
 
 def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
     """Every point a corner-rule line to or from this creature can end at: the corners of
     every square it occupies (creatures in the way are tested on these exact lines)."""
-    return _layout(c, grid).points
+    return _layout(c, grid).distinct
 
 
 # Attack modes as row codes (CornerEngine._row_arrays).
@@ -611,12 +624,13 @@ class CornerEngine:
 
     def _corner_probes(self, plan: _Plan, a: int, t: int, kind: int, big: bool) -> None:
         if big:
-            origins = _distinct_corners(self.squares[a])
+            # Each side picks one of its own squares: the lines run between that square's
+            # corners, each a hair inside that square.
             for tsq in self.squares[t]:
                 tc = corners(tsq)
-                for o in origins:
-                    plan.probe(a, t, kind, o[None, :], self.spaces[a], tc, self.spaces[t],
-                               tsq)
+                for asq in self.squares[a]:
+                    for o in corners(asq):
+                        plan.probe(a, t, kind, o[None, :], asq, tc, tsq, tsq)
         else:
             tc = corners(self.spaces[t])
             for o in corners(self.spaces[a]):
@@ -632,8 +646,8 @@ class CornerEngine:
             for asq in self.squares[a]:
                 for tsq in self.squares[t]:
                     if adjacent(asq, tsq, self.grid):
-                        plan.probe(a, t, ADJACENT_LINE, corners(asq), self.spaces[a],
-                                   corners(tsq), self.spaces[t], tsq)
+                        plan.probe(a, t, ADJACENT_LINE, corners(asq), asq,
+                                   corners(tsq), tsq, tsq)
             if plan.row_probe_start[-1] < len(plan.probe_start):
                 return
         self._corner_probes(plan, a, t, REACH_LINE, True)
@@ -647,8 +661,12 @@ class CornerEngine:
         tr = self.tracer
         n = hits.n
         wl, wi = hits.wall_line, hits.wall_idx
-        h_solid, h_low, h_improved = wall_roles_3d(tr, wi, wl, att, tgt, starts, ends)
+        h_solid, h_low, h_improved, h_partial = wall_roles_3d(tr, wi, wl, att, tgt, starts,
+                                                             ends)
         limited = tr.wall_limited[wi]
+        # A wall lower than the sheet of sight gives cover, never total; a limited (terrain)
+        # wall gives nothing alone, and one the sight passes over is not a second one.
+        h_partial &= ~limited
         solid_full = tr.per_line_any(wl, h_solid & ~limited, n)
         lim_blocked = limited_blocked(tr, wl, wi, h_solid, starts, ends, n)
         h_low_active = h_low & self._low_active(wl, wi, att, tgt, h_low)
@@ -663,12 +681,14 @@ class CornerEngine:
         return {
             "solid": solid_full | lim_blocked,
             "low": tr.per_line_any(wl, h_low_active, n),
+            "partial": tr.per_line_any(wl, h_partial, n),
             "improved_wall": tr.per_line_any(wl, h_improved, n),
             "block_reg": tr.per_line_any(rl, rkind == RegionKind.BLOCKING, n),
             "cover_reg": tr.per_line_any(rl, rkind == RegionKind.COVER, n),
             "impr_reg": tr.per_line_any(rl, rkind == RegionKind.IMPROVED, n),
             "creature": tr.per_line_any(cl, h_creature, n),
-            "h_walls": (h_solid & (~limited | lim_blocked[wl])) | h_low_active | h_improved,
+            "h_walls": ((h_solid & (~limited | lim_blocked[wl])) | h_low_active | h_improved
+                        | h_partial),
             "h_creature": h_creature,
             "h_blocking_region": rkind == RegionKind.BLOCKING,
         }
@@ -680,7 +700,9 @@ class CornerEngine:
         # virtual line: there are several virtual lines per directed line.
         n = len(comps["solid"])
         blocked = comps["solid"] | comps["block_reg"]
-        low, improved_wall = comps["low"], comps["improved_wall"]
+        # A wall the sight passes over in part (partial) gives cover in every mode, adjacent
+        # melee included ("attraversa un muro"), and without the low obstacle's range.
+        low, improved_wall = comps["low"] | comps["partial"], comps["improved_wall"]
         cover_any = comps["cover_reg"] | low
         improved_any = improved_wall | comps["impr_reg"]
         # Per directed line and kind: level + 8 * partly (both 0..4), read back with one
@@ -847,12 +869,13 @@ class CornerEngine:
 
     def _distances(self, att: IntArray, tgt: IntArray,
                    walls: IntArray) -> tuple[FloatArray, FloatArray]:
-        """Feet from each attacker's and each target's space to each (paired) wall, exact
-        up to LOW_OBSTACLE_RANGE_FT and beyond it only a bound from below that is itself
-        beyond it (all `_low_active` can tell apart: a wall out of range for one end never
-        counts, and the other end, in range, is then the closer). Every distinct
-        (creature, wall) pair is measured once, however many lines cross that wall
-        (attackers' and targets' pairs share walls)."""
+        """Feet from each attacker's and each target's space to each (paired) wall, counted
+        in squares on the grid (diagonals alternating 5/10 ft: "entro 9 metri (6
+        quadretti)", docs/rulesets.md dnd35 choice 6), exact up to LOW_OBSTACLE_RANGE_FT
+        and beyond it only a bound from below that is itself beyond it (all `_low_active`
+        can tell apart: a wall out of range for one end never counts, and the other end, in
+        range, is then the closer). Every distinct (creature, wall) pair is measured once,
+        however many lines cross that wall (attackers' and targets' pairs share walls)."""
         tr = self.tracer
         n_walls = len(tr.walls)
         keys_a, keys_t = att * n_walls + walls, tgt * n_walls + walls
@@ -864,21 +887,8 @@ class CornerEngine:
         mark[keys_t] = True
         unique = np.flatnonzero(mark)
         uc, uw = unique // n_walls, unique % n_walls
-        # The gap between the space and the wall's bounding box never exceeds the true
-        # distance; only pairs it puts within range (with a margin far above rounding)
-        # are measured exactly, by Shapely.
-        box, xy = tr.boxes[uc], tr.wall_xy[uw]
-        gap = [np.maximum(0.0, np.maximum(
-            np.minimum(xy[:, k], xy[:, k + 2]) - np.maximum(box[:, k], box[:, k + 2]),
-            np.minimum(box[:, k], box[:, k + 2]) - np.maximum(xy[:, k], xy[:, k + 2])))
-            for k in (0, 1)]
-        feet = np.hypot(gap[0], gap[1]) / self.grid.px_per_foot
-        near = feet <= LOW_OBSTACLE_RANGE_FT + 1e-6
-        if near.any():
-            boxes = shapely.box(*box[near].T)
-            lines = shapely.linestrings(xy[near].reshape(-1, 2, 2))
-            feet[near] = np.asarray(shapely.distance(boxes, lines), dtype=np.float64) / (
-                self.grid.px_per_foot)
+        steps = int(LOW_OBSTACLE_RANGE_FT // FEET_PER_SQUARE) + 1
+        feet = segment_grid_feet(tr.boxes[uc], tr.wall_xy[uw], self.grid.size, steps)
         table = np.empty(len(mark), dtype=np.float64)
         table[unique] = feet
         return table[keys_a], table[keys_t]

@@ -427,8 +427,8 @@ class _Context:
         """Per line: blocked outright (line of effect); per wall hit, its role in three
         dimensions (geometry.vertical): 0 solid, 1 low, 2 improved, -1 nothing to this line."""
         tr = self.tracer
-        solid, low, improved = wall_roles_3d(tr, hits.wall_idx, hits.wall_line, att, tgt,
-                                             starts, ends, origin)
+        solid, low, improved, partial = wall_roles_3d(tr, hits.wall_idx, hits.wall_line, att,
+                                                      tgt, starts, ends, origin)
         limited = tr.wall_limited[hits.wall_idx]
         blocked = tr.per_line_any(hits.wall_line, solid & ~limited, hits.n)
         by_limited = limited_blocked(tr, hits.wall_line, hits.wall_idx, solid, starts, ends,
@@ -437,6 +437,9 @@ class _Context:
         blocked |= tr.region_lines(hits, RegionKind.BLOCKING)
         # A limited wall would block nothing alone: it counts only with a second one.
         solid &= ~limited | by_limited[hits.wall_line]
+        # A wall lower than the sheet of sight (partial) crosses the line as a solid wall
+        # does, for the degree, without stopping it; a limited one gives nothing alone.
+        solid |= partial & ~limited
         roles: IntArray = np.where(solid, 0, np.where(low, 1, np.where(improved, 2, -1)))
         return blocked, roles
 

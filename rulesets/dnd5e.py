@@ -134,7 +134,10 @@ class CoverLines(CornerEngine):
 
     def _level_table(self, comps: dict[str, BoolArray]) -> npt.NDArray[np.int8]:
         blocked = comps["solid"] | comps["block_reg"]
-        counted = comps["cover_reg"] | comps["improved_wall"] | comps["impr_reg"]
+        # A wall the sight passes over in part (taller than half the target, lower than the
+        # sheet of sight) is an obstacle a line counts, never one that stops it.
+        counted = (comps["cover_reg"] | comps["improved_wall"] | comps["impr_reg"]
+                   | comps["partial"])
         capped = comps["low"]
         creature = comps["creature"]
         if self.rules.creature_cover == "lines":

@@ -39,24 +39,30 @@ def wall_roles(tracer: Tracer, tall: FloatArray, elevation: FloatArray, walls: I
 def wall_roles_3d(tracer: Tracer, walls: IntArray, lines: IntArray, att: IntArray,
                   tgt: IntArray, starts: FloatArray, ends: FloatArray,
                   origin: tuple[float, float] | None = None,
-                  ) -> tuple[BoolArray, BoolArray, BoolArray]:
+                  ) -> tuple[BoolArray, BoolArray, BoolArray, BoolArray]:
     """wall_roles for wall hits (hit k: wall walls[k] on line lines[k], the line running from
-    creature att[line] to tgt[line] between starts and ends), in three dimensions; `origin`
-    (elevation, height in feet) replaces the attacker for an area effect's point of origin.
+    creature att[line] to tgt[line] between starts and ends), in three dimensions, plus a
+    fourth role, partial; `origin` (elevation, height in feet) replaces the attacker for an
+    area effect's point of origin. Returns (solid, low, improved, partial).
 
-    Walls without a height band are what wall_roles says. A banded wall meets the line only
-    where its band overlaps the sheet of sight between the two creatures' vertical extents
-    (geometry.vertical); one that does not is nothing to this line (a flyer above a low wall,
-    a line under a hanging wall). One that meets it is a low obstacle when its band hides at
-    most half the target's height (wall_roles' waist rule, for hanging walls too) and the
-    target is not wholly above or below it; otherwise it keeps its kind; and a wall (not
-    marked low or improved) whose band spans the whole sheet there stops the line."""
+    Walls without a height band are what wall_roles says (never partial). A banded wall
+    meets the line only where its band overlaps the sheet of sight between the two
+    creatures' vertical extents (geometry.vertical); one that does not is nothing to this
+    line (a flyer above a low wall, a line under a hanging wall). One that meets it is a low
+    obstacle when its band hides at most half the target's height (wall_roles' waist rule,
+    for hanging walls too) and the target is not wholly above or below it; otherwise an
+    improved one stays improved; a wall (not marked low or improved) whose band spans the
+    whole sheet there stops the line (solid); and one that meets the sheet but leaves part of
+    it open (a 4 ft wall between two Medium fighters, a chest-high parapet) is partial: it
+    gives cover and never stops the line ("se non avete alcuna linea di visuale": total
+    cover needs no line at all)."""
     tall, elev = tracer.tall, tracer.elev
     t = tgt[lines]
     solid, low, improved = wall_roles(tracer, tall, elev, walls, t)
+    partial = np.zeros(len(walls), dtype=bool)
     banded = tracer.wall_banded[walls]
     if not banded.any():
-        return solid, low, improved
+        return solid, low, improved, partial
     k = np.nonzero(banded)[0]
     w, ln = walls[k], lines[k]
     s = wall_crossing(starts[ln], ends[ln], tracer.wall_xy[w])
@@ -72,10 +78,11 @@ def wall_roles_3d(tracer: Tracer, walls: IntArray, lines: IntArray, att: IntArra
     by_height = hidden <= tall[tt] / 2
     code = tracer.wall_cover_code[w]
     fills = meets & whole & (code == SOLID_CODE)
-    solid[k] = ((code == SOLID_CODE) & ~by_height & meets) | fills
+    solid[k] = fills
     low[k] = ((code == LOW_CODE) | by_height) & meets & (hidden > 0) & ~fills
     improved[k] = (code == IMPROVED_CODE) & ~by_height & meets
-    return solid, low, improved
+    partial[k] = (code == SOLID_CODE) & ~by_height & meets & ~fills
+    return solid, low, improved, partial
 
 
 def _attacker_extent(tracer: Tracer, att: IntArray,

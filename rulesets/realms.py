@@ -123,6 +123,9 @@ class Realms(Ruleset):
     #: How much of a body each obstacle hides where its shadow falls.
     WALL_HIDES: ClassVar[Mapping[WallCover, float]] = {
         WallCover.SOLID: 1.0, WallCover.IMPROVED: 0.9, WallCover.LOW: 0.5}
+    #: The most a wall the sight passes over in part hides (an arrow slit's share: at
+    #: most three-quarters cover, never full).
+    PARTIAL_WALL_MAX: ClassVar[float] = 0.9
     REGION_HIDES: ClassVar[Mapping[RegionKind, float]] = {
         RegionKind.BLOCKING: 1.0, RegionKind.IMPROVED: 0.9, RegionKind.COVER: 0.5,
         RegionKind.OBSCURING: 0.0}
@@ -368,6 +371,25 @@ class RealmsContext:
         meets: npt.NDArray[np.bool_] = (bottom < hi) & (top > lo)
         return meets
 
+    def _partial_share(self, walls: npt.NDArray[np.intp], t: int,
+                       attacker: int | None) -> npt.NDArray[np.float64]:
+        """Per wall: the share of the target's height its height band hides, for a band
+        that leaves part of the vertical span between the two creatures (lower feet to
+        higher head; an area's origin: a point on the ground) open, so some sight passes
+        over or under it; -1 for a wall without a band or one spanning it whole."""
+        et, ht = self._elev[t], self._tall[t]
+        ea, ha = (0.0, 0.0) if attacker is None else (self._elev[attacker],
+                                                      self._tall[attacker])
+        lo, hi = min(ea, et), max(ea + ha, et + ht)
+        bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
+        bottom = np.where(np.isnan(bottom), -np.inf, bottom)
+        top = np.where(np.isnan(top), np.inf, top)
+        spans = (bottom <= lo) & (top >= hi)
+        hidden = np.clip(np.minimum(top, et + ht) - np.maximum(bottom, et), 0.0, None)
+        share = hidden / max(float(ht), 1e-9)
+        out: npt.NDArray[np.float64] = np.where(spans, -1.0, share)
+        return out
+
     def measure(self, p: tuple[float, float], t: int, attacker: int | None = None) -> Measure:
         """The fraction of target t's body the shadows cast from point p hide, each shadow
         weighted by how much of a body its obstacle hides."""
@@ -409,13 +431,19 @@ class RealmsContext:
                                                      self.bodies[attacker]) < shapely.distance(
                         self._wall_lines[idx], body)
                     keep &= ~(low & near_attacker)
+                partly = self._partial_share(idx, t, attacker)
                 for k in np.nonzero(keep)[0]:
                     w = int(idx[k])
                     cover = WallCover.LOW if low[k] else (
                         WallCover.IMPROVED if improved[k] else WallCover.SOLID)
                     assert solid[k] or low[k] or improved[k]
                     segs.append(tr.wall_xy[w])
-                    weights.append(Realms.WALL_HIDES[cover])
+                    hides = Realms.WALL_HIDES[cover]
+                    if solid[k] and partly[k] >= 0:
+                        # A wall above the waist that the sight passes over in part hides
+                        # its share of the body, never all of it (issue 14).
+                        hides = min(float(partly[k]), Realms.PARTIAL_WALL_MAX)
+                    weights.append(hides)
                     names.append(("wall", tr.walls[w].id))
         point = shapely.Point(p)
         for r, poly in zip(tr.regions, tr.region_polys, strict=True):

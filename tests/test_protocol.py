@@ -174,7 +174,7 @@ def test_welcome_lists_rulesets_with_option_defaults_and_limits(
     assert dnd["title"]
     options = {o["name"]: o for o in dnd["options"]}
     assert options["bigCreaturesRanged"]["default"] is False
-    assert options["softCoverVsReach"]["default"] is False
+    assert options["softCoverVsReach"]["default"] is True
     assert options["lowObstacleRangeFrom"]["default"] == "attacker"
     for option in options.values():
         assert {"name", "default", "type", "doc"} <= set(option)

@@ -45,7 +45,9 @@ def test_flying_over_the_wall_is_pushed_as_a_delta(peer_factory: PeerFactory) ->
     _load(gm)
     before = table(ok(viewer, {"type": "subscribe", "scene": "sky"}, "annotations")[
         "annotations"])
-    assert before[("archer", "harpy", "ranged")]["cover"] == "total"  # 5-ft wall, on foot
+    # A 5-ft wall between two 6-ft creatures on foot: the sight passes over its top foot,
+    # so standard cover, not "no line of effect" (docs/rulesets.md, Third dimension 13).
+    assert before[("archer", "harpy", "ranged")]["cover"] == "standard"
     ok(gm, {"type": "token.update", "scene": "sky",
             "tokens": [{"_id": "harpy", "elevation": 10}]})
     push = viewer.recv()
