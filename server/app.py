@@ -87,7 +87,7 @@ class App:
     def http(self, ws: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP on the same port: the overlay page (None: go on with the WebSocket
         handshake)."""
-        reply = static.route(request.path, request.headers, self._files)
+        reply = static.route(request.path, request.headers, self._files, request.method)
         if reply is None:
             return None
         return Response(reply.status, reply.reason, Headers(reply.headers), reply.body)
