@@ -68,6 +68,16 @@ class Report:
     log_bugs: int = 0
     server_died: bool = False
     seconds: float = 0.0
+    generator_errors: int = 0
+
+    def progress(self, every: int = 50_000) -> None:
+        """A line on stderr every `every` fuzzed frames."""
+        if self.tally.frames // every > getattr(self, "_shown", 0):
+            self._shown = self.tally.frames // every
+            print(f"{time.strftime('%H:%M:%S')} {self.tally.frames} frames, bad "
+                  f"{self.tally.bad}, max latency "
+                  f"{max(self.latencies, default=0) * 1000:.0f} ms, rss peak "
+                  f"{_mb(self.rss_peak_kb)} MB", file=sys.stderr, flush=True)
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -82,6 +92,7 @@ class Report:
             "internal_in_server_log": self.log_bugs,
             "closes_by_code": dict(sorted(self.closes.items())),
             "reconnects": self.reconnects, "hello_probes": self.probes,
+            "fuzzer_errors": self.generator_errors,
             "cover_query_samples": len(lat),
             "cover_query_ms_max": q(1.0), "cover_query_ms_p99": q(0.99),
             "cover_query_ms_p50": q(0.5),
@@ -147,8 +158,15 @@ class Worker:
             if k and k % 500 == 0:
                 await self.setup()
                 await self.check_scenes(refused=False)
-            frame, kind = self.mut.next_frame()
+            try:
+                frame, kind = self.mut.next_frame()
+            except Exception as exc:  # a bug of the fuzzer itself: noted, not the server's
+                self.report.generator_errors += 1
+                if self.report.generator_errors <= 3:
+                    self.report.tally.examples.append(f"fuzzer bug: {exc!r}")
+                continue
             await self.fuzz(frame, kind)
+            self.report.progress()
 
     async def check_scenes(self, refused: bool, frame: bytes | str = b"",
                            changed: str | None = None) -> None:

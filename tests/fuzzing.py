@@ -216,8 +216,11 @@ class Mutator:
         self.ids = ("a", "b", "c", "d", "h", "r", "n1", "w0", "w1", "w2", "w3", "fog",
                     "lake", self.sq, self.hx)
 
-    # A hostile value of some kind.
     def value(self) -> Any:
+        """A hostile value of some kind (a fresh object: never shared, so never a cycle)."""
+        return copy.deepcopy(self._value())
+
+    def _value(self) -> Any:
         r = self.rng
         kind = r.random()
         if kind < 0.25:
