@@ -78,6 +78,10 @@ class Report:
                   f"{self.tally.bad}, max latency "
                   f"{max(self.latencies, default=0) * 1000:.0f} ms, rss peak "
                   f"{_mb(self.rss_peak_kb)} MB", file=sys.stderr, flush=True)
+        while len(self.tally.examples) > getattr(self, "_told", 0):
+            print("  found:", self.tally.examples[self._told][:600], file=sys.stderr,
+                  flush=True)
+            self._told = getattr(self, "_told", 0) + 1
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)

@@ -404,3 +404,39 @@ def test_a_store_that_cannot_be_read_answers_unavailable(tmp_path: Path,
     monkeypatch.setattr(store, "_db", real)
     got = reply(core, gm, frame({"type": "breath.get", "scene": "lake"}, True))
     assert got["type"] == "breath", got
+
+
+# -- regions that cross themselves (found by the long fuzz run) ---------------------------
+
+BOWTIE = [0, 600, 300, 800, 300, 600, 0, 700]  # edges cross: no inside to compute with
+
+
+@pytest.mark.parametrize(("region", "path"), [
+    ({"id": "lake", "kind": "water", "surface": 5, "points": BOWTIE},
+     "$.scene.regions[0].points"),
+    ({"id": "rubble", "kind": "cover", "points": BOWTIE}, "$.scene.regions[0].points"),
+    ({"_id": "fog", "shapes": [{"type": "rectangle", "x": 0, "y": 0, "width": 50, "height": 50},
+                               {"type": "polygon", "points": BOWTIE}],
+      "flags": {"covercast": {"kind": "obscuring", "penalty": 2}}},
+     "$.scene.regions[0].shapes[1].points"),
+])
+def test_a_region_whose_edges_cross_is_refused_and_poisons_nothing(region: dict[str, Any],
+                                                                    path: str) -> None:
+    core, conn = loaded()
+    watcher = greet(core)
+    assert reply(core, watcher, frame({"type": "subscribe", "scene": "lake"}, True))[
+        "type"] == "annotations"
+    before = snapshot(core)
+    scene = {**copy.deepcopy(LAKE), "regions": [region]}
+    got = reply(core, conn, frame({"type": "scene.load", "scene": scene, "ruleset": "pf2",
+                                   "id": "l"}, False))
+    assert (got["code"], got["path"], got["id"]) == ("invalid", path, "l"), got
+    assert "not simple" in got["message"] and "Self-intersection" in got["message"]
+    assert snapshot(core) == before
+    every_reader_works(core, conn)
+    # The subscriber is told of nothing, and its next delta still computes.
+    move = {"type": "token.update", "scene": "lake", "tokens": [{"_id": "shark", "x": 200}]}
+    out = core.drain(core.receive(conn, frame(move, False)))
+    pushed = [json.loads(o.frame) if isinstance(o.frame, str) else msgpack.unpackb(o.frame)
+              for o in out if isinstance(o, Send) and o.conn == watcher]
+    assert pushed and all(p["type"] == "annotations" for p in pushed), pushed
