@@ -69,19 +69,22 @@ class Report:
     server_died: bool = False
     seconds: float = 0.0
     generator_errors: int = 0
+    #: Progress lines shown, and findings told, so far.
+    shown: int = 0
+    told: int = 0
 
     def progress(self, every: int = 50_000) -> None:
         """A line on stderr every `every` fuzzed frames."""
-        if self.tally.frames // every > getattr(self, "_shown", 0):
-            self._shown = self.tally.frames // every
+        if self.tally.frames // every > self.shown:
+            self.shown = self.tally.frames // every
             print(f"{time.strftime('%H:%M:%S')} {self.tally.frames} frames, bad "
                   f"{self.tally.bad}, max latency "
                   f"{max(self.latencies, default=0) * 1000:.0f} ms, rss peak "
                   f"{_mb(self.rss_peak_kb)} MB", file=sys.stderr, flush=True)
-        while len(self.tally.examples) > getattr(self, "_told", 0):
-            print("  found:", self.tally.examples[self._told][:600], file=sys.stderr,
+        while len(self.tally.examples) > self.told:
+            print("  found:", self.tally.examples[self.told][:600], file=sys.stderr,
                   flush=True)
-            self._told = getattr(self, "_told", 0) + 1
+            self.told += 1
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
