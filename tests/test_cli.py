@@ -85,3 +85,12 @@ def test_render_table_marks_changed_pairs() -> None:
            "flags": {"in_reach": True}}
     text = render_table({("a", "b", "ranged"): ann}, 7, {("a", "b")})
     assert "revision 7" in text and "*a" in text and "+4 ac" in text
+
+
+def test_serve_with_a_state_path_under_a_file_says_so_plainly(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder")
+    assert main(["serve", "--no-demo", "--state", str(tmp_path / "notes" / "s.sqlite3")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'notes'} is a file, not a folder" in err, err
+    assert "Errno" not in err
