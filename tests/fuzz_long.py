@@ -58,7 +58,9 @@ LIGHT = {"_id": "light", "grid": {"type": 1, "size": 100, "distance": 5},
 class Report:
     tally: Tally = field(default_factory=Tally)
     frames_total: int = 0
+    #: Closes of the fuzzing (greeted) connections, by code; and of the prober's.
     closes: Counter[int] = field(default_factory=Counter)
+    probe_closes: Counter[int] = field(default_factory=Counter)
     reconnects: int = 0
     probes: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -98,6 +100,7 @@ class Report:
             "server_crashes": int(self.server_died) + self.tally.crashes,
             "internal_in_server_log": self.log_bugs,
             "closes_by_code": dict(sorted(self.closes.items())),
+            "hello_probe_closes_by_code": dict(sorted(self.probe_closes.items())),
             "reconnects": self.reconnects, "hello_probes": self.probes,
             "fuzzer_errors": self.generator_errors,
             "cover_query_samples": len(lat),
@@ -307,7 +310,7 @@ async def prober(url: str, seed: int, report: Report, stop: asyncio.Event) -> No
                     await asyncio.wait_for(ws.recv(), 10)
                 except ConnectionClosed as exc:
                     code = exc.rcvd.code if exc.rcvd is not None else 1006
-                    report.closes[code] += 1
+                    report.probe_closes[code] += 1
                     if code == 1011:
                         report.tally.closes_1011 += 1
                         report.tally.note("1011 before hello", first)

@@ -148,9 +148,10 @@ def test_fuzz_through_the_real_server() -> None:
     summary = report.summary()
     assert report.tally.bad == 0, summary
     assert report.tally.frames >= 1200, summary
-    assert 1011 not in report.closes, summary
+    assert 1011 not in report.closes and 1011 not in report.probe_closes, summary
     # Greeted connections stay up but for text frames that are not UTF-8 (1007, as RFC
-    # 6455 requires); 1008 is a prober's fuzzed hello refused.
-    assert set(report.closes) <= {1007, 1008}, summary
-    assert report.reconnects <= report.closes.get(1007, 0), summary
+    # 6455 requires). A fuzzed first frame may be refused any way but 1011.
+    assert set(report.closes) <= {1007}, summary
+    assert report.reconnects == report.closes.get(1007, 0), summary
+    assert report.probes > 0, summary
     assert report.latencies, "the light request was never answered"
