@@ -440,3 +440,25 @@ def test_a_region_whose_edges_cross_is_refused_and_poisons_nothing(region: dict[
     pushed = [json.loads(o.frame) if isinstance(o.frame, str) else msgpack.unpackb(o.frame)
               for o in out if isinstance(o, Send) and o.conn == watcher]
     assert pushed and all(p["type"] == "annotations" for p in pushed), pushed
+
+
+def test_tokens_created_in_a_scene_watched_while_empty_reach_its_subscriber() -> None:
+    """Found by the long fuzz run: a subscription to a scene without tokens, then tokens
+    created, made every later delta and subscription of the scene `internal`."""
+    core, gm = loaded()
+    watcher = greet(core)
+    empty = {**copy.deepcopy(LAKE), "tokens": []}
+    assert reply(core, gm, frame({"type": "scene.load", "scene": empty, "ruleset": "pf2"},
+                                 False))["type"] == "ack"
+    assert reply(core, watcher, frame({"type": "subscribe", "scene": "lake"}, False))[
+        "annotations"] == []
+    create = {"type": "token.create", "scene": "lake", "tokens": LAKE["tokens"][:2]}
+    out = core.drain(core.receive(gm, frame(create, False)))
+    pushed = [json.loads(o.frame) for o in out if isinstance(o, Send) and o.conn == watcher
+              and isinstance(o.frame, str)]
+    assert len(pushed) == 1 and pushed[0]["type"] == "annotations", pushed
+    assert {(a["attacker"], a["target"]) for a in pushed[0]["annotations"]} == {
+        ("diver", "shark"), ("shark", "diver")}
+    other = greet(core)
+    assert reply(core, other, frame({"type": "subscribe", "scene": "lake"}, True))[
+        "type"] == "annotations"
