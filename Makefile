@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install lint bench clean browser foundry-check foundry-zip
+.PHONY: run test install lint bench fuzz clean browser foundry-check foundry-zip
 FOUNDRY := clients/foundry
 
 $(BIN)/covercast: pyproject.toml
@@ -70,6 +70,13 @@ test: install browser lint
 
 bench: install
 	$(BIN)/python -m bench
+
+# The long fuzz run against a real server (tests/fuzz_long.py): FRAMES hostile frames
+# (default 1,000,000), its figures as JSON; fails if any crash, 1011 close, internal error
+# or state change on a refused request. `make test` runs a bounded version (tests/test_fuzz.py).
+FRAMES ?= 1000000
+fuzz: install
+	FRAMES=$(FRAMES) $(BIN)/python -m tests.fuzz_long
 
 clean:
 	rm -rf $(VENV) *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -291,10 +291,20 @@ class Ruleset(abc.ABC):
         """The ruleset and its options as listed in `welcome`."""
         defaults = msgspec.to_builtins(self.Options())
         opts = []
-        for f in msgspec.structs.fields(self.Options):
-            opts.append({"name": f.encode_name, "default": defaults[f.encode_name],
-                         "type": type(defaults[f.encode_name]).__name__,
-                         "doc": self.option_docs.get(f.encode_name, "")})
+        info = msgspec.inspect.type_info(self.Options)
+        assert isinstance(info, msgspec.inspect.StructType)
+        for f in info.fields:
+            opt = {"name": f.encode_name, "default": defaults[f.encode_name],
+                   "type": type(defaults[f.encode_name]).__name__,
+                   "doc": self.option_docs.get(f.encode_name, "")}
+            # A numeric option's range, as its Meta bounds it.
+            if isinstance(f.type, msgspec.inspect.IntType | msgspec.inspect.FloatType):
+                low, high = f.type.ge, f.type.le
+                if low is not None:
+                    opt["min"] = low
+                if high is not None:
+                    opt["max"] = high
+            opts.append(opt)
         return {"name": self.name, "title": self.title, "seed": self.seed, "options": opts,
                 "degrees": [d.value for d in (*self.ladder, Degree.TOTAL)],
                 "grids": sorted(int(g) for g in self.grids),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -71,8 +71,10 @@ _FULL = 1.0 - 1e-6
 
 
 class RealmsOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
-    obscured_penalty: int = 2
-    vicinity_ft: float = 10.0
+    #: The same range as a region's own penalty (server/messages.py Penalty).
+    obscured_penalty: Annotated[int, msgspec.Meta(ge=0, le=100)] = 2
+    #: Feet; as far as a token's reach may be (server/messages.py TokenDoc.reach).
+    vicinity_ft: Annotated[float, msgspec.Meta(ge=0, le=1000)] = 10.0
     low_cover_near_attacker: bool = False
 
 

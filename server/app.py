@@ -113,7 +113,7 @@ class App:
             return Response(503, "Service Unavailable", Headers({
                 "Content-Type": "text/plain; charset=utf-8", "Content-Length": str(len(body)),
                 "Retry-After": str(RETRY_AFTER_S), "Connection": "close"}), body)
-        reply = static.route(request.path, request.headers, self._files)
+        reply = static.route(request.path, request.headers, self._files, request.method)
         if reply is None:
             return None
         return Response(reply.status, reply.reason, Headers(reply.headers), reply.body)

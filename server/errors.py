@@ -2,8 +2,10 @@
 
 Rule of this module: a ClientError is something a client caused; it is reported to that
 client as an `error` message (code, message naming the field and value, path) and the
-connection stays open. Any other exception reaching the session is a bug: it is logged and
-the client gets an `internal` error without details.
+connection stays open. The server's own condition the client must hear about, and that is
+no bug, travels the same way with code `unavailable` (the state store cannot be written:
+disk full), logged once by the module that met it. Any other exception reaching the
+session is a bug: it is logged and the client gets an `internal` error without details.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class ErrorCode(enum.Enum):
     TOO_LARGE = "too_large"
     PROTOCOL = "protocol"
     FORBIDDEN = "forbidden"
+    UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
 

@@ -329,7 +329,15 @@ class SceneDoc(_Strict, frozen=True):
 
 # -- client -> server -----------------------------------------------------------------------
 
-ReqId = Annotated[str, Meta(max_length=LIMITS.max_string)] | Annotated[int, Meta(ge=0)] | None
+#: Largest integer a JavaScript client can hold exactly (Number.MAX_SAFE_INTEGER): the bound
+#: of seeds, which the server may roll and send back.
+MAX_SAFE_INT = 2 ** 53 - 1
+#: The bound of every integer anywhere in a message (_check_values) and of request ids: a
+#: signed 64-bit integer, which msgpack and JSON both carry back (past 64 bits msgpack
+#: cannot, and the reply would fail to encode).
+MAX_INT = 2 ** 63 - 1
+ReqId = (Annotated[str, Meta(max_length=LIMITS.max_string)]
+         | Annotated[int, Meta(ge=0, le=MAX_INT)] | None)
 Patch = Annotated[dict[str, Any], Meta(max_length=64)]
 Batch = Meta(min_length=1, max_length=LIMITS.max_batch)
 
@@ -338,7 +346,7 @@ RoleName = Literal["gm", "player", "overlay"]
 
 
 class Hello(_Strict, frozen=True, tag="hello", tag_field="type"):
-    protocol: int
+    protocol: Annotated[int, Meta(ge=0, le=65535)]
     client: Annotated[str, Meta(max_length=LIMITS.max_string)]
     token: Annotated[str, Meta(max_length=1024)] | None = None
     #: A role at most as powerful as the token's (a gm viewing as players do); none: the
@@ -475,7 +483,7 @@ class TurnEnd(_Strict, frozen=True, tag="turn.end", tag_field="type", rename="ca
     fortitude: SaveMod | None = None
     hp: Annotated[int, Meta(ge=0, le=1_000_000)] | None = None
     rolls: Rolls | None = None
-    seed: Annotated[int, Meta(ge=0, le=2**53 - 1)] | None = None
+    seed: Annotated[int, Meta(ge=0, le=MAX_SAFE_INT)] | None = None
     id: ReqId = None
 
 
@@ -517,7 +525,7 @@ D20 = Annotated[int, Meta(ge=1, le=20)]
 #: (checked against the shot's candidates by the session).
 D10 = Annotated[int, Meta(ge=1, le=1000)]
 #: Largest seed a JavaScript client can hold exactly (Number.MAX_SAFE_INTEGER).
-MAX_SEED = 2 ** 53 - 1
+MAX_SEED = MAX_SAFE_INT
 MAX_DICE = 10
 
 
@@ -864,24 +872,60 @@ MAX_DEPTH = 32
 
 
 def _check_values(obj: Any) -> None:
-    """Reject what the schema cannot bound by itself: non-finite numbers (JSON's NaN and
-    Infinity, msgpack floats) and nesting deeper than MAX_DEPTH, with the path to it."""
+    """Reject what the schema cannot bound by itself, anywhere in a message (ignored Foundry
+    fields included, since some are kept and sent back), with the path to it: non-finite
+    numbers (JSON's NaN and Infinity, msgpack floats), integers outside the signed 64-bit
+    range (msgpack could not carry them back),
+    strings or map keys holding a lone UTF-16 surrogate (JSON's "\\ud800" escape decodes to
+    one; such text cannot be encoded as UTF-8, so it can be neither stored nor sent back),
+    and nesting deeper than MAX_DEPTH."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
     while stack:
         item, path = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            where = _path(path)
-            spelled = "NaN" if math.isnan(item) else ("-" if item < 0 else "") + "Infinity"
-            raise ClientError(ErrorCode.INVALID, f"{where}: non-finite number {spelled}",
-                              path=where)
-        if isinstance(item, dict | list):
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                where = _path(path)
+                raise ClientError(ErrorCode.INVALID, f"{where}: text with a lone UTF-16 "
+                                  f"surrogate {_surrogate(item)} (not Unicode text; a string "
+                                  f"cut inside an emoji?), got {short_repr(item)}", path=where)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                where = _path(path)
+                spelled = "NaN" if math.isnan(item) else ("-" if item < 0 else "") + "Infinity"
+                raise ClientError(ErrorCode.INVALID, f"{where}: non-finite number {spelled}",
+                                  path=where)
+        elif isinstance(item, int):
+            if not -MAX_INT - 1 <= item <= MAX_INT:
+                where = _path(path)
+                raise ClientError(ErrorCode.INVALID,
+                                  f"{where}: integer {short_repr(item)} is outside the signed "
+                                  "64-bit range (-2**63 to 2**63 - 1), which bounds every "
+                                  "integer of a message", path=where)
+        elif isinstance(item, dict | list):
             if len(path) >= MAX_DEPTH:
                 where = _path(path)
                 raise ClientError(ErrorCode.INVALID,
                                   f"{where}: nested deeper than {MAX_DEPTH} levels",
                                   path=where)
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            stack.extend((v, (*path, k)) for k, v in pairs)
+            if isinstance(item, dict):
+                for key in item:
+                    if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                        where = _path((*path, key))
+                        raise ClientError(ErrorCode.INVALID,
+                                          f"{where}: field name with a lone UTF-16 surrogate "
+                                          f"{_surrogate(key)} (not Unicode text)", path=where)
+                stack.extend((v, (*path, k)) for k, v in item.items())
+            else:
+                stack.extend((v, (*path, k)) for k, v in enumerate(item))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate(text: str) -> str:
+    """The first lone surrogate of `text`, spelled as JSON escapes it (U+D800)."""
+    found = _SURROGATE.search(text)
+    return f"U+{ord(found.group()):04X}" if found else "?"
 
 
 def _path(segments: tuple[str | int, ...]) -> str:
@@ -949,9 +993,10 @@ def request_id(obj: Any) -> str | int | None:
         rid = obj.get("id")
         if isinstance(rid, bool):
             return None
-        if isinstance(rid, int) and rid >= 0:
+        if isinstance(rid, int) and 0 <= rid <= MAX_INT:
             return rid
-        if isinstance(rid, str) and len(rid) <= LIMITS.max_string:
+        if (isinstance(rid, str) and len(rid) <= LIMITS.max_string
+                and (rid.isascii() or not _SURROGATE.search(rid))):
             return rid
     return None
 

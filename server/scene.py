@@ -197,6 +197,12 @@ def _polygon(points: Sequence[float], path: str) -> shapely.Polygon:
     poly = shapely.Polygon(list(zip(points[0::2], points[1::2], strict=True)))
     if poly.area <= 0:
         raise ClientError(ErrorCode.INVALID, f"{path}: the polygon has no area", path=path)
+    if not poly.is_valid:
+        # A polygon whose edges cross (a bowtie) has no inside GEOS can compute with: taken
+        # in, every later line test through it would fail, for every client of the scene.
+        raise ClientError(ErrorCode.INVALID,
+                          f"{path}: the polygon is not simple ({shapely.is_valid_reason(poly)}); "
+                          "its edges must not cross or touch each other", path=path)
     return poly
 
 

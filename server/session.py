@@ -82,7 +82,7 @@ from server.messages import (
 )
 from server.settled import Settled
 from server.settled import after as settled_after
-from server.store import Store
+from server.store import Store, StoreUnavailable
 
 log = logging.getLogger("covercast.session")
 
@@ -210,6 +210,16 @@ class Connection:
 #: Requests that change scenes: only a gm connection may send them.
 _WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCreate,
            WallUpdate, WallDelete, TurnEnd, SceneFocus)
+
+#: Their `type` tags, which a viewer is refused before the rest of the message is read.
+_WRITE_TYPES = frozenset(t.__struct_config__.tag for t in _WRITES)
+
+
+def _forbidden(kind: str, role: Role) -> ClientError:
+    return ClientError(ErrorCode.FORBIDDEN,
+                       f"$.type: {kind} is not allowed for role {role.value!r}: only a gm "
+                       "connection changes scenes", path="$.type")
+
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
 _BATCHES: dict[type, tuple[Any, str, str]] = {
@@ -365,6 +375,12 @@ class Core:
         raw: Any = None
         try:
             raw = decode_frame(frame)
+            if state.greeted and state.role.viewer:
+                # The role check comes before any other (protocol section 10.1): a
+                # viewer's write is forbidden however the rest of it reads.
+                kind = raw.get("type") if isinstance(raw, dict) else None
+                if isinstance(kind, str) and kind in _WRITE_TYPES:
+                    raise _forbidden(kind, state.role)
             request = parse_request(raw)
         except ClientError as exc:
             if not state.greeted:
@@ -424,10 +440,7 @@ class Core:
 
     def _dispatch(self, state: Connection, request: Any, binary: bool) -> list[Output]:
         if state.role.viewer and isinstance(request, _WRITES):
-            kind = type(request).__struct_config__.tag
-            raise ClientError(ErrorCode.FORBIDDEN,
-                              f"$.type: {kind} is not allowed for role {state.role.value!r}: "
-                              "only a gm connection changes scenes", path="$.type")
+            raise _forbidden(str(type(request).__struct_config__.tag), state.role)
         viewer = state.role.viewer
         match request:
             case Hello():
@@ -587,6 +600,10 @@ class Core:
         the connection, and what it was last sent, stay as they were."""
         try:
             return self._delta(conn, sid)
+        except ClientError as exc:  # the store cannot be read: no bug, said once in the log
+            state = self.connections.get(conn)
+            sub = state.subscriptions.get(sid) if state is not None else None
+            return encode(self._error(exc, None), sub.binary if sub is not None else True)
         except Exception:
             log.exception("bug while computing annotations of scene %r for connection %d",
                           sid, conn)
@@ -1218,8 +1235,11 @@ class Core:
     def _breath_table(self, sid: str) -> dict[str, BreathOut]:
         table = self._breath.get(sid)
         if table is None:
-            table = {t: _DECODE_BREATH.decode(text)
-                     for t, text in self.store.scene_breath(sid).items()}
+            try:
+                stored = self.store.scene_breath(sid)
+            except StoreUnavailable as exc:
+                raise _unavailable(exc, "the air of its tokens is unknown for now") from None
+            table = {t: _DECODE_BREATH.decode(text) for t, text in stored.items()}
             self._breath[sid] = table
         return table
 
@@ -1266,7 +1286,10 @@ class Core:
                           breathing=breathing, con=con, fortitude=fortitude, hp=request.hp)
         after, steps = end_turn(before, event, dice)  # raises on bad rolls: nothing stored
         out = breath_out(token.id, after, steps, seed if dice.rolled else None)
-        self.store.put_breath(scene.id, token.id, _ENCODE_BREATH.encode(out).decode())
+        try:
+            self.store.put_breath(scene.id, token.id, _ENCODE_BREATH.encode(out).decode())
+        except StoreUnavailable as exc:
+            raise _unavailable(exc, "the turn end was not applied") from None
         self._breath[scene.id] = {**table, token.id: out}
         reply: list[Output] = [Send(state.id, encode(BreathState(scene.id, [out], request.id),
                                                      binary))]
@@ -1291,6 +1314,11 @@ class Core:
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
+
+
+def _unavailable(exc: StoreUnavailable, what: str) -> ClientError:
+    """The client's error for a store that cannot be used now (the store logged it)."""
+    return ClientError(ErrorCode.UNAVAILABLE, f"{exc}; {what}, try again later")
 
 
 def _die(d: friendlyfire.Die) -> DieOut:

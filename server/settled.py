@@ -39,6 +39,10 @@ class Settled:
         """`may` for creatures in this order (a creature the table does not know: may)."""
         if tuple(ids) == self.order:
             return self.may
+        if not self.order:
+            # Read from a table without creatures (a scene's tokens all deleted, or none
+            # yet): nothing is known, every pair may change (there is no row to take).
+            return np.ones((len(ids), len(ids)), dtype=bool)
         pos = np.array([self.index.get(i, -1) for i in ids], dtype=np.intp)
         known = pos >= 0
         at = np.where(known, pos, 0)

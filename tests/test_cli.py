@@ -284,3 +284,12 @@ def test_banner_commands_work_on_a_token_server(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_serve_with_a_state_path_under_a_file_says_so_plainly(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder")
+    assert main(["serve", "--no-demo", "--state", str(tmp_path / "notes" / "s.sqlite3")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'notes'} is a file, not a folder" in err, err
+    assert "Errno" not in err
