@@ -351,7 +351,8 @@ def _replay(args: argparse.Namespace) -> int:
         writer = None
         if args.out is not None:
             try:
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError):  # the open below says what is wrong
+                    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 f = stack.enter_context(open(args.out, "w", encoding="utf-8"))
             except OSError as exc:
                 print(f"error: cannot write {args.out}: {exc.strerror or exc}",

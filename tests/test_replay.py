@@ -95,7 +95,7 @@ def test_recording_holds_both_directions_and_no_token(recorded: Path) -> None:
 def test_replay_on_a_fresh_server_gives_identical_annotations(
         recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fresh = LiveServer(token=TOKEN).start()
-    out = tmp_path / "replayed.jsonl"
+    out = tmp_path / "recordings" / "replayed.jsonl"  # the folder is made
     try:
         code = _replay_cli(recorded, fresh, "--as-fast-as-possible", "--out", str(out),
                            "--check")
@@ -391,8 +391,10 @@ def test_missing_file_and_unreachable_server(recorded: Path, tmp_path: Path,
     assert "cannot reach ws://127.0.0.1:9" in capsys.readouterr().err
     assert main(["replay", str(recorded), "--speed", "-1", "--quiet"]) == 2
     assert "--speed must be" in capsys.readouterr().err
-    assert main(["replay", str(recorded), "--out", "/nonexistent/out.jsonl", "--quiet"]) == 2
-    assert "cannot write /nonexistent/out.jsonl" in capsys.readouterr().err
+    (tmp_path / "notes").write_text("a file where the folder would be")
+    blocked = tmp_path / "notes" / "out.jsonl"
+    assert main(["replay", str(recorded), "--out", str(blocked), "--quiet"]) == 2
+    assert f"cannot write {blocked}" in capsys.readouterr().err
 
 
 def test_recorder_takes_one_connection_and_forwards_closes(tmp_path: Path) -> None:
@@ -453,7 +455,8 @@ def test_a_recording_cut_before_its_last_delta_still_checks(
 
 def test_record_command_reports_what_went_wrong(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["record", "--out", str(tmp_path / "no" / "dir.jsonl")]) == 2
+    (tmp_path / "notes").write_text("a file where the folder would be")
+    assert main(["record", "--out", str(tmp_path / "notes" / "dir.jsonl")]) == 2
     assert "cannot write" in capsys.readouterr().err
     assert main(["record", "--out", str(tmp_path / "x.jsonl"), "--listen", "nowhere"]) == 2
     assert "--listen wants HOST:PORT, got 'nowhere'" in capsys.readouterr().err
