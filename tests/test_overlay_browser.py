@@ -32,9 +32,11 @@ from geometry import hex as hexgrid
 from geometry.model import Grid, GridKind
 from tests.conftest import LiveServer, Peer
 
+# The same search as the Makefile's (which also looks in macOS's Applications and passes
+# what it found as $CHROMIUM), so the test and `make test`'s note agree.
 CHROMIUM = os.environ.get("CHROMIUM") or next(
     (found for name in ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
-     if (found := shutil.which(name))), "/usr/bin/chromium")
+     if (found := shutil.which(name))), "")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 GM, OVERLAY = "gm-secret", "overlay-secret"
 HOSTILE = (0xE7, 0x21, 0x24)  # the page's colour for disposition -1
@@ -44,8 +46,9 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 
 
 def _browser_missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return (f"no chromium at {CHROMIUM} ('sudo make browser' installs one, or set "
+    if not CHROMIUM or not Path(CHROMIUM).exists():
+        where = f"at {CHROMIUM}" if CHROMIUM else "on PATH"
+        return (f"no chromium {where} ('sudo make browser' installs one, or set "
                 "CHROMIUM=/path/to/chromium)")
     try:
         import playwright.sync_api  # noqa: F401
