@@ -74,16 +74,15 @@ class Guarded(ServerConnection):
         self.greeted = True
 
 
-class Inbox:
-    """Frames received from one connection and not yet handed to the worker, bounded in
-    bytes: a frame that would take them past `budget` is refused (the caller closes the
-    connection); the first waiting frame is always taken."""
+class _Budget:
+    """Frames waiting in one direction of one connection, bounded in bytes: a frame that
+    would take them past `budget` is refused (the caller closes the connection); the first
+    waiting frame is always taken, whatever its size."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.bytes = 0
         self._frames: deque[bytes | str | None] = deque()
-        self._ready = asyncio.Event()
 
     def put(self, frame: bytes | str) -> bool:
         size = _size(frame)
@@ -91,8 +90,28 @@ class Inbox:
             return False
         self._frames.append(frame)
         self.bytes += size
-        self._ready.set()
+        self._added()
         return True
+
+    def _added(self) -> None:
+        """A frame was queued (for a waiter to hear of)."""
+
+    def _take(self) -> bytes | str | None:
+        frame = self._frames.popleft()
+        if frame is not None:
+            self.bytes -= _size(frame)
+        return frame
+
+
+class Inbox(_Budget):
+    """Frames received from one connection and not yet handed to the worker."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(budget)
+        self._ready = asyncio.Event()
+
+    def _added(self) -> None:
+        self._ready.set()
 
     def end(self) -> None:
         """No more frames will come (`get` answers None once the others are taken)."""
@@ -103,32 +122,16 @@ class Inbox:
         while not self._frames:
             self._ready.clear()
             await self._ready.wait()
-        frame = self._frames.popleft()
-        if frame is not None:
-            self.bytes -= _size(frame)
-        return frame
+        return self._take()
 
 
-class Outbox:
-    """Replies waiting for one connection's socket, bounded in bytes like `Inbox`."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.bytes = 0
-        self._frames: deque[bytes | str] = deque()
-
-    def put(self, frame: bytes | str) -> bool:
-        size = _size(frame)
-        if self._frames and self.bytes + size > self.budget:
-            return False
-        self._frames.append(frame)
-        self.bytes += size
-        return True
+class Outbox(_Budget):
+    """Replies waiting for one connection's socket (never None)."""
 
     def empty(self) -> bool:
         return not self._frames
 
     def get(self) -> bytes | str:
-        frame = self._frames.popleft()
-        self.bytes -= _size(frame)
+        frame = self._take()
+        assert frame is not None  # only an Inbox is ever ended
         return frame

@@ -105,6 +105,14 @@ LOW: dict[str, Any] = {
                   {"id": "c", "x": 0, "y": 200, "disposition": 1}]}
 
 
+def _low(live_server: LiveServer) -> tuple[Peer, list[str]]:
+    """A gm connection with scene LOW loaded, and the flags that point a command at it."""
+    peer = Peer.open(live_server.url)
+    peer.hello()
+    assert peer.request({"type": "scene.load", "scene": LOW})["type"] == "ack"
+    return peer, ["--url", live_server.url, "--scene", "s"]
+
+
 def test_query_reads_as_a_gm_reads_it(live_server: LiveServer,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The default form: the degree, the numbers and why (each reason once), only the true
@@ -128,10 +136,7 @@ def test_query_reads_as_a_gm_reads_it(live_server: LiveServer,
 
 def test_door_on_a_plain_wall_is_refused(live_server: LiveServer,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    peer = Peer.open(live_server.url)
-    peer.hello()
-    assert peer.request({"type": "scene.load", "scene": LOW})["type"] == "ack"
-    args = ["--url", live_server.url, "--scene", "s"]
+    peer, args = _low(live_server)
     assert main(["door", "crate", "open", *args]) == 1
     err = capsys.readouterr().err
     assert "wall 'crate' is not a door" in err and "its doors: gate" in err
@@ -142,10 +147,7 @@ def test_door_on_a_plain_wall_is_refused(live_server: LiveServer,
 
 def test_move_off_the_map_is_refused(live_server: LiveServer,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    peer = Peer.open(live_server.url)
-    peer.hello()
-    assert peer.request({"type": "scene.load", "scene": LOW})["type"] == "ack"
-    args = ["--url", live_server.url, "--scene", "s"]
+    peer, args = _low(live_server)
     assert main(["move", "a", "99", "99", *args]) == 1
     err = capsys.readouterr().err
     assert "off the map" in err and "10 x 6 squares" in err and "(9, 5)" in err
