@@ -380,7 +380,7 @@ def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     return found
 
 
-def _segments(op: np.ufunc, values: npt.NDArray[np.int8],
+def reduce_segments(op: np.ufunc, values: npt.NDArray[np.int8],
               starts: IntArray) -> npt.NDArray[np.int8]:
     """`op.reduceat(values, starts)` for segments that are never empty, the first starting
     at 0. A probe's lines come four (a corner to the target's four corners) or sixteen at a
@@ -404,8 +404,8 @@ def _probe_levels(level: npt.NDArray[np.int8], partly: npt.NDArray[np.int8],
                   pstart: IntArray) -> npt.NDArray[np.int8]:
     """Each probe's level from its lines': total when every line is blocked, else the
     worst of what its lines are worth (a blocked line counting as at least cover)."""
-    probe_max = _segments(np.maximum, partly, pstart)
-    all_total = _segments(np.minimum, level, pstart) == TOTAL
+    probe_max = reduce_segments(np.maximum, partly, pstart)
+    all_total = reduce_segments(np.minimum, level, pstart) == TOTAL
     out: npt.NDArray[np.int8] = np.where(all_total, TOTAL, probe_max).astype(np.int8)
     return out
 
@@ -1252,12 +1252,12 @@ class CornerEngine:
 
         pstart, rstart = plan.probe_start, plan.row_probe_start
         probe_level = self._probe_levels(level, partly, pstart)
-        row_level = _segments(np.minimum, probe_level, rstart)
+        row_level = reduce_segments(np.minimum, probe_level, rstart)
         row_level_reach = None
         if reach_too:
             # The same probes read under the reach rule (ranged lines only differ).
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
-            row_level_reach = _segments(
+            row_level_reach = reduce_segments(
                 np.minimum, self._probe_levels(*self._levels(table, at, kind), pstart), rstart)
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)

@@ -36,7 +36,7 @@ from rulesets.corner import (
     PairFacts,
     RowFacts,
     Rows,
-    _segments,
+    reduce_segments,
 )
 from rulesets.dnd35 import Dnd35
 
@@ -157,11 +157,11 @@ class CoverLines(CornerEngine):
         a line only a half-cover source crosses (SOFT: a low wall; a creature under
         `creatureCover: "half"`) is not counted but gives at least half cover; the four
         stopped by what blocks line of effect, total."""
-        blocked = _segments(np.add, (level >= COVER).astype(np.int8), pstart)
-        capped = _segments(np.maximum, (level == SOFT).astype(np.int8), pstart)
+        blocked = reduce_segments(np.add, (level >= COVER).astype(np.int8), pstart)
+        capped = reduce_segments(np.maximum, (level == SOFT).astype(np.int8), pstart)
         out = np.where(blocked >= 3, THREE_QUARTERS_LEVEL,
                        np.where((blocked >= 1) | (capped > 0), HALF_LEVEL, NONE))
-        all_total = _segments(np.minimum, level, pstart) == TOTAL
+        all_total = reduce_segments(np.minimum, level, pstart) == TOTAL
         result: npt.NDArray[np.int8] = np.where(all_total, TOTAL, out).astype(np.int8)
         return result
 

@@ -2,7 +2,7 @@
 `Tracer.trace_block_groups`): small groups are cut into blocks of the largest group's shape
 and traced with it; every hit must come back on its own line exactly once, as if each group
 had been traced alone. And the reductions that read traced lines back per probe and per row
-(rulesets/corner.py, `_segments`) equal numpy's reduceat."""
+(rulesets/corner.py, `reduce_segments`) equal numpy's reduceat."""
 
 from __future__ import annotations
 
@@ -119,14 +119,14 @@ def test_small_groups_ride_with_the_largest(monkeypatch: pytest.MonkeyPatch) -> 
                         min_size=1, max_size=40),
        seed=st.integers(0, 2**16))
 def test_segment_reduction_equals_reduceat(lengths: list[int], seed: int) -> None:
-    # The corner engine's probe and row reductions (rulesets/corner.py, `_segments`): the
+    # The corner engine's probe and row reductions (rulesets/corner.py, `reduce_segments`): the
     # strided path for segments of whole fours, and the fallback, both give reduceat's
     # answer (lengths mostly multiples of four, as probes' lines come, and some not).
-    from rulesets.corner import _segments
+    from rulesets.corner import reduce_segments
 
     values = np.random.default_rng(seed).integers(-1, 5, sum(lengths)).astype(np.int8)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.intp)
     for op in (np.minimum, np.maximum):
-        got = _segments(op, values, starts)
+        got = reduce_segments(op, values, starts)
         assert got.dtype == np.int8
         assert got.tolist() == op.reduceat(values, starts).tolist()
