@@ -381,7 +381,7 @@ def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
 
 
 def reduce_segments(op: np.ufunc, values: npt.NDArray[np.int8],
-              starts: IntArray) -> npt.NDArray[np.int8]:
+                    starts: IntArray) -> npt.NDArray[np.int8]:
     """`op.reduceat(values, starts)` for segments that are never empty, the first starting
     at 0. A probe's lines come four (a corner to the target's four corners) or sixteen at a
     time: when every segment starts on a multiple of four and the total is one too, each
