@@ -891,8 +891,7 @@ export class Covercast {
       lines = applied.map((/** @type {any} */ a) => String(a.line));
     } else {
       if (!isAttack(message, this.setting("anyRollIsAttack"))) return;
-      const attackerId = this.system?.messageAttacker?.(message) ?? message.speaker?.token;
-      const targets = this.system?.messageTargets?.(message) ?? [...(message.author ?? message.user)?.targets ?? []].map((t) => t.id);
+      const { attackerId, targets } = this.attackOf(message);
       lines = [];
       for (const target of targets) {
         const info = this.assess(attackerId, target);
@@ -906,12 +905,20 @@ export class Covercast {
     for (const element of rendered) appendLines(element, lines);
   }
 
+  /** An attack roll's attacker and the targets it recorded (the system's own record,
+   * else the roller's targets now). @param {any} message
+   * @returns {{attackerId: string, targets: string[]}} */
+  attackOf(message) {
+    const attackerId = this.system?.messageAttacker?.(message) ?? message.speaker?.token;
+    const targets = this.system?.messageTargets?.(message) ?? [...(message.author ?? message.user)?.targets ?? []].map((/** @type {any} */ t) => t.id);
+    return { attackerId, targets };
+  }
+
   /** An attack roll points the overlays at its attacker and first target (focus.mjs).
    * @param {any} message */
   focusOnAttack(message) {
     if (!this.isSender || !isAttack(message, this.setting("anyRollIsAttack"))) return;
-    const attackerId = this.system?.messageAttacker?.(message) ?? message.speaker?.token;
-    const targets = this.system?.messageTargets?.(message) ?? [...(message.author ?? message.user)?.targets ?? []].map((t) => t.id);
+    const { attackerId, targets } = this.attackOf(message);
     const scene = message.speaker?.scene ?? this.canvas?.scene?.id;
     const mode = targets[0] ? pickMode(this.store, attackerId, targets[0]) : null;
     this.focus?.onAttack(scene, attackerId, targets[0], mode ?? null);
