@@ -737,20 +737,9 @@
       // over the target's body, which stays whole: the place the lines reach.
       ctx.save();
       const tf = footprint(t);
-      const tr = tf.rect;
-      const radius = Math.min(tr.w, tr.h) / 2 - gridSize() * 0.08;
       ctx.beginPath();
-      ctx.rect(tr.x - 1e6, tr.y - 1e6, 2e6, 2e6);
-      if (!tf.hex) {
-        ctx.moveTo(tf.centre.x + radius, tf.centre.y);
-        ctx.arc(tf.centre.x, tf.centre.y, radius, 0, Math.PI * 2);
-      } else {
-        for (const v of tf.hex.hexes) {
-          ctx.moveTo(v[0][0], v[0][1]);
-          for (let k = 1; k < 6; k++) ctx.lineTo(v[k][0], v[k][1]);
-          ctx.closePath();
-        }
-      }
+      ctx.rect(tf.rect.x - 1e6, tf.rect.y - 1e6, 2e6, 2e6);
+      addBody(tf, bodyRadius(tf));
       ctx.clip('evenodd');
       // Clear lines first, blocked ones over them; each with a dark edge, so a line reads
       // on any map, and a dot where it starts.
@@ -817,7 +806,13 @@
   /** The token's body: a disc on a square grid (as always), its hexes on a hex grid. */
   function tokenBody(f, radius) {
     ctx.beginPath();
+    addBody(f, radius);
+  }
+
+  /** The body's outline added to the current path (a disc, or its hexes). */
+  function addBody(f, radius) {
     if (!f.hex) {
+      ctx.moveTo(f.centre.x + radius, f.centre.y);
       ctx.arc(f.centre.x, f.centre.y, radius, 0, Math.PI * 2);
       return;
     }
@@ -826,6 +821,11 @@
       for (let k = 1; k < 6; k++) ctx.lineTo(v[k][0], v[k][1]);
       ctx.closePath();
     }
+  }
+
+  /** The radius of a token's disc on a square grid. */
+  function bodyRadius(f) {
+    return Math.min(f.rect.w, f.rect.h) / 2 - gridSize() * 0.08;
   }
 
   /** A ring round the token `gap` outside its disc; on a hex grid, its hexes' outline. */
@@ -841,8 +841,7 @@
 
   /** A token's body in its disposition colour, outlined; returns its disc's radius. */
   function paintBody(t, f, px) {
-    const r = f.rect;
-    const radius = Math.min(r.w, r.h) / 2 - gridSize() * 0.08;
+    const radius = bodyRadius(f);
     ctx.globalAlpha = t.hidden ? 0.45 : 1; // only a gm connection ever sees hidden tokens
     ctx.fillStyle = DISPOSITION[String(t.disposition === undefined ? -1 : t.disposition)]
       || DISPOSITION['-1'];
