@@ -124,7 +124,10 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    token: str | None = args.token or os.environ.get("COVERCAST_TOKEN") or None
+    """--token, else the environment's, read as the client library reads it."""
+    from covercast.client import token_from_env
+
+    token: str | None = args.token or token_from_env()
     return token
 
 

@@ -44,11 +44,9 @@ def render_table(table: Mapping[tuple[str, str, str], Mapping[str, Any]], revisi
     pairs = sorted({(a, t) for a, t, _ in table
                     if (not only_a or a in only_a) and (not only_t or t in only_t)})
     head = f" {'attacker':<10} {'target':<10} {'ranged':<40} {'melee':<40}"
-    shown = "" if not (only_a or only_t) else (
-        "   showing " + "; ".join(
-            part for part in (f"attackers {', '.join(sorted(only_a))}" if only_a else "",
-                              f"targets {', '.join(sorted(only_t))}" if only_t else "")
-            if part))
+    kept = [f"{what} {', '.join(sorted(ids))}"
+            for what, ids in (("attackers", only_a), ("targets", only_t)) if ids]
+    shown = "   showing " + "; ".join(kept) if kept else ""
     lines = [f"revision {revision}   (* = changed by the last update){shown}", head,
              "-" * len(head)]
     for a, t in pairs:
