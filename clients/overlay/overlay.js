@@ -480,7 +480,7 @@
 
   /** What a pair's annotation says, in words: the headline degree, the numbers, and the
    *  reasons (each once, after the numbers it explains) and flags a table acts on. */
-  function describe(ann) {
+  function describe(ann, withFlanking = true) {
     if (!ann) return { degree: 'working it out…', key: null, numbers: [], why: [] };
     const reachable = ann.mode === 'ranged' || ann.flags.in_reach;
     if (!ann.loe) {
@@ -505,7 +505,7 @@
     for (const [flag, [text]] of Object.entries(FLAG_NOTES)) {
       if (ann.flags[flag]) why.push(text);
     }
-    if (ann.flags.flanking) why.push('flanking' + (ann.flankers && ann.flankers.length
+    if (withFlanking && ann.flags.flanking) why.push('flanking' + (ann.flankers && ann.flankers.length
       ? ' with ' + ann.flankers.map((id) => nameOf(id)).join(', ') : ''));
     if (ann.flags.off_guard) why.push('target is off-guard');
     if (ann.flags.advantage) why.push('attack with advantage');
@@ -1009,9 +1009,8 @@
     }
     const chosen = annotation(a.id, t.id, state.mode);
     if (chosen) {
-      for (const line of describe(chosen).why) {
-        if (!line.startsWith('flanking')) notes.push(line);
-      }
+      // Flanking is noted above, from the melee annotation, whatever the mode shown.
+      notes.push(...describe(chosen, false).why);
     }
     for (const text of new Set(notes)) {
       const p = document.createElement('div');
