@@ -346,6 +346,16 @@ def delete(scene: Scene, kind: str, ids: Sequence[str]) -> Scene:
     return _with(scene, kind, new)
 
 
+def find_token(scene: Scene, tid: str, viewer: bool = False, path: str = "$.token") -> TokenDoc:
+    """The token `tid` (named at `path` in the request); for a viewer a hidden token does
+    not exist: the same error as an unknown id, so an error never tells it is there."""
+    doc = scene.tokens.get(tid)
+    if doc is None or (viewer and doc.hidden):
+        raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}: no token {tid!r} in scene "
+                          f"{scene.id!r}", path=path)
+    return doc
+
+
 def _current(scene: Scene, kind: str) -> Mapping[str, Any]:
     return scene.walls if kind == "walls" else scene.tokens
 

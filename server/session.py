@@ -6,7 +6,9 @@ changed, whose delta `Core.delta(conn, scene)` builds when that connection is re
 it (so bursts coalesce, latest state wins); it never awaits, sleeps or touches a socket.
 State flows one way: validated request -> new Scene value -> ruleset annotations (only the
 pairs a change can touch are recomputed) -> delta against what each subscriber was last
-sent.
+sent. Requests of one concern live in their own sans-I/O module, which the Core calls with
+a Scene value: drowning and suffocating in server/drowning.py, friendly fire in
+server/friendly_fire.py, the scene's focus in server/focus.py.
 """
 
 from __future__ import annotations
@@ -20,16 +22,13 @@ from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgspec
-
 from geometry.incremental import Affected
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
-from geometry.water import submerged
-from rulesets import REGISTRY, friendlyfire
+from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
-from rulesets.breath import Breath, Step, TurnEvent, end_turn
+from server import drowning, friendly_fire
 from server import focus as focusing
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
@@ -45,25 +44,20 @@ from server.messages import (
     BreathGet,
     BreathOut,
     BreathState,
-    CandidateOut,
     CoverQuery,
     CoverResult,
-    DieOut,
     Error,
-    FriendlyFireOut,
     FriendlyFireResolve,
     FriendlyFireResult,
     Hello,
     LineOut,
     ModifierOut,
     Response,
-    Rolls,
     SceneFocus,
     SceneGet,
     SceneLoad,
     SceneState,
     SceneUnload,
-    StepOut,
     Subscribe,
     TokenCreate,
     TokenDelete,
@@ -82,7 +76,7 @@ from server.messages import (
 )
 from server.settled import Settled
 from server.settled import after as settled_after
-from server.store import Store, StoreUnavailable
+from server.store import Store
 
 log = logging.getLogger("covercast.session")
 
@@ -335,9 +329,8 @@ class Core:
         self._retired: dict[CacheKey, _Cached] = {}
         self.store = store if store is not None else Store()
         self._seeds = random.Random(seed)
-        # Per scene: each token's air as stored (read from the store on first use). A
-        # token's entry is replaced, never changed, so subscribers compare by identity.
-        self._breath: dict[str, dict[str, BreathOut]] = {}
+        # Each token's air (drowning and suffocating), kept in the store.
+        self.air = drowning.Air(self.store, self._seeds)
         # Per scene: the pair the gm pointed the table at (scene.focus), if any.
         self._focus: dict[str, focusing.Focus] = {}
         # Per scene: how many times it was unloaded (a table computed in slices is only
@@ -513,7 +506,7 @@ class Core:
         del self.scenes[sid]
         self._epochs[sid] = self._epochs.get(sid, 0) + 1
         self._pace.pop(sid, None)
-        self._breath.pop(sid, None)  # stays in the store for the scene's next load
+        self.air.forget(sid)  # stays in the store for the scene's next load
         for key in _cache_keys(sid):
             self._cache.pop(key, None)
             self._spares.pop(key, None)
@@ -1137,243 +1130,39 @@ class Core:
 
     def _friendly_fire(self, request: FriendlyFireResolve,
                        viewer: bool = False) -> FriendlyFireResult:
-        """Enchanted Realms' friendly-fire rule for one or more attacks (split dice), with
-        every step; the scene is read, never changed, so viewers may ask too: for them it
-        is resolved on the scene without its hidden tokens (none is a candidate or the
-        creature struck, none gives cover), and a hidden id is an unknown one."""
+        """Enchanted Realms' friendly fire (server/friendly_fire.py), on the scene without
+        its hidden tokens for a viewer."""
         scene = self._scene(request.scene)
-        if scene.ruleset.name != "realms":
-            raise ClientError(ErrorCode.UNSUPPORTED,
-                              f"$.scene: friendly fire is a rule of ruleset 'realms'; scene "
-                              f"{request.scene!r} uses {scene.ruleset.name!r}", path="$.scene")
-        self._check_shots(scene, request, viewer)
         geom = self._visible_geometry(scene) if viewer else scene.geometry
-        seed = request.seed
-        rng: random.Random | None = None
-
-        def roll(sides: int) -> int:
-            nonlocal rng, seed
-            if rng is None:
-                if seed is None:
-                    # 53 bits: a seed a JavaScript client can hold exactly, to send it back.
-                    seed = self._seeds.getrandbits(53)
-                rng = random.Random(seed)
-            return rng.randint(1, sides)
-
-        out = []
-        for k, attack in enumerate(request.attacks):
-            (ann,) = scene.ruleset.annotate(geom, scene.options,
-                                            pairs=[(request.attacker, attack.target)],
-                                            modes=[AttackMode.RANGED])
-            shot, trigger, first = friendlyfire.aimed(ann, request.defense[attack.target],
-                                                      request.bonus)
-            rolled: list[str] = []
-            dice = attack.dice
-            if dice is None:
-                assert attack.count is not None
-                dice = [roll(20) for _ in range(attack.count)]
-                rolled.extend("d20" for _ in dice)
-
-            try:
-                cands = friendlyfire.candidates(geom, request.attacker, attack.target)
-            except ValueError as exc:
-                raise ClientError(ErrorCode.INVALID, f"$.attacks[{k}].target: {exc}",
-                                  path=f"$.attacks[{k}].target") from None
-            faces = friendlyfire.faces(cands)
-            if attack.d10 is not None and attack.d10 > faces:
-                raise ClientError(ErrorCode.INVALID,
-                                  f"$.attacks[{k}].d10: the friendly-fire die of this shot has "
-                                  f"{faces} faces ({len(cands)} candidate cells and "
-                                  f"{friendlyfire.EMPTY_SLOTS} empty slots), not "
-                                  f"{attack.d10}", path=f"$.attacks[{k}].d10")
-
-            def d10(attack: Any = attack, rolled: list[str] = rolled,
-                    faces: int = faces) -> int:
-                if attack.d10 is not None:
-                    return int(attack.d10)
-                rolled.append(f"d{faces}")
-                return roll(faces)
-            res = friendlyfire.resolve(shot, dice, d10, cands, request.defense, k + 1)
-            out.append(FriendlyFireOut(
-                attack.target, ann.cover.value, trigger, shot.defense, shot.modifier,
-                [_die(d) for d in res.dice], res.hit_target, res.friendly_fire,
-                [CandidateOut(c.slot, c.cell, c.centre[0], c.centre[1], c.role, c.token,
-                              c.note) for c in cands],
-                res.d10, res.slot, res.struck, [_die(d) for d in res.moved],
-                res.defense_struck, res.hit_struck, rolled, [first, *res.steps], faces))
-        return FriendlyFireResult(request.scene, scene.revision, request.attacker, seed, out,
-                                  request.id)
-
-    def _check_shots(self, scene: scenes.Scene, request: FriendlyFireResolve,
-                     viewer: bool = False) -> None:
-        """Every id names a token of the scene (a visible one, for a viewer) and every
-        attack says its dice."""
-        self._token(scene, request.attacker, viewer, "$.attacker")
-        for k, attack in enumerate(request.attacks):
-            path = f"$.attacks[{k}]"
-            self._token(scene, attack.target, viewer, f"{path}.target")
-            if attack.target == request.attacker:
-                raise ClientError(ErrorCode.INVALID, f"{path}.target: a token cannot shoot "
-                                  f"itself ({attack.target!r})", path=f"{path}.target")
-            if attack.dice is None and attack.count is None:
-                raise ClientError(ErrorCode.INVALID, f"{path}.dice: give the rolled d20s "
-                                  "(dice) or how many the server rolls (count)",
-                                  path=f"{path}.dice")
-            if attack.dice is not None and attack.count is not None \
-                    and attack.count != len(attack.dice):
-                raise ClientError(ErrorCode.INVALID, f"{path}.count: {attack.count} does not "
-                                  f"match the {len(attack.dice)} dice given",
-                                  path=f"{path}.count")
-            if attack.target not in request.defense:
-                raise ClientError(ErrorCode.INVALID, f"$.defense: no Defense given for the "
-                                  f"target {attack.target!r} of attack {k}", path="$.defense")
-        for tid in request.defense:
-            self._token(scene, tid, viewer, "$.defense")
+        return friendly_fire.resolve(scene, geom, request, self._seeds, viewer)
 
     # -- drowning and suffocating ---------------------------------------------------------
 
-    def _breath_table(self, sid: str) -> dict[str, BreathOut]:
-        table = self._breath.get(sid)
-        if table is None:
-            try:
-                stored = self.store.scene_breath(sid)
-            except StoreUnavailable as exc:
-                raise _unavailable(exc, "the air of its tokens is unknown for now") from None
-            table = {t: _DECODE_BREATH.decode(text) for t, text in stored.items()}
-            self._breath[sid] = table
-        return table
-
     def _breath_visible(self, sid: str, viewer: bool = False) -> dict[str, BreathOut]:
-        """The stored air of the scene's current tokens (a deleted token's is kept), without
-        hidden tokens' for a viewer."""
-        tokens = self.scenes[sid].tokens
-        return {t: v for t, v in self._breath_table(sid).items()
-                if t in tokens and not (viewer and tokens[t].hidden)}
+        return self.air.visible(self.scenes[sid], viewer)
 
     def _token(self, scene: scenes.Scene, tid: str, viewer: bool = False,
                path: str = "$.token") -> TokenDoc:
-        """The token `tid` (named at `path`); for a viewer a hidden token does not exist:
-        the same error as an unknown id."""
-        doc = scene.tokens.get(tid)
-        if doc is None or (viewer and doc.hidden):
-            raise ClientError(ErrorCode.UNKNOWN_TOKEN, f"{path}: no token {tid!r} in scene "
-                              f"{scene.id!r}", path=path)
-        return doc
+        return scenes.find_token(scene, tid, viewer, path)
 
     def _turn_end(self, state: Connection, request: TurnEnd, binary: bool) -> list[Output]:
-        """A token's turn ended: spend or restore its air, roll its suffocation save, store
-        the new state (one transaction) and tell the scene's subscribers."""
+        """A token's turn ended (server/drowning.py): its new air is stored, then sent to
+        the client and to the scene's subscribers."""
         scene = self._scene(request.scene)
-        token = self._token(scene, request.token)
-        own = token.flags.covercast
-        con = request.con if request.con is not None else (
-            own.con if own is not None and own.con is not None else 0)
-        fortitude = request.fortitude if request.fortitude is not None else (
-            own.fortitude if own is not None and own.fortitude is not None else 0)
-        breathing = request.breathing
-        if breathing is None:
-            geom = scene.geometry
-            k = next(i for i, c in enumerate(geom.creatures) if c.id == token.id)
-            breathing = not bool(submerged(geom)[k])
-        table = self._breath_table(scene.id)
-        before = _breath_value(table[token.id]) if token.id in table else Breath.full(con)
-        # 53 bits: a seed a JavaScript client can hold exactly, to send it back.
-        seed = request.seed if request.seed is not None else self._seeds.getrandbits(53)
-        dice = _Dice(request.rolls, seed)
-        event = TurnEvent(attacked=request.attacked, cast_spell=request.cast_spell,
-                          spoke=request.spoke, critical_hits=request.critical_hits,
-                          crit_failed_damage_saves=request.crit_failed_damage_saves,
-                          breathing=breathing, con=con, fortitude=fortitude, hp=request.hp)
-        after, steps = end_turn(before, event, dice)  # raises on bad rolls: nothing stored
-        out = breath_out(token.id, after, steps, seed if dice.rolled else None)
-        try:
-            self.store.put_breath(scene.id, token.id, _ENCODE_BREATH.encode(out).decode())
-        except StoreUnavailable as exc:
-            raise _unavailable(exc, "the turn end was not applied") from None
-        self._breath[scene.id] = {**table, token.id: out}
+        out = self.air.turn_end(scene, request)
         reply: list[Output] = [Send(state.id, encode(BreathState(scene.id, [out], request.id),
                                                      binary))]
         reply.extend(Notify(conn, scene.id) for conn in self.subscribers(scene.id))
         return reply
 
     def _breath_get(self, request: BreathGet, viewer: bool = False) -> Response:
-        scene = self._scene(request.scene)
-        if request.token is None:
-            return BreathState(scene.id, list(self._breath_visible(scene.id, viewer).values()),
-                               request.id)
-        token = self._token(scene, request.token, viewer)
-        stored = self._breath_table(scene.id).get(token.id)
-        if stored is None:
-            own = token.flags.covercast
-            con = own.con if own is not None and own.con is not None else 0
-            stored = breath_out(token.id, Breath.full(con), (), None)
-        return BreathState(scene.id, [stored], request.id)
+        return self.air.get(self._scene(request.scene), request, viewer)
 
     # -- introspection for tests and tools -------------------------------------------------
 
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
-
-
-def _unavailable(exc: StoreUnavailable, what: str) -> ClientError:
-    """The client's error for a store that cannot be used now (the store logged it)."""
-    return ClientError(ErrorCode.UNAVAILABLE, f"{exc}; {what}, try again later")
-
-
-def _die(d: friendlyfire.Die) -> DieOut:
-    return DieOut(d.raw, d.total, d.natural20, d.hit)
-
-
-class _Dice:
-    """The client's dice where it sent them, else dice drawn from random.Random(seed) in the
-    order the rules need them (the d20, then each d10), so an outcome can be replayed."""
-
-    def __init__(self, rolls: Rolls | None, seed: int) -> None:
-        self.given = rolls if rolls is not None else Rolls()
-        self.rng = random.Random(seed)
-        self.rolled = False
-
-    def d20(self) -> int:
-        if self.given.d20 is not None:
-            return self.given.d20
-        self.rolled = True
-        return self.rng.randint(1, 20)
-
-    def d10(self, n: int) -> tuple[int, ...]:
-        if self.given.d10 is not None:
-            if len(self.given.d10) != n:
-                raise ClientError(ErrorCode.INVALID,
-                                  f"$.rolls.d10: this save's damage is {n}d10, got "
-                                  f"{len(self.given.d10)} "
-                                  f"{'die' if len(self.given.d10) == 1 else 'dice'} "
-                                  f"{self.given.d10}",
-                                  path="$.rolls.d10")
-            return tuple(self.given.d10)
-        self.rolled = True
-        return tuple(self.rng.randint(1, 10) for _ in range(n))
-
-
-_ENCODE_BREATH = msgspec.json.Encoder()
-_DECODE_BREATH = msgspec.json.Decoder(BreathOut)
-
-
-def step_out(s: Step) -> StepOut:
-    return StepOut(s.kind.value, s.air, s.detail, s.dc, s.d20, s.modifier, s.total,
-                   None if s.outcome is None else s.outcome.value,
-                   None if s.dice is None else list(s.dice), s.damage)
-
-
-def breath_out(token: str, b: Breath, steps: Iterable[Step], seed: int | None) -> BreathOut:
-    """A token's air as it travels on the wire (and as the store keeps it)."""
-    return BreathOut(token, b.air, b.max_air, b.suffocating, b.unconscious, b.dead, b.checks,
-                     b.next_dc if b.suffocating and not b.dead else None,
-                     b.next_dice if b.suffocating and not b.dead else None,
-                     [step_out(s) for s in steps], seed)
-
-
-def _breath_value(o: BreathOut) -> Breath:
-    return Breath(o.max_air, o.air, o.suffocating, o.checks, o.unconscious, o.dead)
 
 
 def _changes(old: SceneGeom, new: SceneGeom) -> float:

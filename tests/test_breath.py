@@ -22,7 +22,8 @@ import pytest
 
 from rulesets.breath import Breath, Step, StepKind, TurnEvent, degree_of_success, end_turn
 from rulesets.breath import Outcome as O
-from server.session import Core, breath_out
+from server.drowning import breath_out
+from server.session import Core
 
 BREATH_DIR = Path(__file__).parent / "breath"
 CASES = sorted(BREATH_DIR.glob("*.json"))
