@@ -14,7 +14,10 @@ it does not fall inside the next change.
 
 A request or a delta that needs a table computed first gets it in slices (`Core.warm`), one
 trip to the Core thread per slice, so whatever else is queued there (other scenes' requests)
-runs between two slices. Who may connect, and how many bytes a connection may make the
+runs between two slices. A large frame (a whole scene, a batch of thousands of walls) is
+read, and the scene it changes built, on a thread of its own before it goes to the Core
+thread (`Core.ahead`, server/ahead.py), so its reading does not hold the worker either. Who
+may connect, and how many bytes a connection may make the
 server hold, are server/admission.py's and server/connection.py's.
 """
 
@@ -46,6 +49,7 @@ from server.admission import (
     descriptor_limit,
     total_cap,
 )
+from server.ahead import AHEAD_BYTES
 from server.connection import Guarded, Inbox, Outbox
 from server.memory import tune_process
 from server.messages import LIMITS
@@ -97,6 +101,8 @@ class App:
         self._refusals = Seldom(log)
         self._slow = Seldom(log)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
+        # Large frames are read ahead of the Core, one at a time (server/ahead.py).
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-ahead")
         self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
         # Scenes with a fan-out running (it loops until no ready subscriber has news).
@@ -197,9 +203,15 @@ class App:
         try:
             while (frame := await inbox.get()) is not None:
                 deadline.cancel()
+                read = None
+                if len(frame) >= AHEAD_BYTES and self.core.greeted(conn):
+                    # Read (and built into its new scene) on a thread of its own, so the
+                    # Core thread serves other scenes meanwhile (server/ahead.py).
+                    read = await loop.run_in_executor(self._ahead, self.core.ahead, conn,
+                                                      frame)
                 outputs: list[Output] = await self._core_sliced(
                     functools.partial(self.core.warm_frame, conn, frame),
-                    self.core.receive, conn, frame)
+                    self.core.receive, conn, frame, read)
                 if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
                     ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)
@@ -401,6 +413,7 @@ class App:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ahead.shutdown(wait=False, cancel_futures=True)
 
 
 def settle_heap() -> None:

@@ -18,7 +18,7 @@ import hmac
 import logging
 import random
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
+from server import ahead as ahead_reading
 from server import drowning, friendly_fire
 from server import focus as focusing
 from server import scene as scenes
@@ -206,7 +207,7 @@ _WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCr
            WallUpdate, WallDelete, TurnEnd, SceneFocus)
 
 #: Their `type` tags, which a viewer is refused before the rest of the message is read.
-_WRITE_TYPES = frozenset(t.__struct_config__.tag for t in _WRITES)
+_WRITE_TYPES = frozenset(str(t.__struct_config__.tag) for t in _WRITES)
 
 
 def _forbidden(kind: str, role: Role) -> ClientError:
@@ -216,14 +217,7 @@ def _forbidden(kind: str, role: Role) -> ClientError:
 
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
-_BATCHES: dict[type, tuple[Any, str, str]] = {
-    TokenCreate: (scenes.create, "tokens", "tokens"),
-    TokenUpdate: (scenes.update, "tokens", "tokens"),
-    TokenDelete: (scenes.delete, "tokens", "ids"),
-    WallCreate: (scenes.create, "walls", "walls"),
-    WallUpdate: (scenes.update, "walls", "walls"),
-    WallDelete: (scenes.delete, "walls", "ids"),
-}
+_BATCHES = ahead_reading.BATCHES
 
 
 def _flag_map(flags: frozenset[Flag]) -> dict[str, bool]:
@@ -338,6 +332,8 @@ class Core:
         # pairs per slice its ruleset last took about SLICE_S for.
         self._epochs: dict[str, int] = {}
         self._pace: dict[str, int] = {}
+        # The change the frame being handled was built into ahead, if it was.
+        self._built: ahead_reading.Ahead | None = None
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -361,20 +357,39 @@ class Core:
 
     # -- frames --------------------------------------------------------------------------
 
-    def receive(self, conn: int, frame: bytes | str) -> list[Output]:
-        """Handle one frame from `conn`; return everything to send as a result."""
+    def ahead(self, conn: int, frame: bytes | str) -> ahead_reading.Ahead | None:
+        """Read `frame` (and build the scene it changes) the way `receive` will, off the
+        Core's thread (server/ahead.py): safe to call from another thread, it only reads.
+        None when the connection is not greeted (its frames are read by the Core)."""
+        state = self.connections.get(conn)
+        if state is None or not state.greeted:
+            return None
+        return ahead_reading.read(frame, state.role.viewer, _WRITE_TYPES, dict(self.scenes))
+
+    def receive(self, conn: int, frame: bytes | str,
+                ahead: ahead_reading.Ahead | None = None) -> list[Output]:
+        """Handle one frame from `conn`; return everything to send as a result. `ahead` is
+        what `ahead(conn, frame)` read of this very frame, if it was read ahead."""
         state = self.connections[conn]
         binary = isinstance(frame, bytes)
         raw: Any = None
+        if ahead is not None and (ahead.frame is not frame or not state.greeted):
+            ahead = None
         try:
-            raw = decode_frame(frame)
+            if ahead is not None:
+                raw = ahead.raw
+                if ahead.error is not None:
+                    raise ahead.error
+            else:
+                raw = decode_frame(frame)
             if state.greeted and state.role.viewer:
                 # The role check comes before any other (protocol section 10.1): a
                 # viewer's write is forbidden however the rest of it reads.
                 kind = raw.get("type") if isinstance(raw, dict) else None
                 if isinstance(kind, str) and kind in _WRITE_TYPES:
                     raise _forbidden(kind, state.role)
-            request = parse_request(raw)
+            request = (ahead.request if ahead is not None and ahead.request is not None
+                       else parse_request(raw))
         except ClientError as exc:
             if not state.greeted:
                 reason = _reason(f"expected hello; {exc.message}")
@@ -383,6 +398,7 @@ class Core:
         if not state.greeted:
             return self._hello(state, request, binary)
         try:
+            self._built = ahead if ahead is not None and ahead.built else None
             return self._dispatch(state, request, binary)
         except ClientError as exc:
             return [Send(conn, encode(self._error(exc, request.id), binary))]
@@ -392,6 +408,8 @@ class Core:
             err = Error(ErrorCode.INTERNAL.value,
                         "internal error; the request was not applied", None, request.id)
             return [Send(conn, encode(err, binary))]
+        finally:
+            self._built = None
 
     def _error(self, exc: ClientError, rid: Any) -> Error:
         return Error(exc.code.value, exc.message, exc.path, rid)
@@ -495,7 +513,8 @@ class Core:
             raise ClientError(ErrorCode.TOO_LARGE,
                               f"$.scene.id: the server holds {len(self.scenes)} scenes, the "
                               f"limit is {LIMITS.max_scenes}", path="$.scene.id")
-        loaded = scenes.load(request.scene, request.ruleset, request.options, previous)
+        loaded = self._built_from(previous, lambda: scenes.load(
+            request.scene, request.ruleset, request.options, previous))
         self._subscribed_limit(loaded)
         self.scenes[sid] = loaded
         return sid
@@ -526,10 +545,24 @@ class Core:
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
                 binary: bool) -> list[Output]:
         current = self._scene(sid)
-        changed = build(current)  # raises before the swap: the scene stays as it was
+        # Raises before the swap: the scene stays as it was.
+        changed = self._built_from(current, lambda: build(current))
         self._subscribed_limit(changed)
         self.scenes[sid] = changed
         return self._after_change(state, sid, rid, binary)
+
+    def _built_from(self, base: scenes.Scene | None,
+                    build: Callable[[], scenes.Scene]) -> scenes.Scene:
+        """The changed scene: the one built ahead (server/ahead.py) if it was built from
+        `base`, this very value, else `build()`; an error met building it ahead is raised
+        as building it now would."""
+        built, self._built = self._built, None
+        if built is None or built.base is not base:
+            return build()
+        if built.refused is not None:
+            raise built.refused
+        assert built.scene is not None
+        return built.scene
 
     def _subscribed_limit(self, scene: scenes.Scene) -> None:
         """A scene with subscribers may not grow past the table limit (their tables would
@@ -951,7 +984,7 @@ class Core:
 
     def too_many_pairs(self, scene: scenes.Scene, path: str) -> None:
         """Refuse (too_large) a whole table of this scene when it would pass the limit."""
-        n = len(scene.geometry.creatures)
+        n = len(scene.tokens)
         if n * (n - 1) > LIMITS.max_table_pairs:
             raise ClientError(
                 ErrorCode.TOO_LARGE,
@@ -983,7 +1016,7 @@ class Core:
 
     @staticmethod
     def _over_limit(scene: scenes.Scene) -> bool:
-        n = len(scene.geometry.creatures)
+        n = len(scene.tokens)  # one creature per token; no geometry built for counting
         return n * (n - 1) > LIMITS.max_table_pairs
 
     def warm_frame(self, conn: int, frame: bytes | str) -> Generator[None, None, None]:

@@ -118,12 +118,12 @@ def test_a_welcomed_client_that_runs_ahead_of_the_worker_is_closed_1013() -> Non
         gate = threading.Event()
         receive = server.core.receive
 
-        def slow(conn: int, frame: bytes | str) -> Any:
+        def slow(conn: int, frame: bytes | str, *ahead: Any) -> Any:
             if server.core.connections[conn].greeted:
                 gate.wait(20)  # the worker is busy with something else
-            return receive(conn, frame)
+            return receive(conn, frame, *ahead)
 
-        server.core.receive = slow  # type: ignore[method-assign]
+        server.core.receive = slow  # type: ignore[method-assign, assignment]
         gm = Peer.open(server.url)
         assert gm.hello(TOKEN)["type"] == "welcome"
         junk = msgpack.packb({"type": "scene.get", "id": 1, "scene": "x" * 10,

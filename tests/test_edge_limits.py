@@ -52,11 +52,11 @@ def test_a_huge_frame_before_hello_is_closed_1009_and_never_decoded(
     seen: list[int] = []
     receive = guarded.core.receive
 
-    def counting(conn: int, frame: bytes | str) -> Any:
+    def counting(conn: int, frame: bytes | str, *ahead: Any) -> Any:
         seen.append(len(frame))
-        return receive(conn, frame)
+        return receive(conn, frame, *ahead)
 
-    guarded.core.receive = counting  # type: ignore[method-assign]
+    guarded.core.receive = counting  # type: ignore[method-assign, assignment]
     peer = Peer.open(guarded.url)
     frame = msgpack.packb({**HELLO, "token": TOKEN, "client": [None] * 4_000_000})
     assert len(frame) > 4_000_000
