@@ -20,6 +20,7 @@ refused request leaves every scene as it was.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import random
@@ -465,10 +466,15 @@ class CoreFuzz:
 
     GM, PLAYER = "fuzz-gm", "fuzz-player"
 
-    def __init__(self, seed: int, heavy: float = 0.002) -> None:
+    def __init__(self, seed: int, heavy: float = 0.002, ahead: bool = False) -> None:
+        """`ahead`: every frame of a greeted connection is read ahead first (`Core.ahead`,
+        as the edge does for large frames) and handed to `receive` with it."""
         from server.session import Core
         from server.store import Store
 
+        self.ahead = ahead
+        #: Every reply frame, in order: two runs that behaved alike have the same digest.
+        self.digest = hashlib.sha256()
         self.rng = random.Random(seed)
         self.mut = Mutator(self.rng, heavy=heavy)
         self.core = Core(access_token=self.GM, player_token=self.PLAYER, store=Store(),
@@ -502,7 +508,8 @@ class CoreFuzz:
         t.frames += 1
         before = state_of(self.core)
         try:
-            out = self.core.drain(self.core.receive(conn, frame))
+            read = self.core.ahead(conn, frame) if self.ahead else None
+            out = self.core.drain(self.core.receive(conn, frame, read))
         except Exception as exc:  # anything out of the Core would close the socket 1011
             t.crashes += 1
             t.note(f"crash {type(exc).__name__}: {exc}", frame)
@@ -515,6 +522,8 @@ class CoreFuzz:
                     t.note("1011", frame)
                 continue
             assert isinstance(o, Send)
+            self.digest.update(o.frame if isinstance(o.frame, bytes) else o.frame.encode(
+                "utf-8", "surrogatepass"))
             try:
                 msg = decode(o.frame)
             except Exception:

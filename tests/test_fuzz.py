@@ -39,6 +39,19 @@ def test_seeded_mutation_fuzz_of_the_core(seed: int) -> None:
     assert tally.refused > 0.5 * tally.frames, tally.summary()
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_frames_read_ahead_are_answered_as_frames_read_by_the_core(seed: int) -> None:
+    """Every fuzzed frame read ahead first (as the edge does for large frames, on another
+    thread: server/ahead.py): the same replies, byte for byte and in order, as the Core
+    reading each frame itself, and no bad outcome either way."""
+    plain, ahead = CoreFuzz(seed, heavy=0.003), CoreFuzz(seed, heavy=0.003, ahead=True)
+    tallies = [f.run(1200) for f in (plain, ahead)]
+    for tally in tallies:
+        assert tally.bad == 0, "\n".join([str(tally.summary()), *tally.examples])
+    assert tallies[0].summary() == tallies[1].summary()
+    assert plain.digest.hexdigest() == ahead.digest.hexdigest()
+
+
 def surrogate_text() -> st.SearchStrategy[str]:
     """Text that may hold lone surrogates (hypothesis leaves them out by default)."""
     lone = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
