@@ -7,14 +7,13 @@ it (so bursts coalesce, latest state wins); it never awaits, sleeps or touches a
 State flows one way: validated request -> new Scene value -> ruleset annotations (only the
 pairs a change can touch are recomputed) -> delta against what each subscriber was last
 sent. Requests of one concern live in their own sans-I/O module, which the Core calls with
-a Scene value: drowning and suffocating in server/drowning.py, friendly fire in
+a Scene value: roles and access tokens in server/roles.py, large frames read ahead in
+server/ahead.py, drowning and suffocating in server/drowning.py, friendly fire in
 server/friendly_fire.py, the scene's focus in server/focus.py.
 """
 
 from __future__ import annotations
 
-import enum
-import hmac
 import logging
 import random
 import time
@@ -75,6 +74,7 @@ from server.messages import (
     parse_request,
     request_id,
 )
+from server.roles import WRITE_TYPES, WRITES, Access, Role, forbidden
 from server.settled import Settled
 from server.settled import after as settled_after
 from server.store import Store
@@ -121,21 +121,6 @@ def _cache_keys(sid: str) -> tuple[CacheKey, ...]:
     """Every table a scene can have: with or without lines, the gm's or the viewers'."""
     return tuple((sid, lines, hidden_out) for lines in (False, True)
                  for hidden_out in (False, True))
-
-
-class Role(enum.Enum):
-    """What a connection may do, from the access token it said `hello` with. The gm changes
-    scenes and sees everything; a player or an overlay only reads, and never learns of hidden
-    tokens (the two viewer roles have the same rights; the name tells the server's log and
-    the client what it is)."""
-
-    GM = "gm"
-    PLAYER = "player"
-    OVERLAY = "overlay"
-
-    @property
-    def viewer(self) -> bool:
-        return self is not Role.GM
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,20 +185,6 @@ class Connection:
     greeted: bool = False
     role: Role = Role.GM
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
-
-
-#: Requests that change scenes: only a gm connection may send them.
-_WRITES = (SceneLoad, SceneUnload, TokenCreate, TokenUpdate, TokenDelete, WallCreate,
-           WallUpdate, WallDelete, TurnEnd, SceneFocus)
-
-#: Their `type` tags, which a viewer is refused before the rest of the message is read.
-_WRITE_TYPES = frozenset(str(t.__struct_config__.tag) for t in _WRITES)
-
-
-def _forbidden(kind: str, role: Role) -> ClientError:
-    return ClientError(ErrorCode.FORBIDDEN,
-                       f"$.type: {kind} is not allowed for role {role.value!r}: only a gm "
-                       "connection changes scenes", path="$.type")
 
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
@@ -286,17 +257,9 @@ class Core:
     def __init__(self, access_token: str | None = None, player_token: str | None = None,
                  overlay_token: str | None = None, store: Store | None = None,
                  seed: int | None = None) -> None:
-        """`access_token` is the gm's: without it the server is open (any hello is gm
-        unless it asks for a viewer role), so viewer tokens without it would protect
-        nothing and are refused (ValueError), as are two roles sharing one token."""
-        tokens = {Role.GM: access_token, Role.PLAYER: player_token,
-                  Role.OVERLAY: overlay_token}
-        self._tokens = {role: t for role, t in tokens.items() if t}
-        if self._tokens and Role.GM not in self._tokens:
-            raise ValueError("a player or overlay token needs a gm access token too: "
-                             "without one every client may change scenes")
-        if len(set(self._tokens.values())) < len(self._tokens):
-            raise ValueError("the gm, player and overlay access tokens must differ")
+        """`access_token` is the gm's (server/roles.py's `Access` says which sets of
+        tokens are refused, with ValueError)."""
+        self._access = Access(access_token, player_token, overlay_token)
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
         self.scenes: dict[str, scenes.Scene] = {}
@@ -364,7 +327,7 @@ class Core:
         state = self.connections.get(conn)
         if state is None or not state.greeted:
             return None
-        return ahead_reading.read(frame, state.role.viewer, _WRITE_TYPES, dict(self.scenes))
+        return ahead_reading.read(frame, state.role.viewer, WRITE_TYPES, dict(self.scenes))
 
     def receive(self, conn: int, frame: bytes | str,
                 ahead: ahead_reading.Ahead | None = None) -> list[Output]:
@@ -386,8 +349,8 @@ class Core:
                 # The role check comes before any other (protocol section 10.1): a
                 # viewer's write is forbidden however the rest of it reads.
                 kind = raw.get("type") if isinstance(raw, dict) else None
-                if isinstance(kind, str) and kind in _WRITE_TYPES:
-                    raise _forbidden(kind, state.role)
+                if isinstance(kind, str) and kind in WRITE_TYPES:
+                    raise forbidden(kind, state.role)
             request = (ahead.request if ahead is not None and ahead.request is not None
                        else parse_request(raw))
         except ClientError as exc:
@@ -417,7 +380,7 @@ class Core:
     def _hello(self, state: Connection, request: Any, binary: bool) -> list[Output]:
         if not isinstance(request, Hello):
             return [Close(state.id, POLICY_VIOLATION, "expected hello")]
-        role = self._role(request)
+        role = self._access.grant(request)
         if role is None:
             return [Close(state.id, POLICY_VIOLATION, "access denied")]
         if request.protocol != PROTOCOL_VERSION:
@@ -431,27 +394,9 @@ class Core:
                           request.id)
         return [Send(state.id, encode(welcome, binary))]
 
-    def _role(self, request: Hello) -> Role | None:
-        """The role `hello` gets (None: access denied): its token's, or the viewer role it
-        asks for, which any token may (a gm viewing as the players do); never more."""
-        given = (request.token or "").encode()
-        # Every configured token is compared, in constant time, whatever matches.
-        matches = [role for role, secret in self._tokens.items()
-                   if hmac.compare_digest(given, secret.encode())]
-        if matches:
-            granted = matches[0]
-        elif Role.GM not in self._tokens:
-            granted = Role.GM  # an open server (the loopback default)
-        else:
-            return None
-        if request.role is None:
-            return granted
-        wanted = Role(request.role)
-        return wanted if wanted.viewer or not granted.viewer else None
-
     def _dispatch(self, state: Connection, request: Any, binary: bool) -> list[Output]:
-        if state.role.viewer and isinstance(request, _WRITES):
-            raise _forbidden(str(type(request).__struct_config__.tag), state.role)
+        if state.role.viewer and isinstance(request, WRITES):
+            raise forbidden(str(type(request).__struct_config__.tag), state.role)
         viewer = state.role.viewer
         match request:
             case Hello():

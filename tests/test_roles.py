@@ -16,7 +16,8 @@ import pytest
 
 from covercast.cli import main as cli_main
 from server.messages import SceneLoad, parse_request
-from server.session import Core, Role, Send
+from server.roles import Role
+from server.session import Core, Send
 from tests.conftest import LiveServer, Peer
 
 GM, PLAYER, OVERLAY = "gm-token", "player-token", "overlay-token"
