@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from server.messages import Hello
+from server.messages import Hello, RoleName
 from server.roles import WRITE_TYPES, Access, Role
 
 
-def _hello(token: str | None = None, role: str | None = None) -> Hello:
+def _hello(token: str | None = None, role: RoleName | None = None) -> Hello:
     return Hello(protocol=1, client="t", token=token, role=role)
 
 
