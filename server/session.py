@@ -16,7 +16,7 @@ import hmac
 import logging
 import random
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from geometry.water import submerged
 from rulesets import REGISTRY, friendlyfire
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from rulesets.breath import Breath, Step, TurnEvent, end_turn
+from server import durable
 from server import focus as focusing
 from server import scene as scenes
 from server.errors import ClientError, ErrorCode
@@ -293,14 +294,17 @@ _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER, Flag.TARGET_SUB
 
 class Core:
     """All connections and scenes of one server process; `store` keeps what outlives them
-    (each token's air), `seed` seeds the generator of the seeds of server-rolled dice."""
+    (every scene, each token's air), `seed` seeds the generator of the seeds of
+    server-rolled dice."""
 
     def __init__(self, access_token: str | None = None, player_token: str | None = None,
                  overlay_token: str | None = None, store: Store | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, restore: bool = True) -> None:
         """`access_token` is the gm's: without it the server is open (any hello is gm
         unless it asks for a viewer role), so viewer tokens without it would protect
-        nothing and are refused (ValueError), as are two roles sharing one token."""
+        nothing and are refused (ValueError), as are two roles sharing one token.
+        `restore`: every scene of the store is back at its stored revision (StoreError:
+        one cannot be read back); without it, `restore(ids)` brings back chosen ones."""
         tokens = {Role.GM: access_token, Role.PLAYER: player_token,
                   Role.OVERLAY: overlay_token}
         self._tokens = {role: t for role, t in tokens.items() if t}
@@ -345,6 +349,8 @@ class Core:
         # pairs per slice its ruleset last took about SLICE_S for.
         self._epochs: dict[str, int] = {}
         self._pace: dict[str, int] = {}
+        if restore:
+            self.restore()
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -362,9 +368,27 @@ class Core:
     def disconnect(self, conn: int) -> None:
         self.connections.pop(conn, None)
 
-    def preload(self, request: SceneLoad) -> None:
-        """Install a scene without a client (the demo scene at start-up)."""
+    def preload(self, request: SceneLoad, keep_stored: bool = True) -> bool:
+        """Install a scene without a client (the demo scene at start-up); with
+        `keep_stored`, a scene the store brought back under its id is kept instead, with
+        its changes (False). ClientError (`unavailable`): it cannot be stored."""
+        if keep_stored and request.scene.id in self.scenes:
+            return False
         self._load(request)
+        return True
+
+    def restore(self, ids: Iterable[str] | None = None) -> list[str]:
+        """Bring back the stored scenes `ids` (None: every stored one) at their stored
+        revisions, as they were when their last change was acknowledged; the ids brought
+        back. StoreError names a scene that cannot be read back."""
+        wanted = self.store.scene_ids() if ids is None else list(ids)
+        for sid in wanted:
+            self.scenes[sid] = durable.restore(self.store, sid)
+        if wanted:
+            log.info("state store %s: %d scene(s) restored: %s", self.store.path,
+                     len(wanted), ", ".join(f"{sid!r} at revision {self.scenes[sid].revision}"
+                                            for sid in wanted))
+        return wanted
 
     # -- frames --------------------------------------------------------------------------
 
@@ -453,7 +477,7 @@ class Core:
                 build, kind, field_name = _BATCHES[type(request)]
                 items = getattr(request, field_name)
                 return self._change(state, request.scene, lambda s: build(s, kind, items),
-                                    request.id, binary)
+                                    request.id, binary, (kind, items))
             case CoverQuery():
                 return [Send(state.id, encode(self._query(request, viewer), binary))]
             case AreaQuery():
@@ -504,16 +528,25 @@ class Core:
                               f"limit is {LIMITS.max_scenes}", path="$.scene.id")
         loaded = scenes.load(request.scene, request.ruleset, request.options, previous)
         self._subscribed_limit(loaded)
+        try:  # stored before it is installed: an acknowledged revision is never lost
+            durable.save_load(self.store, loaded, previous)
+        except StoreUnavailable as exc:
+            raise _unavailable(exc, "the scene was not loaded") from None
         self.scenes[sid] = loaded
         return sid
 
     def _unload(self, state: Connection, sid: str, rid: Any, binary: bool) -> list[Output]:
-        """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
+        """Forget a scene for good (the store too); its subscribers get a last, empty full
+        set and are unsubscribed."""
         scene = self._scene(sid)
+        try:
+            durable.forget(self.store, sid)
+        except StoreUnavailable as exc:
+            raise _unavailable(exc, "the scene stays loaded") from None
         del self.scenes[sid]
         self._epochs[sid] = self._epochs.get(sid, 0) + 1
         self._pace.pop(sid, None)
-        self._breath.pop(sid, None)  # stays in the store for the scene's next load
+        self._breath.pop(sid, None)
         for key in _cache_keys(sid):
             self._cache.pop(key, None)
             self._spares.pop(key, None)
@@ -531,10 +564,15 @@ class Core:
         return out
 
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
-                binary: bool) -> list[Output]:
+                binary: bool, batch: tuple[str, Sequence[Any]]) -> list[Output]:
+        """Apply a batch (`batch`: the kind of documents and the items it names)."""
         current = self._scene(sid)
         changed = build(current)  # raises before the swap: the scene stays as it was
         self._subscribed_limit(changed)
+        try:  # stored before the swap: the scene never runs ahead of what is durable
+            durable.save_change(self.store, current, changed, *batch)
+        except StoreUnavailable as exc:
+            raise _unavailable(exc, "the change was not applied") from None
         self.scenes[sid] = changed
         return self._after_change(state, sid, rid, binary)
 
