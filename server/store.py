@@ -179,6 +179,9 @@ class Store:
             self._open()
         except sqlite3.Error as exc:
             self._db.close()
+            code = getattr(exc, "sqlite_errorcode", 0) or 0
+            if code & 0xFF == 11:  # SQLITE_CORRUPT
+                raise StoreError(self._damaged(str(exc))) from None
             raise StoreError(f"{self.path}: cannot use as a state store: "
                              f"{sqlite_reason(exc)}") from None
         except StoreError:
@@ -208,17 +211,17 @@ class Store:
             # page at a time while serving.
             problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
             if problems != ["ok"]:
-                raise StoreError(f"{self.path}: the state file is damaged (torn or "
-                                 f"corrupt): {'; '.join(problems)}. Restore it from a "
-                                 "backup, or move it away to start with an empty store")
-            db.execute("PRAGMA journal_mode = WAL")
-        db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
+                raise StoreError(self._damaged("; ".join(problems)))
         if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
             # Incremental: an unloaded scene's pages can be given back to the file system.
-            # On a file that has tables already, it takes effect after one VACUUM.
+            # Set before anything is written to a new file; a file that has tables already
+            # (a version 1 store) takes it with one VACUUM.
             db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             if db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]:
                 db.execute("VACUUM")
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
         db.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:
@@ -228,6 +231,10 @@ class Store:
         except BaseException:
             db.rollback()
             raise
+
+    def _damaged(self, detail: str) -> str:
+        return (f"{self.path}: the state file is damaged (torn or corrupt): {detail}. "
+                "Restore it from a backup, or move it away to start with an empty store")
 
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -387,7 +394,8 @@ class Store:
         file and truncated (what another process still reads stays; a later compaction
         takes it). A failure here loses nothing: it is logged and the file stays larger."""
         try:
-            self._db.execute("PRAGMA incremental_vacuum").fetchall()
+            # executescript steps the pragma to its end (execute frees a single page).
+            self._db.executescript("PRAGMA incremental_vacuum;")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error as exc:
