@@ -261,3 +261,15 @@ def test_a_version_1_store_is_upgraded_keeping_the_air(tmp_path: Path) -> None:
     assert store._db.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
     assert store._db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert store.scene_ids() == []
+
+
+def test_the_durable_bench_runs_and_restores_its_scene() -> None:
+    """bench/durable.py on a small scene: every configuration moves, the file's scene comes
+    back equal, unload shrinks the file (the figures themselves are the bench's)."""
+    from bench.durable import CONFIGS, report, run
+
+    result = run(tokens=8, walls=40, moves=4, seed=2)
+    assert set(result["configs"]) == set(CONFIGS)
+    assert result["restored_equal"] is True
+    assert result["file_bytes_after_unload"] < result["file_bytes"]
+    assert "| full |" in report(result)

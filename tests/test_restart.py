@@ -26,9 +26,12 @@ class Server:
     """`covercast serve` in a subprocess on a free port of 127.0.0.1."""
 
     def __init__(self, state: Path, *extra: str) -> None:
+        """`extra`: more options; "--demo" (no such option) leaves --no-demo out."""
+        demo = "--demo" in extra
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "covercast.cli", "serve", "--host", "127.0.0.1",
-             "--port", "0", "--no-demo", "--state", str(state), *extra],
+             "--port", "0", *([] if demo else ["--no-demo"]), "--state", str(state),
+             *(x for x in extra if x != "--demo")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "COVERCAST_TOKEN": ""})
         assert self.proc.stdout is not None
@@ -168,3 +171,35 @@ def test_a_damaged_state_file_stops_the_server_with_one_clear_line(
         expected = (f"stored scene {bench.scene_id!r} is damaged" if damage == "row"
                     else "the state file is damaged (torn or corrupt)")
         assert last.startswith(f"error: {state}: ") and expected in last, last
+
+
+def test_make_run_keeps_the_stored_demo_scene(tmp_path: Path, servers: list[Server]) -> None:
+    """`covercast serve` (what `make run` runs) preloads the demo; once the store holds it,
+    a restart keeps the stored one with the gm's changes, and --fresh-demo replaces it."""
+    state = tmp_path / "state.sqlite3"
+
+    def serve(*extra: str) -> Server:
+        server = Server(state, *extra)
+        servers.append(server)
+        assert server.proc.stdout is not None
+        while "demo scene" not in server.banner[-1]:
+            server.banner.append(server.proc.stdout.readline())
+        return server
+
+    server = serve("--demo")
+    assert "demo scene 'demo' loaded (D&D 3.5)" in server.banner[-1], server.banner
+    gm = server.peer()
+    moved = gm.request({"type": "token.update", "scene": "demo",
+                        "tokens": [{"id": "goblin", "x": 800, "y": 600}]})
+    assert moved["revision"] == 2, moved
+    server.kill()
+    server = serve("--demo")
+    assert "demo scene 'demo' restored at revision 2, as it was left" in server.banner[-1]
+    goblin = next(t for t in server.peer().request({"type": "scene.get", "scene": "demo"})
+                  ["scene"]["tokens"] if t["id"] == "goblin")
+    assert (goblin["x"], goblin["y"]) == (800, 600)
+    server.kill()
+    server = serve("--demo", "--fresh-demo")
+    assert "demo scene 'demo' loaded (D&D 3.5)" in server.banner[-1], server.banner
+    state_now = server.peer().request({"type": "scene.get", "scene": "demo"})
+    assert state_now["revision"] == 3
