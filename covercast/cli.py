@@ -481,10 +481,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite file keeping every scene and each token's air across "
                         "restarts ($XDG_STATE_HOME/covercast/state.sqlite3 if unset; "
                         "':memory:' keeps nothing)")
-    p.add_argument("--state-sync", choices=("full", "normal"), default="full",
-                   help="full: each change is on disk before its ack (survives a power cut); "
-                        "normal: in the WAL file (survives the server being killed, a power "
-                        "cut may lose the last changes) (default: %(default)s)")
+    p.add_argument("--state-sync", choices=("normal", "full"), default="normal",
+                   help="normal: each scene change is in the state file's WAL before its ack "
+                        "(survives the server killed; a power cut may lose the last ones); "
+                        "full: fsynced before its ack (survives a power cut; about one "
+                        "fsync per change). Air is always fsynced (default: %(default)s)")
     p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
                    help="seconds a connection has to send its hello (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",

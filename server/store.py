@@ -12,13 +12,15 @@ opaque JSON texts and knows nothing of their meaning:
   order it arrived in (`seq`), so a move writes one token's row, never the whole scene.
 
 The path comes from `covercast serve --state PATH`; ":memory:" keeps nothing after the
-process ends. A file is opened in WAL mode; `sync="full"` (the default) makes every commit
-reach the disk before the call returns (a change survives a power cut), `sync="normal"`
-only reach the WAL file (it survives the server being killed; a power cut may lose the last
-changes, never the file). Several processes may share one file (each scene written by its
-owner only): writers wait for each other up to BUSY_TIMEOUT_MS, and every scene write
-checks the revision it replaces, so one that another process advanced meanwhile is refused
-rather than overwritten.
+process ends. A file is opened in WAL mode. Scene writes follow `sync`: "normal" (the
+default) commits to the WAL file, fsynced at checkpoints (a change survives the server
+killed in any way; a power cut may lose the last ones, never the file's consistency; the
+VTT, which holds the documents, sends its scenes again on reconnect); "full" fsyncs every
+commit (a change survives a power cut). Each token's air, which only Covercast holds, is
+fsynced at every write whatever `sync` says. Several processes may share one file (each
+scene written by its owner only): writers wait for each other up to BUSY_TIMEOUT_MS, and
+every scene write checks the revision it replaces, so one that another process advanced
+meanwhile is refused rather than overwritten.
 
 A store that cannot be written or read any more (disk full, the file made read-only or
 replaced) raises StoreUnavailable with the reason in plain words; the operation did
@@ -156,7 +158,7 @@ def _make_parent(path: Path) -> None:
 class Store:
     """Scenes and per-token state kept across reconnects and restarts."""
 
-    def __init__(self, path: str | Path = ":memory:", sync: str = "full") -> None:
+    def __init__(self, path: str | Path = ":memory:", sync: str = "normal") -> None:
         self.path = str(path)
         if sync not in _SYNC:
             raise ValueError(f"sync: {sync!r} is not one of {', '.join(_SYNC)}")
@@ -283,6 +285,19 @@ class Store:
             raise
         self._db.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def _synced(self) -> Iterator[None]:
+        """The transactions inside are fsynced at their commit, whatever `sync` says."""
+        if self.sync == "full":
+            yield
+            return
+        self._db.execute("PRAGMA synchronous = FULL")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
+
     # -- each token's air -------------------------------------------------------------------
 
     def get_breath(self, scene: str, token: str) -> str | None:
@@ -300,7 +315,7 @@ class Store:
 
     def put_breath(self, scene: str, token: str, state: str) -> None:
         """Write one token's state, in its own transaction (StoreUnavailable: not written)."""
-        with self._guard("written"), self._transaction() as db:
+        with self._guard("written"), self._synced(), self._transaction() as db:
             db.execute("INSERT INTO breath (scene, token, state) VALUES (?, ?, ?) "
                        "ON CONFLICT (scene, token) DO UPDATE SET state = excluded.state",
                        (scene, token, state))

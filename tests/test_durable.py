@@ -273,3 +273,20 @@ def test_the_durable_bench_runs_and_restores_its_scene() -> None:
     assert result["restored_equal"] is True
     assert result["file_bytes_after_unload"] < result["file_bytes"]
     assert "| full |" in report(result)
+
+
+def test_air_is_fsynced_even_when_scene_changes_are_not(tmp_path: Path) -> None:
+    """With the default `normal` sync a scene change commits to the WAL, while a token's
+    air (state only Covercast holds) is committed with synchronous=FULL."""
+    store = Store(tmp_path / "s.sqlite3")
+    assert store.sync == "normal"
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    store.put_breath("lake", "diver", "{}")
+    begin = statements.index("BEGIN IMMEDIATE")
+    assert "PRAGMA synchronous = FULL" in statements[:begin], statements
+    assert statements[-1] == "PRAGMA synchronous = NORMAL", statements
+    assert store._db.execute("PRAGMA synchronous").fetchone() == (1,)
+    statements.clear()
+    store.put_scene("s", 1, "{}", {"tokens": [("a", "{}")]}, None)
+    assert not any("synchronous" in s for s in statements), statements
