@@ -380,8 +380,12 @@ class Core:
     def restore(self, ids: Iterable[str] | None = None) -> list[str]:
         """Bring back the stored scenes `ids` (None: every stored one) at their stored
         revisions, as they were when their last change was acknowledged; the ids brought
-        back. StoreError names a scene that cannot be read back."""
+        back. StoreError names a scene that cannot be read back; ValueError, one this Core
+        holds already."""
         wanted = self.store.scene_ids() if ids is None else list(ids)
+        held = [sid for sid in wanted if sid in self.scenes]
+        if held:  # tables and subscribers are of the scene held: not to be swapped here
+            raise ValueError(f"scene(s) already loaded: {', '.join(map(repr, held))}")
         for sid in wanted:
             self.scenes[sid] = durable.restore(self.store, sid)
         if wanted:

@@ -290,3 +290,20 @@ def test_air_is_fsynced_even_when_scene_changes_are_not(tmp_path: Path) -> None:
     statements.clear()
     store.put_scene("s", 1, "{}", {"tokens": [("a", "{}")]}, None)
     assert not any("synchronous" in s for s in statements), statements
+
+
+def test_a_core_may_bring_back_only_the_scenes_it_owns(tmp_path: Path) -> None:
+    """A worker sharing the file with others (`restore=False`, then `restore(ids)`)."""
+    path = tmp_path / "s.sqlite3"
+    core, gm = started(path)
+    for sid in ("a", "b", "c"):
+        scene = {"id": sid, "grid": {"type": 1}, "tokens": [{"id": "t", "x": 0, "y": 0}]}
+        assert send(core, gm, {"type": "scene.load", "scene": scene})["type"] == "ack"
+    worker = Core(store=Store(path), restore=False)
+    assert worker.scenes == {}
+    assert worker.restore(["c", "a"]) == ["c", "a"]
+    assert sorted(worker.scenes) == ["a", "c"] and worker.scenes["a"] == core.scenes["a"]
+    with pytest.raises(ValueError, match="already loaded: 'a'"):
+        worker.restore(["a"])
+    with pytest.raises(StoreError, match="no stored scene 'nowhere'"):
+        worker.restore(["nowhere"])
