@@ -70,7 +70,7 @@ _SCHEMA = (
         seq INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (scene, kind, id)
-    )""",
+    ) WITHOUT ROWID""",
 )
 
 _SYNC = {"full": "FULL", "normal": "NORMAL"}

@@ -151,7 +151,7 @@ def test_a_damaged_state_file_stops_the_server_with_one_clear_line(
     # A document the store holds that no longer reads as one.
     db = sqlite3.connect(state)
     db.execute("UPDATE doc SET body = '{\"id\": 5' WHERE kind = 'walls' "
-               "AND rowid = (SELECT min(rowid) FROM doc WHERE kind = 'walls')")
+               "AND id = (SELECT min(id) FROM doc WHERE kind = 'walls')")
     db.commit()
     db.close()
     for damage in ("row", "torn"):
