@@ -1,6 +1,7 @@
 """`covercast`: run the server, or talk to one from a terminal.
 
-    covercast serve [--host H] [--port P] [--no-demo] [--token T] [--state PATH]
+    covercast serve [--host H] [--port P] [--no-demo | --fresh-demo] [--token T]
+                    [--state PATH] [--state-sync full|normal]
                     [--player-token T] [--overlay-token T]
     covercast watch [--scene demo]            live cover table, redrawn on every delta
     covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
@@ -42,7 +43,7 @@ DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}"
 
 
 def default_state_path() -> str:
-    """Where the server keeps what outlives it (each token's air): the XDG state
+    """Where the server keeps what outlives it (every scene, each token's air): the XDG state
     directory, $XDG_STATE_HOME/covercast/state.sqlite3 (~/.local/state/... by default)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "state")
@@ -66,12 +67,13 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     from server.admission import EdgeLimits
     from server.app import run
+    from server.errors import ClientError
     from server.session import Core
     from server.store import Store, StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        store = Store(args.state or default_state_path())
+        store = Store(args.state or default_state_path(), sync=args.state_sync)
     except (StoreError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -85,13 +87,25 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StoreError as exc:  # a stored scene cannot be read back
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    restored = sorted(core.scenes)
+    demo_kept = False
     if not args.no_demo:
-        core.preload(_demo_request())
+        try:
+            # A demo scene the store brought back is kept as the gm left it.
+            demo_kept = not core.preload(_demo_request(), keep_stored=not args.fresh_demo)
+        except ClientError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 1
 
     def ready(port: int) -> None:
         url = f"ws://{args.host}:{port}"
         print(f"covercast listening on {url}", flush=True)
-        print(f"state store: {store.path}", flush=True)
+        print(f"state store: {store.path}"
+              + (f" ({len(restored)} scene{'s' if len(restored) != 1 else ''} restored: "
+                 f"{', '.join(restored)})" if restored else ""), flush=True)
         scene = "SCENE" if args.no_demo else "demo"
         print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene}"
               + (f"#token={overlay_token}" if overlay_token else
@@ -101,7 +115,9 @@ def serve(args: argparse.Namespace) -> int:
             # Commands that work as printed: with a token server, the other terminal needs it.
             env = f"COVERCAST_TOKEN={shlex.quote(gm_token)} " if gm_token else ""
             flag = "" if port == DEFAULT_PORT and args.host == "127.0.0.1" else f" --url {url}"
-            print("demo scene 'demo' loaded (D&D 3.5). In another terminal:\n"
+            said = (f"restored at revision {core.scenes['demo'].revision}, as it was left "
+                    "(--fresh-demo loads it as shipped)" if demo_kept else "loaded (D&D 3.5)")
+            print(f"demo scene 'demo' {said}. In another terminal:\n"
                   f"  {env}.venv/bin/covercast watch{flag}\n"
                   f"  {env}.venv/bin/covercast move goblin 8 6{flag}\n"
                   f"  {env}.venv/bin/covercast door door-e open{flag}\n"
@@ -447,7 +463,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help="the port to listen on (0 picks a free one)")
-    p.add_argument("--no-demo", action="store_true", help="start without the demo scene")
+    demo = p.add_mutually_exclusive_group()
+    demo.add_argument("--no-demo", action="store_true", help="start without the demo scene")
+    demo.add_argument("--fresh-demo", action="store_true",
+                      help="load the demo scene as shipped, replacing the one the state store "
+                           "kept (by default a stored demo scene is kept, with its changes)")
     p.add_argument("--token", help="the gm's access token clients must send in hello "
                                    "($COVERCAST_TOKEN if unset; none: an open server, every "
                                    "client is gm unless it asks for a viewer role)")
@@ -458,9 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
                                            "($COVERCAST_OVERLAY_TOKEN if unset; needs a gm "
                                            "token)")
     p.add_argument("--state", metavar="PATH",
-                   help="SQLite file keeping each token's air across restarts "
-                        "($XDG_STATE_HOME/covercast/state.sqlite3 if unset; ':memory:' keeps "
-                        "nothing)")
+                   help="SQLite file keeping every scene and each token's air across "
+                        "restarts ($XDG_STATE_HOME/covercast/state.sqlite3 if unset; "
+                        "':memory:' keeps nothing)")
+    p.add_argument("--state-sync", choices=("normal", "full"), default="normal",
+                   help="normal: each scene change is in the state file's WAL before its ack "
+                        "(survives the server killed; a power cut may lose the last ones); "
+                        "full: fsynced before its ack (survives a power cut; about one "
+                        "fsync per change). Air is always fsynced (default: %(default)s)")
     p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
                    help="seconds a connection has to send its hello (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",

@@ -20,17 +20,12 @@ import msgspec
 from geometry.water import submerged
 from rulesets.breath import Breath, Step, TurnEvent, end_turn
 from server import scene as scenes
-from server.errors import ClientError, ErrorCode
+from server.errors import ClientError, ErrorCode, unavailable
 from server.messages import BreathGet, BreathOut, BreathState, Rolls, StepOut, TurnEnd
 from server.store import Store, StoreUnavailable
 
 _ENCODE = msgspec.json.Encoder()
 _DECODE = msgspec.json.Decoder(BreathOut)
-
-
-def unavailable(exc: StoreUnavailable, what: str) -> ClientError:
-    """The client's error for a store that cannot be used now (the store logged it)."""
-    return ClientError(ErrorCode.UNAVAILABLE, f"{exc}; {what}, try again later")
 
 
 class Air:
@@ -62,7 +57,8 @@ class Air:
                 if t in tokens and not (viewer and tokens[t].hidden)}
 
     def forget(self, sid: str) -> None:
-        """Drop the scene's air from memory; it stays in the store for its next load."""
+        """Drop the scene's air from memory (what the store keeps is the caller's: an
+        unload for good deletes it there too)."""
         self._tables.pop(sid, None)
 
     def turn_end(self, scene: scenes.Scene, request: TurnEnd) -> BreathOut:

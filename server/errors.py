@@ -51,3 +51,9 @@ class ClientError(CovercastError):
         if message.startswith(self.path):
             message = path + message[len(self.path):]
         return ClientError(self.code, message, path)
+
+
+def unavailable(reason: Exception, what: str) -> ClientError:
+    """The client's error for a store that cannot be used now (`reason`, which the store
+    logged) and what that means for its request."""
+    return ClientError(ErrorCode.UNAVAILABLE, f"{reason}; {what}, try again later")

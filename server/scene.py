@@ -247,8 +247,9 @@ def resolve_options(ruleset_name: str, options: Mapping[str, Any]) -> tuple[Rule
 
 
 def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
-         previous: Scene | None) -> Scene:
-    """A whole scene from a `scene.load`; reloading keeps counting revisions."""
+         previous: Scene | None, revision: int | None = None) -> Scene:
+    """A whole scene from a `scene.load`; reloading keeps counting revisions (`revision`:
+    the one a scene read back from the state store was at)."""
     ruleset, opts = resolve_options(ruleset_name, options)
     _check_grid(doc, ruleset)
     walls = _unique(doc.walls, "scene.walls")
@@ -266,8 +267,9 @@ def load(doc: SceneDoc, ruleset_name: str, options: Mapping[str, Any],
     bare = msgspec.structs.replace(doc, walls=[], tokens=[], regions=[], padding=None)
     walls = {k: strip(w) for k, w in walls.items()}
     tokens = {k: strip(t) for k, t in tokens.items()}
-    return Scene(doc.id, bare, walls, tokens, regions, ruleset, opts,
-                 previous.revision + 1 if previous else 1)
+    if revision is None:
+        revision = previous.revision + 1 if previous else 1
+    return Scene(doc.id, bare, walls, tokens, regions, ruleset, opts, revision)
 
 
 def create(scene: Scene, kind: str, docs: Sequence[Any]) -> Scene:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,10 +28,10 @@ from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from server import ahead as ahead_reading
-from server import drowning, friendly_fire
+from server import drowning, durable, friendly_fire
 from server import focus as focusing
 from server import scene as scenes
-from server.errors import ClientError, ErrorCode
+from server.errors import ClientError, ErrorCode, unavailable
 from server.messages import (
     LIMITS,
     PROTOCOL_VERSION,
@@ -77,7 +77,7 @@ from server.messages import (
 from server.roles import WRITE_TYPES, WRITES, Access, Role, forbidden
 from server.settled import Settled
 from server.settled import after as settled_after
-from server.store import Store
+from server.store import Store, StoreUnavailable
 
 log = logging.getLogger("covercast.session")
 
@@ -252,13 +252,16 @@ _AREA_FLAGS = (Flag.IMPROVED_EVASION, Flag.REFLEX_DEGREE_BETTER, Flag.TARGET_SUB
 
 class Core:
     """All connections and scenes of one server process; `store` keeps what outlives them
-    (each token's air), `seed` seeds the generator of the seeds of server-rolled dice."""
+    (every scene, each token's air), `seed` seeds the generator of the seeds of
+    server-rolled dice."""
 
     def __init__(self, access_token: str | None = None, player_token: str | None = None,
                  overlay_token: str | None = None, store: Store | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, restore: bool = True) -> None:
         """`access_token` is the gm's (server/roles.py's `Access` says which sets of
-        tokens are refused, with ValueError)."""
+        tokens are refused, with ValueError). `restore`: every scene of the store is back
+        at its stored revision (StoreError: one cannot be read back); without it,
+        `restore(ids)` brings back chosen ones."""
         self._access = Access(access_token, player_token, overlay_token)
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
@@ -297,6 +300,8 @@ class Core:
         self._pace: dict[str, int] = {}
         # The change the frame being handled was built into ahead, if it was.
         self._built: ahead_reading.Ahead | None = None
+        if restore:
+            self.restore()
 
     # -- connection lifecycle ----------------------------------------------------------
 
@@ -314,9 +319,31 @@ class Core:
     def disconnect(self, conn: int) -> None:
         self.connections.pop(conn, None)
 
-    def preload(self, request: SceneLoad) -> None:
-        """Install a scene without a client (the demo scene at start-up)."""
+    def preload(self, request: SceneLoad, keep_stored: bool = True) -> bool:
+        """Install a scene without a client (the demo scene at start-up); with
+        `keep_stored`, a scene the store brought back under its id is kept instead, with
+        its changes (False). ClientError (`unavailable`): it cannot be stored."""
+        if keep_stored and request.scene.id in self.scenes:
+            return False
         self._load(request)
+        return True
+
+    def restore(self, ids: Iterable[str] | None = None) -> list[str]:
+        """Bring back the stored scenes `ids` (None: every stored one) at their stored
+        revisions, as they were when their last change was acknowledged; the ids brought
+        back. StoreError names a scene that cannot be read back; ValueError, one this Core
+        holds already."""
+        wanted = self.store.scene_ids() if ids is None else list(ids)
+        held = [sid for sid in wanted if sid in self.scenes]
+        if held:  # tables and subscribers are of the scene held: not to be swapped here
+            raise ValueError(f"scene(s) already loaded: {', '.join(map(repr, held))}")
+        for sid in wanted:
+            self.scenes[sid] = durable.restore(self.store, sid)
+        if wanted:
+            log.info("state store %s: %d scene(s) restored: %s", self.store.path,
+                     len(wanted), ", ".join(f"{sid!r} at revision {self.scenes[sid].revision}"
+                                            for sid in wanted))
+        return wanted
 
     # -- frames --------------------------------------------------------------------------
 
@@ -409,7 +436,7 @@ class Core:
                 build, kind, field_name = _BATCHES[type(request)]
                 items = getattr(request, field_name)
                 return self._change(state, request.scene, lambda s: build(s, kind, items),
-                                    request.id, binary)
+                                    request.id, binary, (kind, items))
             case CoverQuery():
                 return [Send(state.id, encode(self._query(request, viewer), binary))]
             case AreaQuery():
@@ -461,16 +488,25 @@ class Core:
         loaded = self._built_from(previous, lambda: scenes.load(
             request.scene, request.ruleset, request.options, previous))
         self._subscribed_limit(loaded)
+        try:  # stored before it is installed: an acknowledged revision is never lost
+            durable.save_load(self.store, loaded, previous)
+        except StoreUnavailable as exc:
+            raise unavailable(exc, "the scene was not loaded") from None
         self.scenes[sid] = loaded
         return sid
 
     def _unload(self, state: Connection, sid: str, rid: Any, binary: bool) -> list[Output]:
-        """Forget a scene; its subscribers get a last, empty full set and are unsubscribed."""
+        """Forget a scene for good (the store too); its subscribers get a last, empty full
+        set and are unsubscribed."""
         scene = self._scene(sid)
+        try:
+            durable.forget(self.store, sid)
+        except StoreUnavailable as exc:
+            raise unavailable(exc, "the scene stays loaded") from None
         del self.scenes[sid]
         self._epochs[sid] = self._epochs.get(sid, 0) + 1
         self._pace.pop(sid, None)
-        self.air.forget(sid)  # stays in the store for the scene's next load
+        self.air.forget(sid)
         for key in _cache_keys(sid):
             self._cache.pop(key, None)
             self._spares.pop(key, None)
@@ -488,11 +524,16 @@ class Core:
         return out
 
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
-                binary: bool) -> list[Output]:
+                binary: bool, batch: tuple[str, Sequence[Any]]) -> list[Output]:
+        """Apply a batch (`batch`: the kind of documents and the items it names)."""
         current = self._scene(sid)
         # Raises before the swap: the scene stays as it was.
         changed = self._built_from(current, lambda: build(current))
         self._subscribed_limit(changed)
+        try:  # stored before the swap: the scene never runs ahead of what is durable
+            durable.save_change(self.store, current, changed, *batch)
+        except StoreUnavailable as exc:
+            raise unavailable(exc, "the change was not applied") from None
         self.scenes[sid] = changed
         return self._after_change(state, sid, rid, binary)
 

@@ -1,10 +1,26 @@
 """The embedded store: state that must outlive a connection and the server process.
 
 Rule of this module: plain synchronous sqlite3 (standard library), called only by the Core
-(server/session.py), which runs on one thread at a time; every write is one transaction.
-It holds opaque JSON texts keyed by (scene id, token id) and knows nothing of their
-meaning; today it keeps each token's air (drowning and suffocating). The path comes from
-`covercast serve --state PATH`; ":memory:" keeps nothing after the process ends.
+(server/session.py) and its scene persistence (server/durable.py), which run on one thread
+at a time; every write is one transaction, committed before the call returns. It holds
+opaque JSON texts and knows nothing of their meaning:
+
+- `breath`: each token's air (drowning and suffocating), by (scene id, token id);
+- `scene`: each loaded scene's revision and head (its scene document without walls, tokens
+  and regions, its ruleset and options), by scene id;
+- `doc`: each wall, token and region document of a scene, by (scene, kind, id), with the
+  order it arrived in (`seq`), so a move writes one token's row, never the whole scene.
+
+The path comes from `covercast serve --state PATH`; ":memory:" keeps nothing after the
+process ends. A file is opened in WAL mode. Scene writes follow `sync`: "normal" (the
+default) commits to the WAL file, fsynced at checkpoints (a change survives the server
+killed in any way; a power cut may lose the last ones, never the file's consistency; the
+VTT, which holds the documents, sends its scenes again on reconnect); "full" fsyncs every
+commit (a change survives a power cut). Each token's air, which only Covercast holds, is
+fsynced at every write whatever `sync` says. Several processes may share one file (each
+scene written by its owner only): writers wait for each other up to BUSY_TIMEOUT_MS, and
+every scene write checks the revision it replaces, so one that another process advanced
+meanwhile is refused rather than overwritten.
 
 A store that cannot be written or read any more (disk full, the file made read-only or
 replaced) raises StoreUnavailable with the reason in plain words; the operation did
@@ -20,21 +36,44 @@ import errno
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("covercast.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: How long a write waits for another process holding the file's write lock.
+BUSY_TIMEOUT_MS = 2000
+#: The document kinds a scene holds, in the order they are read back.
+KINDS = ("walls", "tokens", "regions")
+#: A document's `seq` is (revision << SEQ_BITS) + its place in its batch: documents created
+#: later sort after earlier ones, and an update keeps its document's place.
+SEQ_BITS = 20
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS breath (
-    scene TEXT NOT NULL,
-    token TEXT NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (scene, token)
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS breath (
+        scene TEXT NOT NULL,
+        token TEXT NOT NULL,
+        state TEXT NOT NULL,
+        PRIMARY KEY (scene, token)
+    )""",
+    """CREATE TABLE IF NOT EXISTS scene (
+        scene TEXT PRIMARY KEY,
+        revision INTEGER NOT NULL,
+        head TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS doc (
+        scene TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (scene, kind, id)
+    ) WITHOUT ROWID""",
 )
-"""
+
+_SYNC = {"full": "FULL", "normal": "NORMAL"}
 
 
 class StoreError(Exception):
@@ -51,6 +90,21 @@ class StoreUnavailable(StoreError):
         self.reason = reason
 
 
+class _Refused(Exception):
+    """A write that must not happen, its reason in plain words: the scene's stored revision
+    is not the one the write replaces (another process wrote it), or the state file is no
+    longer at its path."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredScene:
+    """One scene as stored: its revision, head, and each kind's document texts in order."""
+
+    revision: int
+    head: str
+    docs: Mapping[str, Sequence[str]]
+
+
 #: sqlite's primary result codes (the low byte of an extended code) in plain words.
 _SQLITE_REASONS = {
     5: "the state file is locked by another process (SQLITE_BUSY)",
@@ -61,6 +115,7 @@ _SQLITE_REASONS = {
     13: "disk full (SQLITE_FULL)",
     14: "the state file cannot be opened: its folder is gone or not writable "
         "(SQLITE_CANTOPEN)",
+    26: "the file is not an SQLite database (SQLITE_NOTADB)",
 }
 
 
@@ -101,10 +156,13 @@ def _make_parent(path: Path) -> None:
 
 
 class Store:
-    """Per-token state kept across reconnects and restarts."""
+    """Scenes and per-token state kept across reconnects and restarts."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", sync: str = "normal") -> None:
         self.path = str(path)
+        if sync not in _SYNC:
+            raise ValueError(f"sync: {sync!r} is not one of {', '.join(_SYNC)}")
+        self.sync = sync
         #: The reason of the current outage (None: the last operation worked).
         self.outage: str | None = None
         if self.path != ":memory:":
@@ -116,16 +174,69 @@ class Store:
             # The Core runs on one worker thread at a time, but not the one that built it.
             self._db = sqlite3.connect(self.path, check_same_thread=False,
                                        isolation_level=None)
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(f"{self.path}: store schema {version} is newer than this "
-                                 f"server's ({SCHEMA_VERSION})")
-            with self._transaction():
-                self._db.execute(_SCHEMA)
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot use as a state store: "
                              f"{sqlite_reason(exc)}") from None
+        try:
+            self._open()
+        except sqlite3.Error as exc:
+            self._db.close()
+            code = getattr(exc, "sqlite_errorcode", 0) or 0
+            if code & 0xFF == 11:  # SQLITE_CORRUPT
+                raise StoreError(self._damaged(str(exc))) from None
+            raise StoreError(f"{self.path}: cannot use as a state store: "
+                             f"{sqlite_reason(exc)}") from None
+        except StoreError:
+            self._db.close()
+            raise
+        #: The file opened (device, inode): a write checks it is still the one at the path.
+        self._file = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        if self.path == ":memory:":
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _open(self) -> None:
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema {version} is newer than this "
+                             f"server's ({SCHEMA_VERSION})")
+        if self.path != ":memory:":
+            # A torn or damaged file is refused here, at start-up, rather than found one
+            # page at a time while serving.
+            problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise StoreError(self._damaged("; ".join(problems)))
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            # Incremental: an unloaded scene's pages can be given back to the file system.
+            # Set before anything is written to a new file; a file that has tables already
+            # (a version 1 store) takes it with one VACUUM.
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            if db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]:
+                db.execute("VACUUM")
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.rollback()
+            raise
+
+    def _damaged(self, detail: str) -> str:
+        return (f"{self.path}: the state file is damaged (torn or corrupt): {detail}. "
+                "Restore it from a backup, or move it away to start with an empty store")
 
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -139,21 +250,55 @@ class Store:
                     self._db.rollback()
         except OSError as exc:
             reason = os_reason(exc)
+        except _Refused as exc:
+            reason = str(exc)
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
         else:
             if self.outage is not None:
                 log.warning("state store %s works again (after: %s)", self.path, self.outage)
                 self.outage = None
             return
         if self.outage != reason:
-            log.error("state store %s cannot be %s: %s; turn ends are refused with "
+            log.error("state store %s cannot be %s: %s; changes are refused with "
                       "'unavailable' until it can (logged once)", self.path, action, reason)
             self.outage = reason
         raise StoreUnavailable(action, reason) from None
 
-    def _transaction(self) -> sqlite3.Connection:
-        # isolation_level=None: explicit BEGIN, committed or rolled back by the context.
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        # In WAL mode sqlite keeps writing to a file moved or deleted under it, which no
+        # restart would find: such a write is refused until the file is back.
+        if self._file is not None and self._identity() != self._file:
+            raise _Refused(f"the state file is no longer at {self.path} (moved or deleted "
+                           "while the server runs)")
+        # isolation_level=None: explicit BEGIN; IMMEDIATE takes the write lock first, so
+        # two processes never both read, then both write.
         self._db.execute("BEGIN IMMEDIATE")
-        return self._db
+        try:
+            yield self._db
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.rollback()
+            raise
+        self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _synced(self) -> Iterator[None]:
+        """The transactions inside are fsynced at their commit, whatever `sync` says."""
+        if self.sync == "full":
+            yield
+            return
+        self._db.execute("PRAGMA synchronous = FULL")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
+
+    # -- each token's air -------------------------------------------------------------------
 
     def get_breath(self, scene: str, token: str) -> str | None:
         with self._guard("read"):
@@ -170,10 +315,124 @@ class Store:
 
     def put_breath(self, scene: str, token: str, state: str) -> None:
         """Write one token's state, in its own transaction (StoreUnavailable: not written)."""
-        with self._guard("written"), self._transaction():
-            self._db.execute("INSERT INTO breath (scene, token, state) VALUES (?, ?, ?) "
-                             "ON CONFLICT (scene, token) DO UPDATE SET state = excluded.state",
-                             (scene, token, state))
+        with self._guard("written"), self._synced(), self._transaction() as db:
+            db.execute("INSERT INTO breath (scene, token, state) VALUES (?, ?, ?) "
+                       "ON CONFLICT (scene, token) DO UPDATE SET state = excluded.state",
+                       (scene, token, state))
+
+    # -- scenes -----------------------------------------------------------------------------
+
+    def scene_ids(self) -> list[str]:
+        """Every stored scene's id, in order."""
+        try:
+            rows = self._db.execute("SELECT scene FROM scene ORDER BY scene").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot read the stored scenes: "
+                             f"{sqlite_reason(exc)}") from None
+        return [str(r[0]) for r in rows]
+
+    def read_scene(self, scene: str) -> StoredScene | None:
+        """A stored scene (None: none under that id), read in one transaction so a writer
+        in another process is seen wholly or not at all."""
+        try:
+            self._db.execute("BEGIN")
+            try:
+                row = self._db.execute("SELECT revision, head FROM scene WHERE scene = ?",
+                                       (scene,)).fetchone()
+                rows = self._db.execute("SELECT kind, body FROM doc WHERE scene = ? "
+                                        "ORDER BY kind, seq", (scene,)).fetchall()
+            finally:
+                self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot read stored scene {scene!r}: "
+                             f"{sqlite_reason(exc)}") from None
+        if row is None:
+            return None
+        docs: dict[str, list[str]] = {kind: [] for kind in KINDS}
+        for kind, body in rows:
+            if kind not in docs:
+                raise StoreError(f"{self.path}: stored scene {scene!r} holds a document "
+                                 f"of unknown kind {kind!r}")
+            docs[kind].append(str(body))
+        return StoredScene(int(row[0]), str(row[1]), docs)
+
+    def put_scene(self, scene: str, revision: int, head: str,
+                  docs: Mapping[str, Sequence[tuple[str, str]]],
+                  replaces: int | None) -> None:
+        """Store a whole scene (a `scene.load`), replacing what was stored under its id:
+        `docs` holds each kind's (id, text) in order; `replaces` is the revision this
+        process holds of it (None: a scene new to this process)."""
+        with self._guard("written"), self._transaction() as db:
+            if replaces is not None:
+                self._check(db, scene, replaces)
+            db.execute("DELETE FROM doc WHERE scene = ?", (scene,))
+            db.execute("INSERT INTO scene (scene, revision, head) VALUES (?, ?, ?) "
+                       "ON CONFLICT (scene) DO UPDATE SET revision = excluded.revision, "
+                       "head = excluded.head", (scene, revision, head))
+            base = revision << SEQ_BITS
+            for kind, items in docs.items():
+                db.executemany("INSERT INTO doc (scene, kind, id, seq, body) "
+                               "VALUES (?, ?, ?, ?, ?)",
+                               ((scene, kind, i, base + k, body)
+                                for k, (i, body) in enumerate(items)))
+
+    def put_change(self, scene: str, revision: int, kind: str,
+                   put: Sequence[tuple[str, str]], drop: Sequence[str]) -> None:
+        """Store one accepted change of a scene at `revision` (replacing revision - 1): the
+        documents of `kind` it created or changed, (id, text) in batch order, and the ids
+        it deleted; one transaction."""
+        with self._guard("written"), self._transaction() as db:
+            self._check(db, scene, revision - 1, revision)
+            if put:
+                base = revision << SEQ_BITS
+                # A changed document keeps its place (seq); a new one goes after the rest.
+                db.executemany("INSERT INTO doc (scene, kind, id, seq, body) "
+                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (scene, kind, id) "
+                               "DO UPDATE SET body = excluded.body",
+                               ((scene, kind, i, base + k, body)
+                                for k, (i, body) in enumerate(put)))
+            if drop:
+                db.executemany("DELETE FROM doc WHERE scene = ? AND kind = ? AND id = ?",
+                               ((scene, kind, i) for i in drop))
+
+    def delete_scene(self, scene: str) -> None:
+        """Forget a scene for good (its documents and its tokens' air), then give the
+        freed pages back to the file system."""
+        with self._guard("written"), self._transaction() as db:
+            db.execute("DELETE FROM doc WHERE scene = ?", (scene,))
+            db.execute("DELETE FROM scene WHERE scene = ?", (scene,))
+            db.execute("DELETE FROM breath WHERE scene = ?", (scene,))
+        self.compact()
+
+    def compact(self) -> None:
+        """Shrink the file to what it holds: free pages given back, the WAL folded into the
+        file and truncated (what another process still reads stays; a later compaction
+        takes it). A failure here loses nothing: it is logged and the file stays larger."""
+        try:
+            # executescript steps the pragma to its end (execute frees a single page).
+            self._db.executescript("PRAGMA incremental_vacuum;")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            log.warning("state store %s could not be compacted: %s", self.path,
+                        sqlite_reason(exc))
+
+    def _check(self, db: sqlite3.Connection, scene: str, replaces: int,
+               revision: int | None = None) -> None:
+        """The stored scene is at `replaces` (else another process wrote it: refused);
+        with `revision`, it moves to it."""
+        if revision is not None:
+            done = db.execute("UPDATE scene SET revision = ? WHERE scene = ? AND "
+                              "revision = ?", (revision, scene, replaces)).rowcount
+            if done == 1:
+                return
+        row = db.execute("SELECT revision FROM scene WHERE scene = ?", (scene,)).fetchone()
+        if row is None:
+            raise _Refused(f"scene {scene!r} is no longer in the store (another process "
+                            "unloaded it)")
+        if int(row[0]) != replaces:
+            raise _Refused(f"scene {scene!r} is at revision {row[0]} in the store, not "
+                            f"{replaces} as this server holds it (another process wrote it)")
 
     def close(self) -> None:
         self._db.close()

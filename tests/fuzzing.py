@@ -453,11 +453,21 @@ def finite(obj: Any) -> bool:
 def state_of(core: Any) -> tuple[Any, ...]:
     """Everything a request may change in a Core, cheaply comparable: the scene values
     (immutable, swapped on success: identity) and the store's rows (each token's air; the
-    Core's air tables are a cache of them, filled on first read)."""
+    Core's air tables are a cache of them, filled on first read; each scene's revision and
+    a digest of its documents' rows)."""
     scenes = tuple(sorted((sid, id(s)) for sid, s in core.scenes.items()))
-    rows = tuple(core.store._db.execute("SELECT scene, token, state FROM breath "
-                                        "ORDER BY scene, token").fetchall())
-    return scenes, rows
+    db = core.store._db
+    rows = tuple(db.execute("SELECT scene, token, state FROM breath "
+                            "ORDER BY scene, token").fetchall())
+    stored = tuple(db.execute("SELECT scene, revision FROM scene ORDER BY scene").fetchall())
+    docs = db.execute("SELECT count(*), total(seq), total(length(body)) FROM doc").fetchone()
+    return scenes, rows, stored, docs
+
+
+def store_agrees(core: Any) -> bool:
+    """The store holds every scene of the Core at the Core's revision, and no other."""
+    stored = dict(core.store._db.execute("SELECT scene, revision FROM scene").fetchall())
+    return stored == {sid: s.revision for sid, s in core.scenes.items()}
 
 
 class CoreFuzz:
@@ -541,6 +551,9 @@ class CoreFuzz:
         if (refused or viewer) and state_of(self.core) != before:
             t.state_changes += 1
             t.note("state changed by a refused request", frame)
+        if not store_agrees(self.core):
+            t.state_changes += 1
+            t.note("the store and the scenes in memory disagree", frame)
         if viewer and not refused and first is not None and first.get("type") in (
                 "ack", "breath") and "scene" in first and first.get("id") != "probe":
             kind = kind_of(frame)

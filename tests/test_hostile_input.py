@@ -35,7 +35,7 @@ LAKE: dict[str, Any] = {
 }
 
 
-def new_core(store: Store | None = None, **tokens: str) -> Core:
+def new_core(store: Store | None = None, **tokens: Any) -> Core:
     return Core(store=store, seed=1, **tokens)
 
 
@@ -355,22 +355,21 @@ def test_a_full_disk_answers_unavailable_logs_once_and_recovers(
 
 def test_a_store_whose_folder_became_a_file_answers_unavailable_plainly(
         tmp_path: Path) -> None:
-    """The state file's folder is replaced by a file while the server runs: sqlite can no
-    longer create its journal there."""
+    """The state file's folder is replaced by a file while the server runs: sqlite (in
+    WAL mode) would go on writing to the moved file, which no restart would find."""
     folder = tmp_path / "state"
     store = Store(folder / "state.sqlite3")
     core, gm = loaded(store)
     assert turn_end(core, gm)["type"] == "breath"
-    (folder / "state.sqlite3").rename(tmp_path / "moved.sqlite3")
-    folder.rmdir()
+    folder.rename(tmp_path / "moved")  # the file with its -wal and -shm
     folder.write_text("not a folder")
     got = turn_end(core, gm)
     assert got["code"] == "unavailable", got
-    assert got["message"].startswith("the state store cannot be written: "), got
+    assert got["message"].startswith("the state store cannot be written: the state file "
+                                     f"is no longer at {folder / 'state.sqlite3'}"), got
     assert "Errno" not in got["message"]
     folder.unlink()
-    folder.mkdir()
-    (tmp_path / "moved.sqlite3").rename(folder / "state.sqlite3")
+    (tmp_path / "moved").rename(folder)
     assert turn_end(core, gm)["type"] == "breath"
 
 
