@@ -68,6 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     from server.app import run
     from server.session import Core
     from server.store import Store, StoreError
+    from server.workers import WorkerConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
@@ -77,16 +78,22 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     gm_token = args.token or os.environ.get("COVERCAST_TOKEN") or None
     overlay_token = args.overlay_token or os.environ.get("COVERCAST_OVERLAY_TOKEN") or None
+    player_token = args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None
     try:
-        core = Core(
-            access_token=gm_token,
-            player_token=args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None,
-            overlay_token=overlay_token, store=store)
+        core = Core(access_token=gm_token, player_token=player_token,
+                    overlay_token=overlay_token, store=store)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.no_demo:
-        core.preload(_demo_request())
+    workers = args.workers if args.workers is not None else cpus()
+    if workers < 1:
+        print(f"error: --workers {workers}: at least 1", file=sys.stderr)
+        return 2
+    demo = None if args.no_demo else _demo_request()
+    if demo is not None and workers == 1:
+        core.preload(demo)
+    limits = EdgeLimits(hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
+                        max_per_address=args.max_per_address)
 
     def ready(port: int) -> None:
         url = f"ws://{args.host}:{port}"
@@ -108,10 +115,14 @@ def serve(args: argparse.Namespace) -> int:
                   f"  {env}.venv/bin/covercast query archer goblin{flag}", flush=True)
 
     try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run(core, args.host, args.port, ready, EdgeLimits(
-                hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
-                max_per_address=args.max_per_address)))
+        if workers == 1:
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(run(core, args.host, args.port, ready, limits))
+        else:
+            store.close()  # each worker opens it for the scenes it owns
+            return _serve_workers(args, WorkerConfig(
+                workers, gm_token, player_token, overlay_token, store.path, demo, limits),
+                ready)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"error: port {args.port} is in use: is another covercast running? "
@@ -120,6 +131,46 @@ def serve(args: argparse.Namespace) -> int:
             print(f"error: cannot listen on {args.host}:{args.port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (`--workers`' default)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _serve_workers(args: argparse.Namespace, config: Any, ready: Any) -> int:
+    """`serve --workers N` (N > 1): the workers first, then the front process's listener;
+    SIGTERM or ^C stops both."""
+    import signal
+
+    from server.front import run as run_front
+    from server.workers import Workers
+
+    pool = Workers(config)
+    try:
+        pool.start()
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        supervisor = asyncio.create_task(pool.supervise())
+        try:
+            await run_front(pool.sockets, args.host, args.port, ready, config.limits)
+        finally:
+            supervisor.cancel()
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(main())
+    finally:
+        pool.stop()
     return 0
 
 
@@ -461,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite file keeping each token's air across restarts "
                         "($XDG_STATE_HOME/covercast/state.sqlite3 if unset; ':memory:' keeps "
                         "nothing)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes owning the scenes, each scene one worker's (default: "
+                        "the number of CPUs; 1: one process, as before); see docs/deploy.md")
     p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
                    help="seconds a connection has to send its hello (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
