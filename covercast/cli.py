@@ -86,10 +86,17 @@ def serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     workers = args.workers if args.workers is not None else cpus()
-    if workers < 1:
-        print(f"error: --workers {workers}: at least 1", file=sys.stderr)
+    if workers < (0 if args.nats and not args.no_front else 1):
+        print(f"error: --workers {workers}: at least 1"
+              + (" (0 for a front process alone, with --nats)" if workers == 0 else ""),
+              file=sys.stderr)
         return 2
-    demo = None if args.no_demo else _demo_request()
+    if args.no_front and not args.nats:
+        print("error: --no-front needs --nats (workers without a front process are "
+              "reached over NATS only)", file=sys.stderr)
+        return 2
+    # NATS mode starts without the demo scene: scenes are the workers' to claim.
+    demo = None if args.no_demo or args.nats else _demo_request()
     if demo is not None and workers == 1:
         core.preload(demo)
     limits = EdgeLimits(hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
@@ -99,12 +106,12 @@ def serve(args: argparse.Namespace) -> int:
         url = f"ws://{args.host}:{port}"
         print(f"covercast listening on {url}", flush=True)
         print(f"state store: {store.path}", flush=True)
-        scene = "SCENE" if args.no_demo else "demo"
+        scene = "SCENE" if demo is None else "demo"
         print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene}"
               + (f"#token={overlay_token}" if overlay_token else
                  " (add #token=GM_TOKEN: this server has no overlay token)" if gm_token
                  else ""), flush=True)
-        if not args.no_demo:
+        if demo is not None:
             # Commands that work as printed: with a token server, the other terminal needs it.
             env = f"COVERCAST_TOKEN={shlex.quote(gm_token)} " if gm_token else ""
             flag = "" if port == DEFAULT_PORT and args.host == "127.0.0.1" else f" --url {url}"
@@ -114,6 +121,12 @@ def serve(args: argparse.Namespace) -> int:
                   f"  {env}.venv/bin/covercast door door-e open{flag}\n"
                   f"  {env}.venv/bin/covercast query archer goblin{flag}", flush=True)
 
+    if args.nats:
+        if not (args.no_front and workers == 1):
+            store.close()  # each worker process opens it; this one runs none
+        return _serve_nats(args, WorkerConfig(
+            workers, gm_token, player_token, overlay_token, store.path, None, limits,
+            args.nats, args.nats_replicas), core, ready)
     try:
         if workers == 1:
             with contextlib.suppress(KeyboardInterrupt):
@@ -171,6 +184,58 @@ def _serve_workers(args: argparse.Namespace, config: Any, ready: Any) -> int:
             asyncio.run(main())
     finally:
         pool.stop()
+    return 0
+
+
+def _serve_nats(args: argparse.Namespace, config: Any, core: Any, ready: Any) -> int:
+    """`serve --nats URL`: this machine's part of a NATS deployment (docs/deploy.md): a
+    front process (unless --no-front) and --workers worker processes (a single worker
+    with --no-front runs in this process)."""
+    import signal
+
+    try:
+        from server import mesh
+    except ImportError as exc:
+        print(f"error: NATS mode needs the NATS client ({exc.name} is missing): "
+              "pip install 'covercast[cluster]'", file=sys.stderr)
+        return 2
+    from server.workers import Workers
+
+    pool = Workers(config) if config.workers and not (args.no_front and config.workers == 1) \
+        else None
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        if pool is not None:
+            supervisor = asyncio.create_task(pool.supervise())
+        try:
+            if not args.no_front:
+                await mesh.run_front(args.nats, args.host, args.port, ready, config.limits)
+            elif pool is None:
+                def said(name: str) -> None:
+                    print(f"covercast worker {name} on {args.nats}", flush=True)
+
+                await mesh.run_worker(args.nats, core, config.replicas, ready=said)
+            else:
+                print(f"covercast: {config.workers} workers on {args.nats}", flush=True)
+                await asyncio.Event().wait()
+        finally:
+            if pool is not None:
+                supervisor.cancel()
+
+    try:
+        if pool is not None:
+            pool.start()
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(main())
+    except (RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if pool is not None:
+            pool.stop()
     return 0
 
 
@@ -515,6 +580,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes owning the scenes, each scene one worker's (default: "
                         "the number of CPUs; 1: one process, as before); see docs/deploy.md")
+    p.add_argument("--nats", metavar="URL",
+                   help="run on NATS (nats://host:4222, several comma-separated): scenes "
+                        "owned by workers on any machine, clients on any front process; "
+                        "needs covercast[cluster] and a NATS server with JetStream "
+                        "(docs/deploy.md)")
+    p.add_argument("--no-front", action="store_true",
+                   help="with --nats: workers only, no listener on this machine")
+    p.add_argument("--nats-replicas", type=int, default=3, metavar="N",
+                   help="with --nats: JetStream replicas of the leases and change logs "
+                        "(1 on a single NATS server; made once, by the first worker)")
     p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
                    help="seconds a connection has to send its hello (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",

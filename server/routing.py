@@ -48,10 +48,12 @@ HELLO = "hello"
 @dataclass(frozen=True, slots=True)
 class Route:
     """Where a frame goes: `scene` is the scene it names (None: none can be read), and
-    `hello` tells a hello."""
+    `hello` tells a hello; `kind` is its `type` when that is a string (the front process
+    of NATS mode remembers subscriptions)."""
 
     scene: str | None
     hello: bool = False
+    kind: str | None = field(default=None, compare=False)
 
 
 def peek(frame: bytes | str) -> Route:
@@ -62,16 +64,17 @@ def peek(frame: bytes | str) -> Route:
             frame)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return Route(None)
-    if head.type == HELLO:
-        return Route(None, hello=True)
+    kind = head.type if isinstance(head.type, str) else None
+    if kind == HELLO:
+        return Route(None, hello=True, kind=kind)
     scene = head.scene
     if isinstance(scene, _SceneDoc):
-        if head.type != "scene.load":
-            return Route(None)
+        if kind != "scene.load":
+            return Route(None, kind=kind)
         sid = scene.alias if scene.alias is not None else scene.id
-        return Route(sid if isinstance(sid, str) and sid else None)
-    return Route(scene if isinstance(scene, str) and scene and head.type != "scene.load"
-                 else None)
+        return Route(sid if isinstance(sid, str) and sid else None, kind=kind)
+    return Route(scene if isinstance(scene, str) and scene and kind != "scene.load"
+                 else None, kind=kind)
 
 
 def scene_hash(scene: str) -> bytes:

@@ -49,6 +49,9 @@ class WorkerConfig:
     state: str
     demo: Any  # the demo scene's SceneLoad, or None
     limits: EdgeLimits
+    #: NATS mode (server/mesh.py): the servers' URL, and JetStream's replicas.
+    nats: str | None = None
+    replicas: int = 3
 
 
 def worker_limits(limits: EdgeLimits) -> EdgeLimits:
@@ -80,19 +83,24 @@ def _worker_main(k: int, path: str, config: WorkerConfig, ready: Connection,
     store = Store(config.state)
     core = Core(access_token=config.access_token, player_token=config.player_token,
                 overlay_token=config.overlay_token, store=store)
-    if config.demo is not None and owner(config.demo.scene.id, config.workers) == k:
+    if (config.demo is not None and config.nats is None
+            and owner(config.demo.scene.id, config.workers) == k):
         core.preload(config.demo)
+
+    def up(_: object) -> None:
+        ready.send(True)
+        ready.close()
 
     async def main() -> None:
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        if config.nats is not None:
+            from server.mesh import run_worker
 
-        def up(_: int) -> None:
-            ready.send(True)
-            ready.close()
-
-        await run(core, "", 0, up, worker_limits(config.limits), unix=path)
+            await run_worker(config.nats, core, config.replicas, ready=up)
+        else:
+            await run(core, "", 0, up, worker_limits(config.limits), unix=path)
 
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
         asyncio.run(main())
