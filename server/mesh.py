@@ -211,6 +211,7 @@ class MeshWorker:
 
     async def _renew(self) -> None:
         last_ok = time.monotonic()
+        given_up: dict[str, str] = {}  # scenes left while the lease could not be renewed
         while True:
             await asyncio.sleep(RENEW_S)
             try:
@@ -221,8 +222,16 @@ class MeshWorker:
                     # Others may have taken the scenes over by now: stop serving them.
                     log.error("cannot renew the lease (%s): giving up %d scenes", exc,
                               len(self.owned))
-                    for tok in list(self.owned):
+                    for tok, owned in list(self.owned.items()):
+                        given_up[tok] = owned.sid
                         await self._lose(tok)
+                continue
+            # Renewing again: the scenes given up whose leases nobody took are ours again
+            # (their leases still name this worker, so no other would take them).
+            for tok, sid in list(given_up.items()):
+                with contextlib.suppress(Exception):
+                    await self._claim(sid)
+                    del given_up[tok]
 
     async def _watch(self, kv: KeyValue, on: Callable[[Any], Awaitable[None]]) -> None:
         while True:
@@ -572,7 +581,6 @@ class MeshFront(Listener):
         self.id = uuid.uuid4().hex[:12]
         self.sessions = Sessions(self.id)
         self.clients: dict[str, _Client] = {}
-        self._known: set[str] = set()  # scene tokens with an owner answering
         self._deltas: dict[str, Any] = {}
         self._moving: dict[str, asyncio.Task[None]] = {}
 
@@ -609,7 +617,6 @@ class MeshFront(Listener):
     async def _on_owner(self, msg: Msg) -> None:
         _, sid = unpack(msg.data)
         tok = msg.subject.rsplit(".", 1)[1]
-        self._known.add(tok)
         again = self.sessions.moved(sid)
         if again:
             log.info("scene %r has a new owner: %d requests sent to it again", sid, len(again))
@@ -650,13 +657,9 @@ class MeshFront(Listener):
         """A request to its scene's owner (found, or made by a claim, if it has none)."""
         tok = subject_token(p.scene)
         payload = pack([p.session, self.id, p.rid, self.sessions.hello(p.session), p.frame])
-        if tok in self._known:
-            await self.nc.publish(f"cc.req.{tok}", payload)
-            return
         for _ in range(100):
             try:
                 if await self._request(f"cc.req.{tok}", payload, RECEIPT_S) is not None:
-                    self._known.add(tok)
                     return
             except nats.errors.TimeoutError:
                 return  # the owner has it, busy; or died: then its successor gets it again

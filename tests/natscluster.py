@@ -25,6 +25,10 @@ def nats_server() -> str | None:
     return str(here) if here.exists() else shutil.which("nats-server")
 
 
+async def _quiet(exc: Exception) -> None:
+    """A node not up yet (or killed by the test): not worth a traceback in the log."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,7 +97,7 @@ class Cluster:
         while True:
             try:
                 nc = await nats.connect(self.url.split(","), connect_timeout=2,
-                                        max_reconnect_attempts=1)
+                                        max_reconnect_attempts=1, error_cb=_quiet)
                 try:
                     await nc.jetstream(timeout=2).account_info()
                     return
@@ -164,7 +168,7 @@ async def owner_of(url: str, scene: str) -> str | None:
 
     from server.routing import subject_token
 
-    nc = await nats.connect(url.split(","))
+    nc = await nats.connect(url.split(","), error_cb=_quiet)
     try:
         kv = await nc.jetstream().key_value("CC_OWNERS")
         try:
