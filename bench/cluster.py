@@ -46,6 +46,8 @@ from bench.scenes import BenchScene, generate, move_frame
 from server.routing import owner
 from tests.natscluster import Cluster, front, owner_of, worker
 
+#: The throughput scenes: a move's geometry is most of its cost (not the hops).
+TOKENS, WALLS = 60, 400
 HELLO = msgpack.packb({"type": "hello", "protocol": 1, "client": "bench"})
 
 
@@ -130,7 +132,27 @@ def _balanced(tokens: int, walls: int, count: int, workers: int = 2) -> list[Ben
     return [s for v in per.values() for s in v]
 
 
-async def _throughput(url: str, scenes: list[BenchScene], seconds: float) -> float:
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _workers_of(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in (
+                        entry / "cmdline").read_bytes():
+                    kids.append(int(entry.name))
+    return kids
+
+
+async def _throughput(url: str, scenes: list[BenchScene], seconds: float,
+                      cpu: dict[str, float] | None = None,
+                      pids: tuple[int, list[int]] | None = None) -> float:
     driven = [Driven(s) for s in scenes]
     for d in driven:
         await d.open(url)
@@ -147,24 +169,38 @@ async def _throughput(url: str, scenes: list[BenchScene], seconds: float) -> flo
     warm = time.perf_counter() + 2.0
     await asyncio.gather(*(loop(d, warm) for d in driven))
     counting = True
+
+    def cpus() -> tuple[float, float, float]:
+        front, workers = pids if pids is not None else (0, [])
+        return (time.process_time(), _cpu(front) if front else 0.0,
+                sum(_cpu(w) for w in workers))
+
+    before = cpus()
     t0 = time.perf_counter()
     await asyncio.gather(*(loop(d, t0 + seconds) for d in driven))
     spent = time.perf_counter() - t0
+    after = cpus()
+    if cpu is not None and done:
+        for name, a, b in zip(("clients", "server", "workers"), before, after, strict=True):
+            cpu[f"{name}_ms_per_move"] = round(1000 * (b - a) / done, 2)
     for d in driven:
         await d.close()
     return done / spent
 
 
 def throughput(seconds: float) -> dict[str, Any]:
-    scenes = _balanced(60, 400, 8)
-    out: dict[str, Any] = {"scenes": len(scenes), "tokens": 60, "walls": 400}
+    scenes = _balanced(TOKENS, WALLS, 8)
+    out: dict[str, Any] = {"scenes": len(scenes), "tokens": TOKENS, "walls": WALLS}
     for n in (1, 2, 1, 2):  # alternated: a slow stretch of the machine hits both
         proc, url = _serve("--workers", str(n))
+        cpu: dict[str, float] = {}
         try:
-            rate = asyncio.run(_throughput(url, scenes, seconds))
+            rate = asyncio.run(_throughput(url, scenes, seconds, cpu,
+                                           (proc.pid, _workers_of(proc.pid))))
         finally:
             _stop(proc)
         out.setdefault(f"workers{n}", []).append(round(rate, 1))
+        out[f"cpu_workers{n}"] = cpu
     best = {n: max(out[f"workers{n}"]) for n in (1, 2)}
     out["ratio"] = round(best[2] / best[1], 2)
     return out
@@ -260,6 +296,44 @@ async def _failover(url: str, cluster_url: str, workers: list[Any], folder: Path
     return times
 
 
+async def _parts(cluster: Cluster, count: int = 300) -> dict[str, float]:
+    """What a move's NATS path is made of, alone: a JetStream publish acknowledged by 3
+    replicas (and by 1), and a request-reply round trip between two nodes."""
+    import nats
+    from nats.js.api import StorageType, StreamConfig
+
+    nc = await nats.connect(cluster.url.split(","))
+    other = await nats.connect(cluster.nodes[-1].url)
+    out: dict[str, float] = {}
+    try:
+        js = nc.jetstream()
+        for r in (3, 1):
+            await js.add_stream(StreamConfig(name=f"BENCH{r}", subjects=[f"bench{r}.*"],
+                                             num_replicas=r, storage=StorageType.FILE))
+            took = []
+            for _ in range(count):
+                t0 = time.perf_counter()
+                await js.publish(f"bench{r}.x", b"x" * 300)
+                took.append(time.perf_counter() - t0)
+            out[f"jetstream_r{r}_p50_ms"] = round(1000 * statistics.median(took[20:]), 2)
+
+        async def echo(msg: Any) -> None:
+            await msg.respond(b"")
+
+        await other.subscribe("bench.echo", cb=echo)
+        await other.flush()
+        took = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            await nc.request("bench.echo", b"x", timeout=5)
+            took.append(time.perf_counter() - t0)
+        out["nats_round_trip_p50_ms"] = round(1000 * statistics.median(took[20:]), 2)
+    finally:
+        await nc.close()
+        await other.close()
+    return out
+
+
 def nats_figures(count: int) -> dict[str, Any]:
     scene = generate(20, 100, 7)
     out: dict[str, Any] = {}
@@ -279,6 +353,7 @@ def nats_figures(count: int) -> dict[str, Any]:
                 finally:
                     _stop(proc)
                 rounds["nats"] += asyncio.run(_latency(nats_url, scene, count))
+            out.update(asyncio.run(_parts(cluster)))
             out["failover_s"] = asyncio.run(_failover(nats_url, cluster.url, workers, folder,
                                                       3))
         finally:
