@@ -183,6 +183,8 @@ async def _throughput(url: str, scenes: list[BenchScene], seconds: float,
     if cpu is not None and done:
         for name, a, b in zip(("clients", "server", "workers"), before, after, strict=True):
             cpu[f"{name}_ms_per_move"] = round(1000 * (b - a) / done, 2)
+            # The cores it kept busy: 2 workers on a free 2-core machine approach 2.
+            cpu[f"{name}_cores"] = round((b - a) / spent, 2)
     for d in driven:
         await d.close()
     return done / spent

@@ -92,9 +92,11 @@ def unpack(data: bytes) -> Any:
 
 
 async def connect(url: str, name: str) -> Client:
-    """A NATS connection that reconnects for ever (to any server of `url`, comma-separated)."""
+    """A NATS connection that reconnects for ever to any server of `url` (comma-separated),
+    the first one first: list a machine's own node first, and its messages to the
+    processes of that machine take no hop between nodes."""
     return await nats.connect(servers=url.split(","), name=name, max_reconnect_attempts=-1,
-                              reconnect_time_wait=0.2, connect_timeout=5,
+                              reconnect_time_wait=0.2, connect_timeout=5, dont_randomize=True,
                               ping_interval=5, max_outstanding_pings=3)
 
 
