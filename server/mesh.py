@@ -427,9 +427,13 @@ class MeshWorker:
             return
         kind = peek(frame).kind
         before = self.core.scenes.get(owned.sid)
-        outputs: list[Output] = await self.app._core_sliced(
-            functools.partial(self.core.warm_frame, conn, frame), self.core.receive, conn,
-            frame)
+        outputs: list[Output]
+        if kind == "subscribe":  # the one request whose table may be computed in slices
+            outputs = await self.app._core_sliced(
+                functools.partial(self.core.warm_frame, conn, frame), self.core.receive,
+                conn, frame)
+        else:
+            outputs = await self.app._core(self.core.receive, conn, frame)
         mine = [o for o in outputs if o.conn == conn and not isinstance(o, Notify)]
         answer = pack([rid, [self._item(session, o) for o in mine]])
         first = mine[0] if mine and isinstance(mine[0], Send) else None
@@ -720,6 +724,10 @@ class MeshFront(Listener):
                 await self._send(p)
         except ConnectionClosed:
             pass
+        except (TimeoutError, nats.errors.Error) as exc:
+            log.warning("closing a client: NATS did not answer (%s)", exc)
+            with contextlib.suppress(Exception):
+                await ws.close(1011, "the cluster does not answer now; reconnect later")
         finally:
             deadline.cancel()
             if session is not None:
