@@ -31,6 +31,10 @@ LEASE_S = 2.0
 RENEW_S = 0.4
 #: Answers kept per scene for changes that may be sent again (and rids answered, per front).
 REMEMBERED = 4096
+#: Seconds after which a worker forgets the clients of a front process it has not heard
+#: from (front processes say they are there every FRONT_BEAT_S).
+FRONT_BEAT_S = 1.0
+FRONT_GONE_S = 10.0
 #: Changes between two snapshots of a scene (a new owner replays at most these).
 SNAPSHOT_EVERY = 100
 
@@ -181,3 +185,11 @@ def takeovers(owners: dict[str, tuple[str, str, int]], me: str, live: Liveness,
     worker holds and has stopped renewing: (token, scene id, revision) to try and take."""
     return [(tok, sid, rev) for tok, (worker, sid, rev) in owners.items()
             if worker != me and live.stale(worker, now)]
+
+
+def silent_fronts(fronts: set[str], heard: dict[str, float], started: float,
+                  now: float) -> set[str]:
+    """Of the front processes whose clients a worker holds, those not heard from for
+    FRONT_GONE_S (one never heard of: since the worker started listening): killed, their
+    clients gone with them."""
+    return {f for f in fronts if now - heard.get(f, started) > FRONT_GONE_S}

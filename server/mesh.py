@@ -16,6 +16,8 @@ Subjects (T is a scene's subject token, server/routing.py; F a front process's i
     cc.any        a frame that names no scene (any worker: it refuses it as one server would)
     cc.claim      a scene nobody owns (any worker takes its lease)
     cc.gone       a client went (every worker forgets its connection)
+    cc.fronts     a front is still there (every FRONT_BEAT_S; its clients are forgotten
+                  FRONT_GONE_S after its last)
 
 JetStream: the key-value bucket CC_OWNERS holds each scene's lease (its owner and id), CC_ALIVE
 each worker's liveness (renewed every RENEW_S); the stream CC_LOG every accepted change of a
@@ -53,12 +55,14 @@ from websockets.exceptions import ConnectionClosed
 from server.admission import POLICY_VIOLATION, TRY_AGAIN_LATER, EdgeLimits
 from server.app import App, Listener
 from server.cluster import (
+    FRONT_BEAT_S,
     LEASE_S,
     RENEW_S,
     Journal,
     Liveness,
     Pending,
     Sessions,
+    silent_fronts,
     takeovers,
 )
 from server.connection import Guarded, Outbox
@@ -76,6 +80,7 @@ SNAP = "CC_SNAP"
 WORKERS = "cc-workers"  # the queue group
 #: Seconds a front waits for a scene's owner to say it has the request.
 RECEIPT_S = 2.0
+
 #: Requests that change a scene (logged before their ack); `scene.focus` too.
 _CHANGES = frozenset({"scene.load", "scene.unload", "token.create", "token.update",
                       "token.delete", "wall.create", "wall.update", "wall.delete",
@@ -176,7 +181,7 @@ class MeshWorker:
         self._where: dict[int, tuple[str, str]] = {}  # conn -> (session, front)
         self._tasks: list[asyncio.Task[None]] = []
         self._sys = 0
-        self._claiming: dict[str, asyncio.Future[bool]] = {}
+        self._fronts: dict[str, float] = {}  # front -> when last heard
         self.stopping = False
 
     async def start(self) -> None:
@@ -190,11 +195,13 @@ class MeshWorker:
         self._tasks += [asyncio.create_task(self._renew()),
                         asyncio.create_task(self._watch(self.kv_alive, self._alive_entry)),
                         asyncio.create_task(self._watch(self.kv_owners, self._owner_entry)),
-                        asyncio.create_task(self._take_over())]
+                        asyncio.create_task(self._take_over()),
+                        asyncio.create_task(self._forget_fronts())]
         await self.nc.subscribe("cc.hello", queue=WORKERS, cb=self._on_hello)
         await self.nc.subscribe("cc.any", queue=WORKERS, cb=self._on_any)
         await self.nc.subscribe("cc.claim", queue=WORKERS, cb=self._on_claim)
         await self.nc.subscribe("cc.gone", cb=self._on_gone)
+        await self.nc.subscribe("cc.fronts", cb=self._on_front)
         await self.nc.flush()
         log.info("worker %s ready", self.me)
 
@@ -561,10 +568,31 @@ class MeshWorker:
         await msg.respond(b"ok" if ok else b"owned")
 
     async def _on_gone(self, msg: Msg) -> None:
-        conn = self._sessions.pop(msg.data.decode(), None)
+        await self._forget(msg.data.decode())
+
+    async def _forget(self, session: str) -> None:
+        conn = self._sessions.pop(session, None)
         if conn is not None:
             self._where.pop(conn, None)
             await self.app._core(self.core.disconnect, conn)
+
+    async def _on_front(self, msg: Msg) -> None:
+        self._fronts[msg.data.decode()] = time.monotonic()
+
+    async def _forget_fronts(self) -> None:
+        """The clients of a front gone silent (killed) are gone: their connections are
+        dropped, or every change would still build deltas for them."""
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(FRONT_BEAT_S * 2)
+            silent = silent_fronts({front for _, front in self._where.values()},
+                                   self._fronts, started, time.monotonic())
+            for session, front in list(self._where.values()):
+                if front in silent:
+                    await self._forget(session)
+            for front in silent:
+                self._fronts.pop(front, None)
+                log.info("front %s is silent: its clients are forgotten", front)
 
 
 # -- the front ----------------------------------------------------------------------------
@@ -589,11 +617,19 @@ class MeshFront(Listener):
         self.clients: dict[str, _Client] = {}
         self._deltas: dict[str, Any] = {}
         self._moving: dict[str, asyncio.Task[None]] = {}
+        self._beat: asyncio.Task[None] | None = None
 
     async def setup(self) -> None:
         await self.nc.subscribe(f"cc.out.{self.id}", cb=self._on_out)
         await self.nc.subscribe("cc.owner.*", cb=self._on_owner)
         await self.nc.flush()
+        self._beat = asyncio.create_task(self._beating())
+
+    async def _beating(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self.nc.publish("cc.fronts", self.id.encode())
+            await asyncio.sleep(FRONT_BEAT_S)
 
     def _deliver(self, session: str, item: list[Any]) -> None:
         client = self.clients.get(session)

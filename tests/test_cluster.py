@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from server.cluster import LEASE_S, REMEMBERED, Journal, Liveness, Sessions, takeovers
+from server.cluster import (
+    FRONT_GONE_S,
+    LEASE_S,
+    REMEMBERED,
+    Journal,
+    Liveness,
+    Sessions,
+    silent_fronts,
+    takeovers,
+)
 
 
 def test_a_request_is_answered_once() -> None:
@@ -72,3 +81,12 @@ def test_a_lease_is_taken_over_only_when_its_worker_stops_renewing() -> None:
     # A worker never heard of ages from when this one started watching.
     assert not Liveness(started=50.0).stale("w9", 51.0)
     assert Liveness(started=50.0).stale("w9", 50.0 + LEASE_S + 0.1)
+
+
+def test_the_clients_of_a_silent_front_are_forgotten() -> None:
+    heard = {"f1": 100.0, "f2": 100.0 + FRONT_GONE_S}
+    now = 100.0 + FRONT_GONE_S + 1
+    assert silent_fronts({"f1", "f2"}, heard, 0.0, now) == {"f1"}
+    # One never heard of since this worker started: given the same time.
+    assert silent_fronts({"f3"}, heard, now - 1, now) == set()
+    assert silent_fronts({"f3"}, heard, 0.0, now) == {"f3"}
