@@ -27,9 +27,9 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, unix_connect
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from server.admission import POLICY_VIOLATION, EdgeLimits
+from server.admission import POLICY_VIOLATION, TRY_AGAIN_LATER, EdgeLimits
 from server.app import Listener
 from server.connection import Guarded
 from server.routing import Links
@@ -76,6 +76,9 @@ class Front(Listener):
                 up = await unix_connect(self.sockets[k], max_size=None, compression=None,
                                         max_queue=4)
                 break
+            except InvalidStatus as exc:  # the worker refused it at the handshake (503)
+                raise _Gone(TRY_AGAIN_LATER, "the worker holding this scene is busy; try "
+                            "again later") from exc
             except OSError as exc:
                 # A worker being started again (server/workers.py) listens within seconds.
                 if waited >= REACH_S:
