@@ -1,7 +1,8 @@
 """`covercast`: run the server, or talk to one from a terminal.
 
     covercast serve [--host H] [--port P] [--no-demo] [--token T] [--state PATH]
-                    [--player-token T] [--overlay-token T]
+                    [--player-token T] [--overlay-token T] [--workers N]
+                    [--nats URL [--no-front] [--nats-replicas N]]   (docs/deploy.md)
     covercast watch [--scene demo]            live cover table, redrawn on every delta
     covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
     covercast door WALL open|close|lock       open, close or lock a door
