@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -266,3 +267,47 @@ def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
     err = json.loads(ws.recv(timeout=10))
     assert err["type"] == "error" and err["code"] == "unknown_scene" and err["id"] == 5, err
     ws.close()
+
+
+def test_a_scene_past_its_snapshot_resumes_from_it_and_the_log_after_it(
+        deployment: Deployment) -> None:
+    """130 changes: the owner wrote a snapshot at the 100th and cut the log before it; the
+    next owner resumes from the snapshot and the 30 entries after it, at the last ack, with
+    the scene's focus (set before the snapshot: it has no revision)."""
+    sid = "s-snap"
+    gm = deployment.peer(0)
+    assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
+    focus = gm.request({"type": "scene.focus", "scene": sid, "id": "f", "attacker": "t0",
+                        "target": "t1"})
+    assert focus["type"] == "ack", focus
+    for k in range(1, 130):
+        gm.send({"type": "token.update", "scene": sid, "id": k,
+                 "tokens": [{"id": "t4", "x": 7 * k}]})
+    answers = [gm.recv() for _ in range(1, 130)]
+    assert [a["revision"] for a in answers] == list(range(2, 131))
+    victim = deployment.owner(sid)
+    victim.kill()
+    watcher = deployment.peer(1)
+    deadline = time.monotonic() + FAILOVER_S + 5
+    while True:
+        watcher.send({"type": "subscribe", "scene": sid, "id": "sub"})
+        got = watcher.recv(timeout=FAILOVER_S + 5)
+        if got["type"] == "annotations":
+            break
+        assert time.monotonic() < deadline, got
+    assert got["revision"] == 130
+    watcher.send({"type": "scene.get", "scene": sid, "id": "g"})
+    # Subscribes sent while nobody held the scene are answered too (once each), each full
+    # set followed by the focus.
+    seen = []
+    while (state := watcher.recv()).get("id") != "g" or state["type"] != "scene":
+        seen.append(state)
+    assert any(m["type"] == "focus" and m["attacker"] == "t0" for m in seen), seen
+    assert all(m["type"] in ("focus", "annotations", "error") for m in seen), seen
+    t4 = next(t for t in state["scene"]["tokens"] if t["id"] == "t4")
+    assert state["revision"] == 130 and t4["x"] == 7 * 129
+    heir = deployment.owner(sid)
+    said = re.findall(r"scene 's-snap' resumed at revision 130 \((\d+) changes replayed\)",
+                      heir.log.read_text())
+    assert said and int(said[-1]) < 100, said  # from the snapshot, not the whole log
+    deployment.replace(victim)
