@@ -2,7 +2,8 @@
 
     covercast serve [--host H] [--port P] [--no-demo | --fresh-demo] [--token T]
                     [--state PATH] [--state-sync full|normal]
-                    [--player-token T] [--overlay-token T]
+                    [--player-token T] [--overlay-token T] [--workers N]
+                    [--nats URL [--no-front] [--nats-replicas N]]   (docs/deploy.md)
     covercast watch [--scene demo]            live cover table, redrawn on every delta
     covercast move TOKEN X Y [--px]           move a token (grid squares, or pixels)
     covercast door WALL open|close|lock       open, close or lock a door
@@ -29,6 +30,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -70,8 +72,19 @@ def serve(args: argparse.Namespace) -> int:
     from server.errors import ClientError
     from server.session import Core
     from server.store import Store, StoreError
+    from server.workers import WorkerConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    workers = args.workers if args.workers is not None else cpus()
+    if workers < (0 if args.nats and not args.no_front else 1):
+        print(f"error: --workers {workers}: at least 1"
+              + (" (0 for a front process alone, with --nats)" if workers == 0 else ""),
+              file=sys.stderr)
+        return 2
+    if args.no_front and not args.nats:
+        print("error: --no-front needs --nats (workers without a front process are "
+              "reached over NATS only)", file=sys.stderr)
+        return 2
     try:
         store = Store(args.state or default_state_path(), sync=args.state_sync)
     except (StoreError, OSError) as exc:
@@ -79,26 +92,41 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     gm_token = args.token or os.environ.get("COVERCAST_TOKEN") or None
     overlay_token = args.overlay_token or os.environ.get("COVERCAST_OVERLAY_TOKEN") or None
+    player_token = args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None
+    # One process holds the scenes itself; with workers each restores the ones it owns
+    # (server/workers.py), and this process reads them all once first, so that a damaged
+    # store stops the server here with one clear line; on NATS the scenes live in
+    # JetStream (docs/deploy.md).
+    single = workers == 1 and not args.nats
     try:
-        core = Core(
-            access_token=gm_token,
-            player_token=args.player_token or os.environ.get("COVERCAST_PLAYER_TOKEN") or None,
-            overlay_token=overlay_token, store=store)
+        core = Core(access_token=gm_token, player_token=player_token,
+                    overlay_token=overlay_token, store=store, restore=not args.nats,
+                    keep_scenes=not args.nats)
+        restored = sorted(core.scenes)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except StoreError as exc:  # a stored scene cannot be read back
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    restored = sorted(core.scenes)
+    # NATS mode starts without the demo scene: scenes are the workers' to claim.
+    demo = None if args.no_demo or args.nats else _demo_request()
     demo_kept = False
-    if not args.no_demo:
+    if demo is not None and single:
         try:
             # A demo scene the store brought back is kept as the gm left it.
-            demo_kept = not core.preload(_demo_request(), keep_stored=not args.fresh_demo)
+            demo_kept = not core.preload(demo, keep_stored=not args.fresh_demo)
         except ClientError as exc:
             print(f"error: {exc.message}", file=sys.stderr)
             return 1
+    elif demo is not None:
+        demo_kept = "demo" in restored and not args.fresh_demo
+    # The scenes as they were at start-up (the banner's), then, with workers, let go of.
+    revisions = {sid: scene.revision for sid, scene in core.scenes.items()}
+    if not single:
+        core.scenes.clear()
+    limits = EdgeLimits(hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
+                        max_per_address=args.max_per_address)
 
     def ready(port: int) -> None:
         url = f"ws://{args.host}:{port}"
@@ -106,28 +134,38 @@ def serve(args: argparse.Namespace) -> int:
         print(f"state store: {store.path}"
               + (f" ({len(restored)} scene{'s' if len(restored) != 1 else ''} restored: "
                  f"{', '.join(restored)})" if restored else ""), flush=True)
-        scene = "SCENE" if args.no_demo else "demo"
+        scene = "SCENE" if demo is None else "demo"
         print(f"live overlay: http://{args.host}:{port}/overlay?scene={scene}"
               + (f"#token={overlay_token}" if overlay_token else
                  " (add #token=GM_TOKEN: this server has no overlay token)" if gm_token
                  else ""), flush=True)
-        if not args.no_demo:
+        if demo is not None:
             # Commands that work as printed: with a token server, the other terminal needs it.
             env = f"COVERCAST_TOKEN={shlex.quote(gm_token)} " if gm_token else ""
             flag = "" if port == DEFAULT_PORT and args.host == "127.0.0.1" else f" --url {url}"
-            said = (f"restored at revision {core.scenes['demo'].revision}, as it was left "
-                    "(--fresh-demo loads it as shipped)" if demo_kept else "loaded (D&D 3.5)")
+            revision = f" at revision {revisions['demo']}" if "demo" in revisions else ""
+            said = (f"restored{revision}, as it was left (--fresh-demo loads it as shipped)"
+                    if demo_kept else "loaded (D&D 3.5)")
             print(f"demo scene 'demo' {said}. In another terminal:\n"
                   f"  {env}.venv/bin/covercast watch{flag}\n"
                   f"  {env}.venv/bin/covercast move goblin 8 6{flag}\n"
                   f"  {env}.venv/bin/covercast door door-e open{flag}\n"
                   f"  {env}.venv/bin/covercast query archer goblin{flag}", flush=True)
 
+    config = WorkerConfig(workers, gm_token, player_token, overlay_token, store.path, demo,
+                          limits, sync=args.state_sync, fresh_demo=args.fresh_demo)
+    if args.nats:
+        if not (args.no_front and workers == 1):
+            store.close()  # each worker process opens it; this one runs none
+        return _serve_nats(args, replace(config, demo=None, nats=args.nats,
+                                         replicas=args.nats_replicas), core, ready)
     try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run(core, args.host, args.port, ready, EdgeLimits(
-                hello_timeout_s=args.hello_timeout, max_connections=args.max_connections,
-                max_per_address=args.max_per_address)))
+        if workers == 1:
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(run(core, args.host, args.port, ready, limits))
+        else:
+            store.close()  # each worker opens it for the scenes it owns
+            return _serve_workers(args, config, ready)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"error: port {args.port} is in use: is another covercast running? "
@@ -136,6 +174,98 @@ def serve(args: argparse.Namespace) -> int:
             print(f"error: cannot listen on {args.host}:{args.port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (`--workers`' default)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _serve_workers(args: argparse.Namespace, config: Any, ready: Any) -> int:
+    """`serve --workers N` (N > 1): the workers first, then the front process's listener;
+    SIGTERM or ^C stops both."""
+    import signal
+
+    from server.front import run as run_front
+    from server.workers import Workers
+
+    pool = Workers(config)
+    try:
+        pool.start()
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        supervisor = asyncio.create_task(pool.supervise())
+        try:
+            await run_front(pool.sockets, args.host, args.port, ready, config.limits)
+        finally:
+            supervisor.cancel()
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(main())
+    finally:
+        pool.stop()
+    return 0
+
+
+def _serve_nats(args: argparse.Namespace, config: Any, core: Any, ready: Any) -> int:
+    """`serve --nats URL`: this machine's part of a NATS deployment (docs/deploy.md): a
+    front process (unless --no-front) and --workers worker processes (a single worker
+    with --no-front runs in this process)."""
+    import signal
+
+    try:
+        from server import mesh
+    except ImportError as exc:
+        print(f"error: NATS mode needs the NATS client ({exc.name} is missing): "
+              "pip install 'covercast[cluster]'", file=sys.stderr)
+        return 2
+    from server.workers import Workers
+
+    pool = Workers(config) if config.workers and not (args.no_front and config.workers == 1) \
+        else None
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        if pool is not None:
+            supervisor = asyncio.create_task(pool.supervise())
+        try:
+            if not args.no_front:
+                await mesh.run_front(args.nats, args.host, args.port, ready, config.limits)
+            elif pool is None:
+                def said(name: str) -> None:
+                    print(f"covercast worker {name} on {args.nats}", flush=True)
+
+                await mesh.run_worker(args.nats, core, config.replicas, ready=said)
+            else:
+                print(f"covercast: {config.workers} workers on {args.nats}", flush=True)
+                await asyncio.Event().wait()
+        finally:
+            if pool is not None:
+                supervisor.cancel()
+
+    try:
+        if pool is not None:
+            pool.start()
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(main())
+    except (RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if pool is not None:
+            pool.stop()
     return 0
 
 
@@ -486,6 +616,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "(survives the server killed; a power cut may lose the last ones); "
                         "full: fsynced before its ack (survives a power cut; about one "
                         "fsync per change). Air is always fsynced (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes owning the scenes, each scene one worker's (default: "
+                        "the number of CPUs; 1: one process, as before); see docs/deploy.md")
+    p.add_argument("--nats", metavar="URL",
+                   help="run on NATS (nats://host:4222, several comma-separated): scenes "
+                        "owned by workers on any machine, clients on any front process; "
+                        "needs covercast[cluster] and a NATS server with JetStream "
+                        "(docs/deploy.md)")
+    p.add_argument("--no-front", action="store_true",
+                   help="with --nats: workers only, no listener on this machine")
+    p.add_argument("--nats-replicas", type=int, default=3, metavar="N",
+                   help="with --nats: JetStream replicas of the leases and change logs "
+                        "(1 on a single NATS server; made once, by the first worker)")
     p.add_argument("--hello-timeout", type=float, default=HELLO_TIMEOUT_S, metavar="S",
                    help="seconds a connection has to send its hello (default: %(default)s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
+from websockets.asyncio.server import Server, ServerConnection, broadcast, serve, unix_serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -90,25 +90,22 @@ class _Peer:
 _Delta = tuple[int, _Peer, bytes | str | None]
 
 
-class App:
-    """A running Covercast server: a Core behind a websockets listener."""
+class Listener:
+    """The listening side of a server: admission, the overlay page on plain HTTP, the
+    guarded connections; `handler` serves one WebSocket (App's: a Core behind it; the
+    front process's, server/front.py: links to the workers owning its scenes)."""
 
-    def __init__(self, core: Core, limits: EdgeLimits | None = None) -> None:
-        self.core = core
+    def __init__(self, limits: EdgeLimits | None = None) -> None:
         self.limits = limits if limits is not None else EdgeLimits()
         self.admission = Admission(total_cap(self.limits.max_connections),
                                    self.limits.max_per_address)
         self._refusals = Seldom(log)
         self._slow = Seldom(log)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
-        # Large frames are read ahead of the Core, one at a time (server/ahead.py).
-        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-ahead")
-        self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
-        # Scenes with a fan-out running (it loops until no ready subscriber has news).
-        self._fanning: dict[str, asyncio.Task[None]] = {}
         self._files = static.overlay_files()
-        self._settled = float("-inf")
+
+    async def handler(self, ws: ServerConnection) -> None:
+        raise NotImplementedError
 
     def http(self, ws: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP on the same port: the overlay page (None: go on with the WebSocket
@@ -123,6 +120,60 @@ class App:
         if reply is None:
             return None
         return Response(reply.status, reply.reason, Headers(reply.headers), reply.body)
+
+    async def start(self, host: str, port: int, unix: str | None = None) -> Server:
+        """Listen on host:port, or on the Unix socket `unix` (a worker process behind a
+        front process, server/workers.py)."""
+        # Per-message deflate is off: measured (bench/RESULTS.md), sending a 4.7 KB move
+        # delta to 50 clients costs ~0.9 ms of server CPU without it and ~2.7 ms with it,
+        # and a 5 MB full set 175 ms against 756 ms; clients are usually on the same host
+        # or LAN, where the bytes saved matter less than the latency added.
+        #
+        # Frames are taken off websockets' queue as they come (`_reader`) and held in the
+        # connection's inbox, bounded in bytes; websockets holds at most a frame or two.
+        guarded = type("Connection", (Guarded,), {
+            "limits": self.limits, "admission": self.admission,
+            "on_refused": self._refused})
+        if unix is not None:
+            return await unix_serve(self.handler, unix, max_size=LIMITS.max_frame_bytes,
+                                    compression=None, max_queue=2, process_request=self.http,
+                                    create_connection=guarded)
+        return await serve(self.handler, host, port, max_size=LIMITS.max_frame_bytes,
+                           compression=None, max_queue=2, process_request=self.http,
+                           create_connection=guarded)
+
+    def _refused(self, why: str) -> None:
+        self._refusals(logging.WARNING, "refusing connections: %s", why)
+
+    def loop_errors(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The event loop's exception handler: asyncio reports a failed accept (out of
+        descriptors or memory) on every attempt; it is logged once a minute."""
+        if str(context.get("message", "")).startswith("socket.accept() out of system"):
+            self._refusals(logging.ERROR, "cannot accept connections: %s (descriptor "
+                           "limit %d, %d connections open)", context.get("exception"),
+                           descriptor_limit(), self.admission.open)
+            return
+        loop.default_exception_handler(context)
+
+    def _close_later(self, ws: ServerConnection, code: int, reason: str) -> None:
+        task = asyncio.create_task(ws.close(code, reason))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+
+class App(Listener):
+    """A running Covercast server: a Core behind a websockets listener."""
+
+    def __init__(self, core: Core, limits: EdgeLimits | None = None) -> None:
+        super().__init__(limits)
+        self.core = core
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
+        # Large frames are read ahead of the Core, one at a time (server/ahead.py).
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-ahead")
+        self._peers: dict[int, _Peer] = {}
+        # Scenes with a fan-out running (it loops until no ready subscriber has news).
+        self._fanning: dict[str, asyncio.Task[None]] = {}
+        self._settled = float("-inf")
 
     async def _core(self, fn: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -270,11 +321,6 @@ class App:
                     await peer.idle.wait()
                 await peer.ws.close(out.code, out.reason)
 
-    def _close_later(self, ws: ServerConnection, code: int, reason: str) -> None:
-        task = asyncio.create_task(ws.close(code, reason))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
     async def _fan_out(self, scene: str) -> None:
         """Send the scene's news to every subscriber ready for it: one trip to the Core for
         all their deltas (subscribers with one view share one frame), each frame written to
@@ -383,34 +429,6 @@ class App:
         except ConnectionClosed:
             return
 
-    async def start(self, host: str, port: int) -> Server:
-        # Per-message deflate is off: measured (bench/RESULTS.md), sending a 4.7 KB move
-        # delta to 50 clients costs ~0.9 ms of server CPU without it and ~2.7 ms with it,
-        # and a 5 MB full set 175 ms against 756 ms; clients are usually on the same host
-        # or LAN, where the bytes saved matter less than the latency added.
-        #
-        # Frames are taken off websockets' queue as they come (`_reader`) and held in the
-        # connection's inbox, bounded in bytes; websockets holds at most a frame or two.
-        guarded = type("Connection", (Guarded,), {
-            "limits": self.limits, "admission": self.admission,
-            "on_refused": self._refused})
-        return await serve(self.handler, host, port, max_size=LIMITS.max_frame_bytes,
-                           compression=None, max_queue=2, process_request=self.http,
-                           create_connection=guarded)
-
-    def _refused(self, why: str) -> None:
-        self._refusals(logging.WARNING, "refusing connections: %s", why)
-
-    def loop_errors(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """The event loop's exception handler: asyncio reports a failed accept (out of
-        descriptors or memory) on every attempt; it is logged once a minute."""
-        if str(context.get("message", "")).startswith("socket.accept() out of system"):
-            self._refusals(logging.ERROR, "cannot accept connections: %s (descriptor "
-                           "limit %d, %d connections open)", context.get("exception"),
-                           descriptor_limit(), self.admission.open)
-            return
-        loop.default_exception_handler(context)
-
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._ahead.shutdown(wait=False, cancel_futures=True)
@@ -426,14 +444,15 @@ def settle_heap() -> None:
 
 async def run(core: Core, host: str, port: int,
               ready: Callable[[int], Awaitable[None] | None] | None = None,
-              limits: EdgeLimits | None = None) -> None:
-    """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one)."""
+              limits: EdgeLimits | None = None, unix: str | None = None) -> None:
+    """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one;
+    0 too when serving on the Unix socket `unix`)."""
     tune_process()
     app = App(core, limits)
     asyncio.get_running_loop().set_exception_handler(app.loop_errors)
-    server = await app.start(host, port)
+    server = await app.start(host, port, unix)
     settle_heap()  # the modules and whatever the Core was given (a preloaded scene)
-    bound = next(iter(server.sockets)).getsockname()[1]
+    bound = 0 if unix is not None else next(iter(server.sockets)).getsockname()[1]
     try:
         if ready is not None:
             maybe = ready(bound)

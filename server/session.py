@@ -257,11 +257,14 @@ class Core:
 
     def __init__(self, access_token: str | None = None, player_token: str | None = None,
                  overlay_token: str | None = None, store: Store | None = None,
-                 seed: int | None = None, restore: bool = True) -> None:
+                 seed: int | None = None, restore: bool = True,
+                 keep_scenes: bool = True) -> None:
         """`access_token` is the gm's (server/roles.py's `Access` says which sets of
         tokens are refused, with ValueError). `restore`: every scene of the store is back
         at its stored revision (StoreError: one cannot be read back); without it,
-        `restore(ids)` brings back chosen ones."""
+        `restore(ids)` brings back chosen ones. `keep_scenes` False: scenes are not written
+        to the store (on NATS they live in JetStream, server/mesh.py; the store keeps air)."""
+        self.keep_scenes = keep_scenes
         self._access = Access(access_token, player_token, overlay_token)
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
@@ -489,7 +492,8 @@ class Core:
             request.scene, request.ruleset, request.options, previous))
         self._subscribed_limit(loaded)
         try:  # stored before it is installed: an acknowledged revision is never lost
-            durable.save_load(self.store, loaded, previous)
+            if self.keep_scenes:
+                durable.save_load(self.store, loaded, previous)
         except StoreUnavailable as exc:
             raise unavailable(exc, "the scene was not loaded") from None
         self.scenes[sid] = loaded
@@ -500,7 +504,8 @@ class Core:
         set and are unsubscribed."""
         scene = self._scene(sid)
         try:
-            durable.forget(self.store, sid)
+            if self.keep_scenes:
+                durable.forget(self.store, sid)
         except StoreUnavailable as exc:
             raise unavailable(exc, "the scene stays loaded") from None
         del self.scenes[sid]
@@ -531,7 +536,8 @@ class Core:
         changed = self._built_from(current, lambda: build(current))
         self._subscribed_limit(changed)
         try:  # stored before the swap: the scene never runs ahead of what is durable
-            durable.save_change(self.store, current, changed, *batch)
+            if self.keep_scenes:
+                durable.save_change(self.store, current, changed, *batch)
         except StoreUnavailable as exc:
             raise unavailable(exc, "the change was not applied") from None
         self.scenes[sid] = changed

@@ -56,8 +56,11 @@ def server_process(tmp_path: Path) -> Iterator[str]:
     in this one, and must not hold the server's interpreter lock): its URL."""
     with open(tmp_path / "server.log", "w") as log:
         proc = subprocess.Popen(
+            # One worker: both scenes in one process, so the slices are what is tested
+            # (with several, the two scenes may be on different workers anyway).
             [sys.executable, "-m", "covercast.cli", "serve", "--port", "0", "--no-demo",
-             "--state", ":memory:"], stdout=subprocess.PIPE, stderr=log, text=True,
+             "--workers", "1", "--state", ":memory:"], stdout=subprocess.PIPE, stderr=log,
+            text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         assert proc.stdout is not None

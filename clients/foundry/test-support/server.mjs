@@ -36,7 +36,7 @@ export class Server {
   /** Start `covercast serve` (on the port it had before, if restarted); resolve once it
    * says it is listening. */
   start() {
-    const args = ["serve", "--host", "127.0.0.1", "--port", String(this.port), "--no-demo"];
+    const args = ["serve", "--host", "127.0.0.1", "--port", String(this.port), "--no-demo", "--state", ":memory:"];
     if (this.token) args.push("--token", this.token);
     const child = spawn(covercastBin(), args, { stdio: ["ignore", "pipe", "pipe"] });
     this.child = child;

@@ -1,0 +1,195 @@
+"""The bookkeeping of NATS mode, sans I/O: what a front process must remember of its
+clients' requests, what a worker must remember of a scene's change log, and when a scene's
+lease is stale.
+
+Rule of this module: plain values and decisions (time is passed in, never read), no
+sockets and no NATS (server/mesh.py moves the messages). The rules they keep:
+
+- A request is answered once. Each request a front process sends gets an id of its own
+  (`rid`); the first answer for it is delivered and later ones (a request sent again to a
+  scene's new owner, whose old owner had answered after all) are dropped.
+- A change is applied once. The owner logs each accepted change with its rid and its
+  answer before it answers; a change sent again (its owner died after logging it) is
+  answered from the log, not applied a second time.
+- A scene belongs to the worker holding its lease, and a lease holds while its worker
+  renews its liveness; a worker not heard of for LEASE_S may lose its scenes to another,
+  which takes each over (one at a time: a compare-and-set on the lease) and resumes it from
+  the log at the last acknowledged revision.
+- When a scene changes owner, every front process sends the new owner, for each of its
+  clients, the subscriptions it held there (a full set comes back: the new owner knows
+  nothing of what the old one sent) and the requests still unanswered, in their order.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+#: Seconds without a renewal after which a worker's leases may be taken over.
+LEASE_S = 2.0
+#: Seconds between two renewals of a worker's liveness.
+RENEW_S = 0.4
+#: Answers kept per scene for changes that may be sent again (and rids answered, per front).
+REMEMBERED = 4096
+#: Seconds after which a worker forgets the clients of a front process it has not heard
+#: from (front processes say they are there every FRONT_BEAT_S).
+FRONT_BEAT_S = 1.0
+FRONT_GONE_S = 10.0
+#: Changes between two snapshots of a scene (a new owner replays at most these).
+SNAPSHOT_EVERY = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request on its way to a scene's owner, not answered yet."""
+
+    rid: str
+    session: str
+    scene: str
+    frame: bytes | str
+
+
+@dataclass(slots=True)
+class _Session:
+    hello: bytes | str
+    #: The subscribe frame of each scene it is subscribed to (sent again to a new owner).
+    subscriptions: dict[str, bytes | str] = field(default_factory=dict)
+
+
+class Sessions:
+    """A front process's clients: their hellos, subscriptions and unanswered requests."""
+
+    def __init__(self, front: str) -> None:
+        self.front = front
+        self._sessions: dict[str, _Session] = {}
+        self._pending: dict[str, Pending] = {}  # in the order sent
+        self._answered: OrderedDict[str, None] = OrderedDict()
+        self._next = 0
+
+    def _id(self) -> str:
+        self._next += 1
+        return f"{self.front}.{self._next}"
+
+    def open(self, hello: bytes | str) -> str:
+        """A client was welcomed with this hello: its session id."""
+        sid = self._id()
+        self._sessions[sid] = _Session(hello)
+        return sid
+
+    def close(self, session: str) -> None:
+        self._sessions.pop(session, None)
+        for rid in [r for r, p in self._pending.items() if p.session == session]:
+            del self._pending[rid]
+
+    def hello(self, session: str) -> bytes | str:
+        return self._sessions[session].hello
+
+    def local(self, session: str) -> bool:
+        return session in self._sessions
+
+    def request(self, session: str, scene: str, kind: str | None,
+                frame: bytes | str) -> Pending:
+        """A client's request for `scene` (its `type` is `kind`), to send to the owner."""
+        pending = Pending(self._id(), session, scene, frame)
+        self._pending[pending.rid] = pending
+        subs = self._sessions[session].subscriptions
+        if kind == "subscribe":
+            subs[scene] = frame
+        elif kind in ("unsubscribe", "scene.unload"):
+            subs.pop(scene, None)
+        return pending
+
+    def answered(self, rid: str) -> bool:
+        """An answer to `rid` came: True the first time (deliver it), False after."""
+        if rid in self._answered:
+            return False
+        self._answered[rid] = None
+        while len(self._answered) > REMEMBERED:
+            self._answered.popitem(last=False)
+        self._pending.pop(rid, None)
+        return True
+
+    def unanswered(self, scene: str) -> list[Pending]:
+        return [p for p in self._pending.values() if p.scene == scene]
+
+    def subscribed(self, scene: str) -> bool:
+        """Whether a client here holds a subscription to `scene` (its deltas are wanted)."""
+        return any(scene in s.subscriptions for s in self._sessions.values())
+
+    def moved(self, scene: str) -> list[Pending]:
+        """`scene` has a new owner: what to send it, in order: each subscription again
+        (under a new rid: the old one was answered), then each unanswered request (under
+        its own rid: the new owner answers a logged change from its log)."""
+        out = []
+        for session, state in self._sessions.items():
+            frame = state.subscriptions.get(scene)
+            if frame is not None:
+                again = Pending(self._id(), session, scene, frame)
+                self._pending[again.rid] = again
+                out.append(again)
+        out.extend(p for p in self._pending.values() if p.scene == scene and p not in out
+                   and not any(o.rid == p.rid for o in out))
+        return out
+
+
+@dataclass(slots=True)
+class Journal:
+    """What a scene's owner knows of its change log: the last entry's sequence in the log
+    (the next must follow it, else another owner wrote meanwhile), the answers of the last
+    changes by rid, and the changes since the last snapshot."""
+
+    seq: int = 0
+    answers: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    since_snapshot: int = 0
+
+    def logged(self, rid: str, answer: bytes, seq: int) -> None:
+        self.seq = seq
+        self.answers[rid] = answer
+        while len(self.answers) > REMEMBERED:
+            self.answers.popitem(last=False)
+        self.since_snapshot += 1
+
+    def answer(self, rid: str) -> bytes | None:
+        """The answer a logged change was given (None: not logged)."""
+        return self.answers.get(rid)
+
+    def snapshot_due(self) -> bool:
+        return self.since_snapshot >= SNAPSHOT_EVERY
+
+
+class Liveness:
+    """When each worker was last heard renewing (by this process's clock)."""
+
+    def __init__(self, started: float, lease_s: float = LEASE_S) -> None:
+        self.started = started
+        self.lease_s = lease_s
+        self._heard: dict[str, float] = {}
+
+    def heard(self, worker: str, now: float) -> None:
+        self._heard[worker] = now
+
+    def gone(self, worker: str) -> None:
+        """The worker said it stops (or its liveness was deleted): stale at once."""
+        self._heard[worker] = float("-inf")
+
+    def stale(self, worker: str, now: float) -> bool:
+        """Whether `worker`'s leases may be taken over: not heard for lease_s (one never
+        heard of: lease_s after this process started watching)."""
+        last = self._heard.get(worker, self.started)
+        return now - last > self.lease_s
+
+
+def takeovers(owners: dict[str, tuple[str, str, int]], me: str, live: Liveness,
+              now: float) -> list[tuple[str, str, int]]:
+    """Of the leases (subject token -> (owner, scene id, lease revision)), those another
+    worker holds and has stopped renewing: (token, scene id, revision) to try and take."""
+    return [(tok, sid, rev) for tok, (worker, sid, rev) in owners.items()
+            if worker != me and live.stale(worker, now)]
+
+
+def silent_fronts(fronts: set[str], heard: dict[str, float], started: float,
+                  now: float) -> set[str]:
+    """Of the front processes whose clients a worker holds, those not heard from for
+    FRONT_GONE_S (one never heard of: since the worker started listening): killed, their
+    clients gone with them."""
+    return {f for f in fronts if now - heard.get(f, started) > FRONT_GONE_S}

