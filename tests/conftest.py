@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +18,11 @@ from server.admission import EdgeLimits
 from server.app import run
 from server.session import Core
 from server.store import Store
+
+# No test reads or writes the user's own state store (`covercast serve` without --state
+# uses $XDG_STATE_HOME/covercast/state.sqlite3, and brings back every scene it holds):
+# this run's servers, and the processes they start, get a folder of their own.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="covercast-tests-state-")
 
 
 class LiveServer:
