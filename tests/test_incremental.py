@@ -241,7 +241,7 @@ def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
             assert frames[viewers[0]] == frames[viewers[3]]
         # Shared frames lead only to the current state: nothing older is kept alive.
         assert all(held[0] is core.scenes[sid] and len(held[1]) <= 3
-                   for sid, held in core._frames.items())
+                   for sid, held in core._deltas.held.items())
 
 
 def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
