@@ -302,17 +302,37 @@ def diff(sub: Subscription, sid: str, revision: int, table: Table,
          air: dict[str, BreathOut], breath: list[BreathOut]) -> bytes | str | None:
     """The delta frame from the subscriber's view to the current one, which becomes its
     view, with the air that changed (`breath`, of its view's `air`)."""
-    pairs, current = view(table, sub)
+    pairs = None if sub.filter.everything else pairs_of(sub.filter, table.creatures)
     # The change log covers the table's entries, not a filter's pairs coming and going
     # (a token created, deleted, hidden or changing side): compared whole then.
     keys = touched_since(table, sub) if pairs == sub.pairs else None
     sent = sub.sent
-    if keys is None:
+    if keys is not None and pairs is not None:
+        # A filtered view moves by the keys the change touched among its pairs (a move
+        # touches a few of its thousands of entries).
+        current: Mapping[Key, AnnotationOut]
+        current = moved = dict(sent)
+        get = table.entries.get
+        changed, removed = [], []
+        for k in keys:
+            if (k[0], k[1]) not in pairs:
+                continue
+            new, old = get(k), sent.get(k)
+            if new is None:
+                if old is not None:
+                    del moved[k]
+                    removed.append(k)
+            elif new is not old:
+                moved[k] = new
+                changed.append(new)
+    elif keys is None:
+        pairs, current = view(table, sub)
         # Entries kept from one revision to the next are the same objects; equal ones
         # from another table (a viewer's, before or after a token was hidden) are not.
         changed = [v for k, v in current.items() if (old := sent.get(k)) is not v and old != v]
         removed = [k for k in sent if k not in current]
     else:
+        pairs, current = view(table, sub)
         changed = [current[k] for k in keys if k in current and sent.get(k) is not current[k]]
         removed = [k for k in keys if k not in current and k in sent]
     sub.sent = current
