@@ -111,7 +111,8 @@ def affected(old: SceneGeom, new: SceneGeom,
     cols = columns(new.creatures, grid)
     spaces, reach, index = cols.spaces, cols.reach, cols.index
     # Pairs with a changed creature are recomputed whole (below): test only the others.
-    moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
+    moved = np.zeros(n, dtype=bool)
+    moved[[index[i] for i in changed if i in index]] = True
     if only is None:
         a_idx, t_idx = upper_pairs(n)
     else:

@@ -671,9 +671,13 @@ class Core:
         effect (no soft cover, no flanking from them); while no token is hidden, that is
         the gm's table."""
         scene = self.scenes[sid]
-        if viewer and any(c.hidden for c in scene.geometry.creatures):
+        if viewer and self._hides(scene):
             return (sid, lines, True), self._visible_geometry(scene)
         return (sid, lines, False), scene.geometry
+
+    def _hides(self, scene: scenes.Scene) -> bool:
+        """Whether the scene has hidden tokens (its visible geometry has fewer)."""
+        return len(self._visible_geometry(scene).creatures) < len(scene.geometry.creatures)
 
     def _table(self, sid: str, lines: bool, viewer: bool) -> tuple[CacheKey, dict[Key,
                                                                               AnnotationOut]]:
@@ -690,7 +694,7 @@ class Core:
         """The pairs of `geom` the subscribers of this table (and `extra`, a subscription
         being made) follow; None: every pair (an unfiltered subscriber)."""
         sid, lines, without_hidden = key
-        hidden = any(c.hidden for c in self.scenes[sid].geometry.creatures)
+        hidden = self._hides(self.scenes[sid])
         filters = list(extra)
         for conn in self.connections.values():
             sub = conn.subscriptions.get(sid)
