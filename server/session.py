@@ -112,6 +112,9 @@ SLICE_S = 0.025
 FIRST_SLICE = 16
 #: Rounds `warm` gives a scene that changes while its table is computed.
 WARM_ROUNDS = 4
+#: Pairs a change recomputes in one call of the ruleset, every mode, rather than two (the
+#: pairs in the way in their modes only): below this, a call's fixed cost is the larger.
+_ONE_CALL = 256
 #: Frames larger than this are never subscriptions: `warm_frame` does not parse them.
 WARM_FRAME_BYTES = 64 * 1024
 
@@ -832,9 +835,12 @@ class Core:
             if without_hidden:
                 whole_pairs, way_pairs, lent = self._lend(key, geom, whole_pairs, way_pairs,
                                                           way_values)
-            if way_pairs and len(way_modes) == len(_MODE_VALUES):
-                # Creatures in the way count in every mode: one call for all the pairs (a
-                # call has fixed costs: the ruleset's engine for the scene).
+            if way_pairs and (len(way_modes) == len(_MODE_VALUES) or (
+                    whole_pairs and len(whole_pairs) + len(way_pairs) <= _ONE_CALL)):
+                # Creatures in the way count in every mode, or there are few pairs: one call
+                # for all of them (a call has fixed costs, the ruleset's engine for the
+                # scene: at 1,000 creatures more than a few pairs' work; the other modes of
+                # a pair in the way come back as they were).
                 whole_pairs, way_pairs = whole_pairs | way_pairs, set()
             outs: list[AnnotationOut] = []
             if sliced:
