@@ -496,3 +496,38 @@ def test_filtered_tables_match_full_recomputation(ruleset: str, grid: int, seed:
                 for ask, _, _ in held.values()))
             assert cached.revision < scene.revision or {(k[0], k[1]) for k in cached.table} \
                 <= union
+
+
+def test_only_the_pairs_followed_are_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one filtered subscriber the ruleset is asked for its pairs only, at first and
+    at every change, and the table kept holds nothing else; an unfiltered subscriber
+    joining makes it whole (its full set is every pair)."""
+    rng = random.Random(11)
+    core = Core()
+    gm, sub, whole = core.connect(), core.connect(), core.connect()
+    for conn in (gm, sub, whole):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(rng, "dnd35"))
+    ruleset = type(core.scenes["s"].ruleset)
+    asked: list[tuple[str, str] | None] = []
+    annotate = ruleset.annotate
+
+    def recording(self: Any, geom: Any, options: Any, pairs: Any = None,
+                  **kw: Any) -> Any:
+        asked.extend(pairs if pairs is not None else [None])
+        return annotate(self, geom, options, pairs, **kw)
+
+    monkeypatch.setattr(ruleset, "annotate", recording)
+    (full,) = _send(core, sub, {"type": "subscribe", "scene": "s", "attackers": ["t1"]})[sub]
+    assert {a["attacker"] for a in full["annotations"]} == {"t1"}
+    assert asked and all(p is not None and p[0] == "t1" for p in asked), asked
+    for step in range(8):
+        asked.clear()
+        frames = _send(core, gm, _change(rng, core, step))
+        assert frames[gm][0]["type"] == "ack"
+        assert all(p is not None and p[0] == "t1" for p in asked), (step, asked)
+        (cached,) = [c for k, c in core._cache.items() if k[0] == "s"]
+        assert {k[0] for k in cached.table} <= {"t1"}
+    (everything,) = _send(core, whole, {"type": "subscribe", "scene": "s"})[whole]
+    tokens = list(core.scenes["s"].tokens)
+    assert len(everything["annotations"]) == len(tokens) * (len(tokens) - 1) * 3
