@@ -293,7 +293,10 @@ async def _watch(args: argparse.Namespace) -> int:
             if unknown:
                 raise CommandError(f"scene {args.scene!r} has no token {', '.join(unknown)} "
                                    f"(its tokens: {', '.join(sorted(ids)) or 'none'})")
-        sub = await client.subscribe(args.scene)
+        # The server sends only the filtered pairs (and computes no others): a big scene
+        # stays cheap to watch one token of.
+        sub = await client.subscribe(args.scene, attackers=args.attacker or None,
+                                     targets=args.target or None)
 
         def draw(changed: set[tuple[str, str]]) -> None:
             _draw(render_table(_as_dicts(sub.table), sub.revision, changed,
@@ -650,9 +653,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "each attacker against each target), redrawn on every change; rows "
                        "the change touched are marked with * (reverse video on a terminal).")
     c.add_argument("--attacker", action="append", default=[], metavar="TOKEN",
-                   help="show only this attacker's rows (repeatable)")
+                   help="show only this attacker's rows (repeatable; the server sends no "
+                        "others)")
     c.add_argument("--target", action="append", default=[], metavar="TOKEN",
-                   help="show only rows against this target (repeatable)")
+                   help="show only rows against this target (repeatable; the server sends "
+                        "no others)")
     c.add_argument("--once", action="store_true", help="exit after the first change")
     c.set_defaults(func=_client_command(_watch))
 

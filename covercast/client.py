@@ -92,6 +92,8 @@ log = logging.getLogger("covercast.client")
 #: An annotation's identity: (attacker, target, mode).
 Key = tuple[str, str, str]
 Mode = Literal["melee", "reach", "ranged"]
+#: A side a subscription filter names (docs/protocol.md section 3.12): token dispositions.
+Side = Literal["friendly", "neutral", "hostile", "secret"]
 ALL_MODES: tuple[Mode, ...] = ("melee", "reach", "ranged")
 
 _DECODER = msgspec.msgpack.Decoder(Response)
@@ -213,11 +215,15 @@ class Subscription:
     """
 
     def __init__(self, client: Client, full: Annotations, modes: tuple[Mode, ...],
-                 lines: bool) -> None:
+                 lines: bool, filters: Mapping[str, list[str]] | None = None) -> None:
         self._client = client
         self.scene = full.scene
         self.modes = modes
         self.lines = lines
+        #: The server-side filter asked for (`attackers`, `targets`, `sides`: only those
+        #: given); the table holds the pairs it selects, and is asked for again with it on
+        #: reconnecting.
+        self.filters: dict[str, list[str]] = dict(filters or {})
         self.full = full
         self.revision = full.revision
         self._table: dict[Key, AnnotationOut] = {_key(a): a for a in full.annotations}
@@ -359,7 +365,7 @@ class Client:
         self._subs: dict[str, Subscription] = {}
         # subscribe requests in flight (id -> modes, lines), and the Subscriptions their
         # replies created: made by the reader, so no push can slip in before it exists.
-        self._subscribing: dict[int, tuple[tuple[Mode, ...], bool]] = {}
+        self._subscribing: dict[int, tuple[tuple[Mode, ...], bool, dict[str, list[str]]]] = {}
         self._subscribed: dict[int, Subscription] = {}
         self._reader: asyncio.Task[None] | None = None
 
@@ -508,7 +514,8 @@ class Client:
             self._resubscribing[rid] = sub
             try:
                 await self._request(rid, {"type": "subscribe", "scene": scene,
-                                          "modes": list(sub.modes), "lines": sub.lines})
+                                          "modes": list(sub.modes), "lines": sub.lines,
+                                          **sub.filters})
             except ServerError as exc:  # e.g. the scene is gone and was not loaded again
                 self._subs.pop(scene, None)
                 sub._end(exc)
@@ -720,14 +727,24 @@ class Client:
         return (await self._expect(message, BreathState)).breath
 
     async def subscribe(self, scene: str, modes: Sequence[Mode] = ALL_MODES, *,
-                        lines: bool = False) -> Subscription:
+                        lines: bool = False, attackers: Iterable[str] | None = None,
+                        targets: Iterable[str] | None = None,
+                        sides: Iterable[Side] | None = None) -> Subscription:
         """Follow a scene's annotations: the full set now, then a delta per change. Iterate
-        the returned Subscription for the deltas; its `table` is always current."""
+        the returned Subscription for the deltas; its `table` is always current. With
+        `attackers`, `targets` (token ids) or `sides` (the attackers' sides: "friendly",
+        "neutral", "hostile", "secret"), only the pairs they all select are sent and kept
+        (the server computes no others: docs/protocol.md section 3.12); a bad filter raises
+        ServerError (`unknown_token`, `invalid`) and changes nothing."""
+        filters = {name: list(given) for name, given in
+                   (("attackers", attackers), ("targets", targets), ("sides", sides))
+                   if given is not None}
         rid = next(self._ids)
-        self._subscribing[rid] = (tuple(modes), lines)
+        self._subscribing[rid] = (tuple(modes), lines, filters)
         try:
             reply = await self._request(rid, {"type": "subscribe", "scene": scene,
-                                              "modes": list(modes), "lines": lines})
+                                              "modes": list(modes), "lines": lines,
+                                              **filters})
         finally:
             self._subscribing.pop(rid, None)
         sub = self._subscribed.pop(rid, None)

@@ -20,7 +20,7 @@ import numpy as np
 
 from geometry.columns import columns, upper_pairs
 from geometry.kernel import BoolArray, FloatArray, IntArray, enter_paired, take_rows
-from geometry.model import CreatureGeom, Grid, SceneGeom, WallGeom
+from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, SceneGeom, WallGeom
 from geometry.square import grid_steps_many, space, within_reach_many
 
 Pair = tuple[str, str]
@@ -110,20 +110,25 @@ def affected(old: SceneGeom, new: SceneGeom,
              for w in walls]
     cols = columns(new.creatures, grid)
     spaces, reach, index = cols.spaces, cols.reach, cols.index
-    a_idx, t_idx = upper_pairs(n)
     # Pairs with a changed creature are recomputed whole (below): test only the others.
-    moved = np.array([c.id in changed for c in new.creatures], dtype=bool)
-    keep = ~moved[a_idx] & ~moved[t_idx]
-    if only is not None:
-        asked = np.zeros((n, n), dtype=bool)
+    moved = np.zeros(n, dtype=bool)
+    moved[[index[i] for i in changed if i in index]] = True
+    if only is None:
+        a_idx, t_idx = upper_pairs(n)
+    else:
+        # The pairs asked about and those close enough for threats, never every pair of
+        # the scene: a filtered table of a 1,000-creature scene asks for a thousand pairs,
+        # of half a million (found by sorting along x, not by testing them all).
         pairs = [(index[p], index[q]) for p, q in only if p in index and q in index]
-        if pairs:
-            pa, pt = np.array(pairs, dtype=np.intp).T
-            asked[pa, pt] = asked[pt, pa] = True
-        sx, sy = grid_steps_many(take_rows(spaces, a_idx), take_rows(spaces, t_idx), grid.size)
-        threat = (within_reach_many(sx, sy, 2 * reach[a_idx])
-                  | within_reach_many(sx, sy, 2 * reach[t_idx]))
-        keep &= asked[a_idx, t_idx] | threat
+        pa, pt = np.array(pairs, dtype=np.intp).reshape(-1, 2).T
+        ca, ct = _close_pairs(spaces, reach, grid.size)
+        sx, sy = grid_steps_many(take_rows(spaces, ca), take_rows(spaces, ct), grid.size)
+        threat = (within_reach_many(sx, sy, 2 * reach[ca])
+                  | within_reach_many(sx, sy, 2 * reach[ct]))
+        code = np.unique(np.concatenate([np.minimum(pa, pt) * n + np.maximum(pa, pt),
+                                         ca[threat] * n + ct[threat]]))
+        a_idx, t_idx = code // n, code % n
+    keep = ~moved[a_idx] & ~moved[t_idx]
     a_idx, t_idx = a_idx[keep], t_idx[keep]
     hit = _hulls_meet(spaces, a_idx, t_idx, np.array(boxes, dtype=np.float64).reshape(-1, 4))
     changed_boxes = np.array(spaces_changed, dtype=np.float64).reshape(-1, 4)
@@ -168,6 +173,36 @@ def affected(old: SceneGeom, new: SceneGeom,
                       if c is not None], grid)
     out |= _reaching(ids, spaces, reach, index, targets, grid)
     return Affected(frozenset(out), frozenset(in_the_way - out))
+
+
+def _close_pairs(spaces: FloatArray, reach: FloatArray,
+                 size: float) -> tuple[IntArray, IntArray]:
+    """Every unordered pair (i < j) of creatures whose spaces may lie within twice the
+    larger natural reach of each other, erring only on the side of too many: a threat
+    needs at most 2 x reach / 5 ft squares along x and along y (diagonals cost at least
+    5 ft), so the gap between the spaces is below that many squares plus one, along
+    both axes. Creatures sorted by the centre's x; each pairs with those ahead of it
+    within reach along x, then the pairs too far along y are dropped."""
+    n = len(spaces)
+    if n < 2:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    cx = (spaces[:, 0] + spaces[:, 2]) / 2
+    cy = (spaces[:, 1] + spaces[:, 3]) / 2
+    half = np.maximum(spaces[:, 2] - spaces[:, 0], spaces[:, 3] - spaces[:, 1]) / 2
+    gap = (2 * float(reach.max(initial=0.0)) / FEET_PER_SQUARE + 2) * size
+    span = gap + 2 * float(half.max()) + 1.0
+    order = np.argsort(cx, kind="stable")
+    xs = cx[order]
+    ends = np.searchsorted(xs, xs + span, side="right")
+    counts = ends - np.arange(n) - 1
+    first = np.repeat(np.arange(n), counts)
+    # Position k of the run of `first`: first + 1 + (k - the run's start).
+    starts = np.cumsum(counts) - counts
+    second = first + 1 + (np.arange(int(counts.sum())) - np.repeat(starts, counts))
+    i, j = order[first], order[second]
+    near = np.abs(cy[i] - cy[j]) <= span
+    i, j = i[near], j[near]
+    return np.minimum(i, j), np.maximum(i, j)
 
 
 def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, ids: list[str],

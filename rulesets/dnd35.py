@@ -164,9 +164,14 @@ class Dnd35(Ruleset):
         out = list(map(Annotation, np.take(ids, a).tolist(), np.take(ids, t).tolist(), mode_of,
                        *(np.take(column, which).tolist() for column in columns)))
         # One by one: a target under a GM floor, and melee rows that may be flanking.
-        floored = np.array([c.cover_floor is not None for c in engine.cs], dtype=bool)
-        can_flank = np.array([self._can_flank(engine, k) for k in range(len(engine.cs))],
-                             dtype=bool)
+        # Asked of the creatures in these rows only (a few pairs of a 1,000-creature scene
+        # are a move's work: not a call per creature of the scene).
+        floored = np.zeros(len(engine.cs), dtype=bool)
+        can_flank = np.zeros(len(engine.cs), dtype=bool)
+        for k in np.unique(t).tolist():
+            floored[k] = engine.cs[k].cover_floor is not None
+        for k in np.unique(a[melee & reach]).tolist():
+            can_flank[k] = self._can_flank(engine, k)
         flank = melee & reach & (level != TOTAL) & can_flank[a]
         special = np.flatnonzero(floored[t] | flank)
         if special.size:

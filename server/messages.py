@@ -508,10 +508,17 @@ class SceneFocus(_Strict, frozen=True, tag="scene.focus", tag_field="type"):
 
 
 class Subscribe(_Strict, frozen=True, tag="subscribe", tag_field="type"):
+    """A table to follow; `attackers`, `targets` (token ids) and `sides` (dispositions by
+    name) narrow it to the pairs they select (their sizes, ids and names are checked by
+    server/subscriptions.py, against the scene)."""
+
     scene: Id
     lines: bool = False
     modes: Annotated[tuple[Mode, ...], Meta(min_length=1, max_length=3)] = (
         "melee", "reach", "ranged")
+    attackers: list[Id] | None = None
+    targets: list[Id] | None = None
+    sides: list[Id] | None = None
     id: ReqId = None
 
 

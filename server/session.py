@@ -5,9 +5,10 @@ returns what to send: replies, closes, and a `Notify` for every subscriber of a 
 changed, whose delta `Core.delta(conn, scene)` builds when that connection is ready for
 it (so bursts coalesce, latest state wins); it never awaits, sleeps or touches a socket.
 State flows one way: validated request -> new Scene value -> ruleset annotations (only the
-pairs a change can touch are recomputed) -> delta against what each subscriber was last
-sent. Requests of one concern live in their own sans-I/O module, which the Core calls with
-a Scene value: roles and access tokens in server/roles.py, large frames read ahead in
+pairs some subscriber's filter selects, and of those only the ones a change can touch, are
+recomputed) -> delta against what each subscriber was last sent (server/subscriptions.py).
+Requests of one concern live in their own sans-I/O module, which the Core calls with a
+Scene value: roles and access tokens in server/roles.py, large frames read ahead in
 server/ahead.py, drowning and suffocating in server/drowning.py, friendly fire in
 server/friendly_fire.py, the scene's focus in server/focus.py.
 """
@@ -78,6 +79,19 @@ from server.roles import WRITE_TYPES, WRITES, Access, Role, forbidden
 from server.settled import Settled
 from server.settled import after as settled_after
 from server.store import Store, StoreUnavailable
+from server.subscriptions import (
+    EVERYTHING,
+    Filter,
+    Frames,
+    Subscription,
+    Table,
+    full_set,
+    open_subscription,
+    pairs_of,
+    refuse_too_large,
+)
+from server.subscriptions import SIDES as _SIDES
+from server.subscriptions import need as pairs_needed
 
 log = logging.getLogger("covercast.session")
 
@@ -86,8 +100,6 @@ SERVER_VERSION = "0.1.0"
 POLICY_VIOLATION = 1008
 #: Cached revisions whose changed keys are remembered for cheap deltas.
 CHANGE_LOG = 32
-#: Delta frames kept per scene for subscribers catching up to its current state.
-_FRAME_CACHE = 64
 #: Seconds of geometry a slice of a table computed for the server takes (`warm`): the
 #: longest another scene's request waits for the worker behind it.
 SLICE_S = 0.025
@@ -96,25 +108,16 @@ SLICE_S = 0.025
 FIRST_SLICE = 16
 #: Rounds `warm` gives a scene that changes while its table is computed.
 WARM_ROUNDS = 4
+#: Pairs a change recomputes in one call of the ruleset, every mode, rather than two (the
+#: pairs in the way in their modes only): below this, a call's fixed cost is the larger.
+_ONE_CALL = 256
 #: Frames larger than this are never subscriptions: `warm_frame` does not parse them.
-WARM_FRAME_BYTES = 4096
+WARM_FRAME_BYTES = 64 * 1024
 
 Key = tuple[str, str, str]
 Pair = tuple[str, str]
 #: An annotation table: (scene, lines, without hidden tokens).
 CacheKey = tuple[str, bool, bool]
-#: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
-_FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None]
-#: A shared delta frame: the cache and table it leaves the subscriber with, and the frame.
-_Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
-
-
-def _tokens_for(pairs: int) -> int:
-    """The most tokens whose pairs (n x (n - 1)) stay within `pairs`."""
-    n = 1
-    while (n + 1) * n <= pairs:
-        n += 1
-    return n
 
 
 def _cache_keys(sid: str) -> tuple[CacheKey, ...]:
@@ -157,26 +160,22 @@ class _Cached:
     #: Per cached revision, the keys that may have changed since the previous cached one
     #: (None: all of them), for subscribers a few revisions behind.
     log: dict[int, frozenset[Key] | None]
-    #: Tables without lines: the pairs a creature in the way can still change.
+    #: Tables without lines of every pair: the pairs a creature in the way can still
+    #: change.
     settled: Settled | None = None
+    #: The pairs the table holds (None: every pair of `geom`): what its subscribers'
+    #: filters selected when it was computed.
+    covered: frozenset[Pair] | None = None
 
 
-@dataclass(slots=True)
-class Subscription:
-    scene: str
-    lines: bool
-    modes: tuple[AttackMode, ...]
-    binary: bool
-    #: A viewer's subscription: annotations of the scene without its hidden tokens.
-    viewer: bool = False
-    sent: dict[Key, AnnotationOut] = field(default_factory=dict)
-    revision: int = 0
-    #: Each token's air as this subscriber was last sent it.
-    breath_sent: dict[str, BreathOut] = field(default_factory=dict)
-    #: The cached table `sent` was taken from (its change log is valid for `sent`).
-    source: CacheKey | None = None
-    #: The scene's focus as this subscriber was last sent it (server/focus.py).
-    focus_sent: focusing.Focus = focusing.NOBODY
+def _covers(covered: frozenset[Pair] | None, need: frozenset[Pair] | None) -> bool:
+    """Whether a table holding `covered` holds every pair of `need` (None: all)."""
+    return covered is None or (need is not None and need <= covered)
+
+
+def _all_pairs(geom: SceneGeom) -> frozenset[Pair]:
+    ids = [c.id for c in geom.creatures]
+    return frozenset((a, t) for a in ids for t in ids if a != t)
 
 
 @dataclass(slots=True)
@@ -273,10 +272,9 @@ class Core:
         # Per scene, lines flag and view (True: without hidden tokens): annotations at the
         # revision they were last computed for.
         self._cache: dict[CacheKey, _Cached] = {}
-        # Per scene, delta frames to its current state (the scene value they lead to) by
-        # (lines, modes, binary, view, from revision, from table): the table they leave the
-        # subscriber with, and the frame.
-        self._frames: dict[str, tuple[scenes.Scene, dict[_FrameKey, _Frame]]] = {}
+        # Per scene, delta frames to its current state, shared by its subscribers
+        # (server/subscriptions.py).
+        self._deltas = Frames()
         # Per scene: the geometry without hidden tokens, and the revision it is of.
         self._visible: dict[str, tuple[int, SceneGeom]] = {}
         # Per scene: one key tuple for each (attacker, target, mode), shared by all its
@@ -516,7 +514,7 @@ class Core:
             self._cache.pop(key, None)
             self._spares.pop(key, None)
             self._retired.pop(key, None)
-        self._frames.pop(sid, None)
+        self._deltas.forget(sid)
         self._visible.pop(sid, None)
         self._keys.pop(sid, None)
         self._focus.pop(sid, None)
@@ -558,9 +556,22 @@ class Core:
 
     def _subscribed_limit(self, scene: scenes.Scene) -> None:
         """A scene with subscribers may not grow past the table limit (their tables would
-        be computed at every change): refused, the scene left as it was."""
-        if self._over_limit(scene) and any(True for _ in self.subscribers(scene.id)):
-            self.too_many_pairs(scene, "$")
+        be computed at every change), each subscription counted by the pairs its filter
+        selects: refused, the scene left as it was."""
+        if not self._over_limit(scene):
+            return
+        creatures = scene.geometry.creatures
+        visible = None
+        asked: set[tuple[Filter, bool]] = set()
+        for conn in self.connections.values():
+            sub = conn.subscriptions.get(scene.id)
+            if sub is None or (sub.filter, sub.viewer) in asked:
+                continue
+            asked.add((sub.filter, sub.viewer))
+            if sub.viewer and visible is None:
+                visible = tuple(c for c in creatures if not c.hidden)
+            refuse_too_large(sub.filter, visible if sub.viewer and visible is not None
+                             else creatures, scene.id, "$")
 
     def _after_change(self, state: Connection, sid: str, rid: Any,
                       binary: bool) -> list[Output]:
@@ -641,10 +652,14 @@ class Core:
         scene = self.scenes.get(sid)
         if sub is None or scene is None:
             return True
-        hidden_out = sub.viewer and len(self._visible_geometry(scene).creatures) < len(
-            scene.geometry.creatures)
-        cached = self._cache.get((sid, sub.lines, hidden_out))
-        return cached is not None and cached.revision == scene.revision
+        key, geom = self._view_key(sid, sub.lines, sub.viewer)
+        cached = self._cache.get(key)
+        if cached is None or cached.revision != scene.revision:
+            return False
+        if cached.covered is None:
+            return True
+        return (not sub.filter.everything
+                and pairs_of(sub.filter, geom.creatures) <= cached.covered)
 
     def _delta(self, conn: int, sid: str) -> bytes | str | None:
         state = self.connections.get(conn)
@@ -652,86 +667,12 @@ class Core:
         if sub is None or sid not in self.scenes:
             return None
         scene = self.scenes[sid]
-        # Subscribers at the same revision with the same view get the same frame: build it
-        # once per revision (50 subscribers of a scene cost one diff and one encoding).
-        # Only frames leading to the scene's current state are kept: older ones (and the
-        # tables they hold) go as soon as the scene changes. The key holds everything the
-        # frame depends on: the table the subscriber holds (its revision and the cache it
-        # came from, so a viewer's table is never taken for the gm's), what it asked for,
-        # and its view (a viewer's frame never carries a hidden token).
-        held = self._frames.get(sid)
-        if held is None or held[0] is not scene:
-            held = self._frames[sid] = (scene, {})
-        frames = held[1]
-        # Air changes ride in deltas and each subscriber's record of the air it was sent is
-        # its own (a turn end changes the air, not the revision): a frame is shared only
-        # when it carries no air.
+        # Subscribers at the same revision with the same ask and view get the same frame:
+        # built once per revision (50 subscribers of a scene cost one diff and one
+        # encoding).
         air = self._breath_visible(sid, sub.viewer)
-        breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
-        if breath:
-            return self._diff(sid, sub, air, breath)
-        fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.revision, sub.source)
-        cached_frame = frames.get(fkey)
-        if cached_frame is not None:
-            source, table, frame = cached_frame
-            sub.sent = table
-            sub.source = source
-            sub.revision = scene.revision
-            if frame is not None:
-                sub.breath_sent = air
-            return frame
-        frame = self._diff(sid, sub, air, breath)
-        if len(frames) < _FRAME_CACHE:
-            frames[fkey] = (sub.source, sub.sent, frame)
-        return frame
-
-    def _diff(self, sid: str, sub: Subscription, air: dict[str, BreathOut],
-              breath: list[BreathOut]) -> bytes | str | None:
-        """The delta frame from the subscriber's table to the current one, which becomes
-        its table, with the air that changed (`breath`, of its view's `air`)."""
-        source, table = self._filtered(sid, sub)
-        keys = self._touched_since(source, sub)
-        if keys is None:
-            # Entries kept from one revision to the next are the same objects; equal ones
-            # from another table (a viewer's, before or after a token was hidden) are not.
-            sent = sub.sent
-            changed = [v for k, v in table.items()
-                       if (old := sent.get(k)) is not v and old != v]
-            removed = [k for k in sent if k not in table]
-        else:
-            changed = [table[k] for k in keys if k in table and sub.sent.get(k) is not table[k]]
-            removed = [k for k in keys if k not in table and k in sub.sent]
-        revision = self.scenes[sid].revision
-        if not changed and not removed and not breath and sub.revision == revision:
-            # Nothing to send: the subscriber's table equals this one (entry for entry
-            # the same objects, or equal ones), which it now holds.
-            sub.sent = table
-            sub.source = source
-            return None
-        sub.sent = table
-        sub.source = source
-        sub.revision = revision
-        sub.breath_sent = air
-        msg = Annotations(sid, revision, False, changed, removed, breath)
-        return encode(msg, sub.binary)
-
-    def _touched_since(self, source: CacheKey, sub: Subscription) -> list[Key] | None:
-        """Keys that may differ between the table this subscriber holds and the current
-        one, from the cache's change log; None when the log does not reach back (or the
-        subscriber's table came from another cache: a viewer's view of a scene changes
-        cache when its first token is hidden or its last one shown)."""
-        cached = self._cache.get(source)
-        if cached is None or source != sub.source or sub.revision not in cached.log:
-            return None
-        keys: set[Key] = set()
-        for revision, touched in cached.log.items():
-            if revision <= sub.revision:
-                continue
-            if touched is None:
-                return None
-            keys |= touched
-        modes = {m.value for m in sub.modes}
-        return [k for k in keys if k[2] in modes]
+        return self._deltas.delta(sub, sid, scene, scene.revision, air,
+                                  lambda: self._view_table(sid, sub.lines, sub.viewer))
 
     def drain(self, outputs: list[Output]) -> list[Send | Close]:
         """Outputs with every Notify resolved into its delta now (for callers without
@@ -746,22 +687,51 @@ class Core:
                 out.append(o)
         return out
 
+    def _view_key(self, sid: str, lines: bool, viewer: bool) -> tuple[CacheKey, SceneGeom]:
+        """The table a gm (or a viewer) sees, and the geometry it is of. A viewer's is the
+        scene without its hidden tokens, so nothing it gets names them or shows their
+        effect (no soft cover, no flanking from them); while no token is hidden, that is
+        the gm's table."""
+        scene = self.scenes[sid]
+        if viewer and self._hides(scene):
+            return (sid, lines, True), self._visible_geometry(scene)
+        return (sid, lines, False), scene.geometry
+
+    def _hides(self, scene: scenes.Scene) -> bool:
+        """Whether the scene has hidden tokens (its visible geometry has fewer)."""
+        return len(self._visible_geometry(scene).creatures) < len(scene.geometry.creatures)
+
     def _table(self, sid: str, lines: bool, viewer: bool) -> tuple[CacheKey, dict[Key,
                                                                               AnnotationOut]]:
-        """The annotations a gm (or a viewer) sees now, and the cache they come from. A
-        viewer's are computed on the scene without its hidden tokens, so nothing it gets
-        names them or shows their effect (no soft cover, no flanking from them); while no
-        token is hidden, that is the gm's table."""
-        scene = self.scenes[sid]
-        if viewer and any(c.hidden for c in scene.geometry.creatures):
-            key = (sid, lines, True)
-            return key, self._annotations(key, self._visible_geometry(scene))
-        key = (sid, lines, False)
-        return key, self._annotations(key, scene.geometry)
+        """Every annotation a gm (or a viewer) sees now, and the cache they come from."""
+        key, geom = self._view_key(sid, lines, viewer)
+        return key, self._annotations(key, geom)
 
     def _current(self, sid: str, lines: bool) -> dict[Key, AnnotationOut]:
-        """The gm's annotations of the scene's current revision."""
+        """The gm's annotations of the scene's current revision, every pair."""
         return self._table(sid, lines, False)[1]
+
+    def _need(self, key: CacheKey, geom: SceneGeom,
+              extra: Iterable[Filter] = ()) -> frozenset[Pair] | None:
+        """The pairs of `geom` the subscribers of this table (and `extra`, a subscription
+        being made) follow; None: every pair (an unfiltered subscriber)."""
+        sid, lines, without_hidden = key
+        hidden = self._hides(self.scenes[sid])
+        filters = list(extra)
+        for conn in self.connections.values():
+            sub = conn.subscriptions.get(sid)
+            if sub is not None and sub.lines == lines \
+                    and (sub.viewer and hidden) == without_hidden:
+                filters.append(sub.filter)
+        return pairs_needed(filters, geom.creatures)
+
+    def _view_table(self, sid: str, lines: bool, viewer: bool,
+                    extra: Iterable[Filter] = ()) -> Table:
+        """The table a gm's (or a viewer's) subscriptions are served from, holding the
+        pairs they (and `extra`) follow, computed for the current revision."""
+        key, geom = self._view_key(sid, lines, viewer)
+        entries = self._annotations(key, geom, self._need(key, geom, extra))
+        return Table(key, geom.creatures, entries, self._cache[key].log)
 
     def _visible_geometry(self, scene: scenes.Scene) -> SceneGeom:
         """The scene's geometry without its hidden tokens (walls shared: wall arrays cached
@@ -774,12 +744,14 @@ class Core:
         self._visible[scene.id] = (scene.revision, visible)
         return visible
 
-    def _annotations(self, key: CacheKey, geom: SceneGeom) -> dict[Key, AnnotationOut]:
-        """Annotations of `geom` (the scene's current revision, or its visible part),
-        recomputing only the pairs the changes since the cached revision can have touched.
-        Tables are never changed once built: a new revision copies the last one and
-        replaces what it recomputes, so unchanged entries stay the same objects."""
-        steps = self._annotating(key, geom, sliced=False)
+    def _annotations(self, key: CacheKey, geom: SceneGeom,
+                     need: frozenset[Pair] | None = None) -> dict[Key, AnnotationOut]:
+        """Annotations of `geom` (the scene's current revision, or its visible part) for
+        the pairs of `need` (None: every pair; the table may hold more), recomputing only
+        the pairs the changes since the cached revision can have touched, and those it did
+        not hold. Tables are never changed once built: a new revision copies the last one
+        and replaces what it recomputes, so unchanged entries stay the same objects."""
+        steps = self._annotating(key, geom, sliced=False, need=need)
         while True:
             try:
                 next(steps)
@@ -787,18 +759,23 @@ class Core:
                 table: dict[Key, AnnotationOut] = done.value
                 return table
 
-    def _annotating(self, key: CacheKey, geom: SceneGeom, sliced: bool
+    def _annotating(self, key: CacheKey, geom: SceneGeom, sliced: bool,
+                    need: frozenset[Pair] | None = None
                     ) -> Generator[None, None, dict[Key, AnnotationOut]]:
         """`_annotations` as steps: with `sliced`, the ruleset is called on slices of the
         pairs, and the generator yields after each slice (SLICE_S of work) so that the
         server's worker can serve other requests in between. Whatever ran meanwhile, the
         table is only installed if the scene and this cache are still the ones it started
-        from (else it is dropped, and `warm` starts again from the newer state)."""
+        from (else it is dropped, and `warm` starts again from the newer state). A table
+        for `need` holds exactly those pairs: pairs no subscriber follows any more are
+        dropped, new ones computed whole (lazily: only when a delta or a subscription
+        asks)."""
         sid, lines, without_hidden = key
         scene = self.scenes[sid]
         cached = self._cache.get(key)
         start, epoch = cached, self._epochs.get(sid, 0)
-        if cached is not None and cached.revision == scene.revision:
+        if (cached is not None and cached.revision == scene.revision
+                and _covers(cached.covered, need)):
             return cached.table
         # The copy `prepare` made of this cache's table, if any: taken or dropped now.
         spare = self._spares.pop(key, None)
@@ -821,7 +798,7 @@ class Core:
                 and cached.options == scene.options):
             may_change = None if lines or cached.settled is None else cached.settled.view
             affected = affected_by(cached.geom, geom, scene.ruleset.sight_points(),
-                                   may_change)
+                                   may_change, only=None if need is None else set(need))
             if affected is not None:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
@@ -833,13 +810,16 @@ class Core:
             if sliced:
                 ids = [c.id for c in geom.creatures]
                 done = yield from self._slices(
-                    sid, geom, [(a, t) for a in ids for t in ids if a != t],
-                    tuple(AttackMode), lines)
+                    sid, geom, [(a, t) for a in ids for t in ids if a != t]
+                    if need is None else sorted(need), tuple(AttackMode), lines)
                 if not self._still(key, start, epoch):
                     return {}
-            else:
+            elif need is None:
                 done = list(map(annotation_out, scene.ruleset.annotate(geom, scene.options,
                                                                        lines=lines)))
+            else:
+                done = list(map(annotation_out, scene.ruleset.annotate(
+                    geom, scene.options, pairs=sorted(need), lines=lines))) if need else []
             keys = self._keys.setdefault(sid, {})
             table = {keys.setdefault(k, k): o
                      for o in done for k in ((o.attacker, o.target, o.mode),)}
@@ -860,13 +840,26 @@ class Core:
                 may = cached.settled.pair
                 in_the_way = {pair for pair in in_the_way if may(*pair)}
             whole_pairs, way_pairs = set(affected.whole), in_the_way
+            if need is not None:
+                # With a filter, `affected` is exact for the pairs followed only.
+                whole_pairs &= need
+                way_pairs &= need
+            if cached.covered is not None:
+                # Pairs followed now that the table did not hold: computed whole.
+                wanted = need if need is not None else _all_pairs(geom)
+                whole_pairs |= wanted - cached.covered
+                way_pairs -= whole_pairs
+            asked_whole, asked_way = frozenset(whole_pairs), frozenset(way_pairs)
             lent: list[AnnotationOut] = []
             if without_hidden:
                 whole_pairs, way_pairs, lent = self._lend(key, geom, whole_pairs, way_pairs,
                                                           way_values)
-            if way_pairs and len(way_modes) == len(_MODE_VALUES):
-                # Creatures in the way count in every mode: one call for all the pairs (a
-                # call has fixed costs: the ruleset's engine for the scene).
+            if way_pairs and (len(way_modes) == len(_MODE_VALUES) or (
+                    whole_pairs and len(whole_pairs) + len(way_pairs) <= _ONE_CALL)):
+                # Creatures in the way count in every mode, or there are few pairs: one call
+                # for all of them (a call has fixed costs, the ruleset's engine for the
+                # scene: at 1,000 creatures more than a few pairs' work; the other modes of
+                # a pair in the way come back as they were).
                 whole_pairs, way_pairs = whole_pairs | way_pairs, set()
             outs: list[AnnotationOut] = []
             if sliced:
@@ -911,23 +904,35 @@ class Core:
             # Stale entries not computed again are pairs that no longer exist: when no
             # creature went and every pair and mode asked for came back, there are none.
             dropped: set[Key] = set()
-            asked = len(affected.whole) * len(_MODE_VALUES) + (
-                len(in_the_way) * len(way_values) if in_the_way and way_modes else 0)
+            asked = len(asked_whole) * len(_MODE_VALUES) + (
+                len(asked_way) * len(way_values) if asked_way and way_modes else 0)
             if gone or len(recomputed) != asked:
-                stale = {(a, t, m) for a, t in affected.whole for m in _MODE_VALUES}
-                stale.update((a, t, m) for a, t in in_the_way for m in way_values)
+                stale = {(a, t, m) for a, t in asked_whole for m in _MODE_VALUES}
+                stale.update((a, t, m) for a, t in asked_way for m in way_values)
                 if gone:
                     stale.update(k for k in cached.table if k[0] in gone or k[1] in gone)
                 dropped = stale - recomputed
-                for k in dropped:
-                    table.pop(k, None)
+            if need is not None:
+                # Pairs no subscriber follows any more leave the table.
+                if cached.covered is None:
+                    dropped.update(k for k in cached.table if (k[0], k[1]) not in need)
+                else:
+                    dropped.update((a, t, m) for a, t in cached.covered - need
+                                   for m in _MODE_VALUES)
+            dropped -= recomputed
+            for k in dropped:
+                table.pop(k, None)
             touched = frozenset(changed | dropped)
         log = dict(cached.log) if cached is not None and own_log else {}
+        if scene.revision in log:
+            # The same revision again, for pairs a new subscription follows.
+            before = log[scene.revision]
+            touched = None if before is None or touched is None else before | touched
         log[scene.revision] = touched
         while len(log) > CHANGE_LOG:
             del log[min(log)]
         known = None
-        if not lines:
+        if not lines and need is None:
             can_change = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
             known = settled_after(cached.settled if cached is not None else None,
                                   tuple(c.id for c in geom.creatures), table, touched,
@@ -936,7 +941,7 @@ class Core:
         if replaced is not None:
             self._retired[key] = replaced
         self._cache[key] = _Cached(scene.revision, geom, scene.ruleset, scene.options,
-                                   table, log, known)
+                                   table, log, known, need)
         return table
 
     def _still(self, key: CacheKey, start: _Cached | None, epoch: int) -> bool:
@@ -976,35 +981,36 @@ class Core:
 
     def too_many_pairs(self, scene: scenes.Scene, path: str) -> None:
         """Refuse (too_large) a whole table of this scene when it would pass the limit."""
-        n = len(scene.tokens)
-        if n * (n - 1) > LIMITS.max_table_pairs:
-            raise ClientError(
-                ErrorCode.TOO_LARGE,
-                f"{path}: scene {scene.id!r} has {n} tokens, {n * (n - 1)} pairs of attacker "
-                f"and target, and a subscription computes every pair; the limit is "
-                f"{LIMITS.max_table_pairs} pairs (welcome.limits.maxTablePairs, about "
-                f"{_tokens_for(LIMITS.max_table_pairs)} tokens): ask for single pairs with "
-                "cover.query, or split the scene", path=path)
+        refuse_too_large(EVERYTHING, scene.geometry.creatures, scene.id, path)
 
     def warm(self, tables: Iterable[tuple[str, bool, bool]]) -> Generator[None, None, None]:
-        """Compute these tables (scene, lines, viewer) for their scenes' current revision
-        in slices, yielding between slices so that the server's worker can serve other
-        requests; what is computed is left in the cache, where the request that needed it
-        finds it. A scene that changes faster than its table is computed is left, after a
-        few rounds, to that request (the last round is a recent revision's increment)."""
+        """Compute these tables (scene, lines, viewer), every pair, for their scenes'
+        current revision in slices, yielding between slices so that the server's worker
+        can serve other requests; what is computed is left in the cache, where the request
+        that needed it finds it. A scene that changes faster than its table is computed is
+        left, after a few rounds, to that request (the last round is a recent revision's
+        increment)."""
         for sid, lines, viewer in tables:
-            for _ in range(WARM_ROUNDS):
-                scene = self.scenes.get(sid)
-                if scene is None or self._over_limit(scene):
-                    break
-                if viewer and any(c.hidden for c in scene.geometry.creatures):
-                    key, geom = (sid, lines, True), self._visible_geometry(scene)
-                else:
-                    key, geom = (sid, lines, False), scene.geometry
-                cached = self._cache.get(key)
-                if cached is not None and cached.revision == scene.revision:
-                    break
-                yield from self._annotating(key, geom, sliced=True)
+            yield from self._warm(sid, lines, viewer, None)
+
+    def _warm(self, sid: str, lines: bool, viewer: bool,
+              extra: tuple[Filter, ...] | None) -> Generator[None, None, None]:
+        """`warm` for one table: every pair (`extra` None), or the pairs its subscribers
+        and `extra` follow."""
+        for _ in range(WARM_ROUNDS):
+            scene = self.scenes.get(sid)
+            if scene is None:
+                break
+            key, geom = self._view_key(sid, lines, viewer)
+            need = None if extra is None else self._need(key, geom, extra)
+            if len(need) > LIMITS.max_table_pairs if need is not None \
+                    else self._over_limit(scene):
+                break
+            cached = self._cache.get(key)
+            if (cached is not None and cached.revision == scene.revision
+                    and _covers(cached.covered, need)):
+                break
+            yield from self._annotating(key, geom, sliced=True, need=need)
 
     @staticmethod
     def _over_limit(scene: scenes.Scene) -> bool:
@@ -1012,8 +1018,9 @@ class Core:
         return n * (n - 1) > LIMITS.max_table_pairs
 
     def warm_frame(self, conn: int, frame: bytes | str) -> Generator[None, None, None]:
-        """`warm` for what this frame will need: a subscription's table (small frames
-        only: a subscription is a few dozen bytes; anything else needs no table)."""
+        """`warm` for what this frame will need: a subscription's table, the pairs it and
+        the table's subscribers follow (small frames only: a subscription is a few dozen
+        bytes, a few KB with its filter; anything else needs no table)."""
         state = self.connections.get(conn)
         if state is None or not state.greeted or len(frame) > WARM_FRAME_BYTES:
             return
@@ -1022,17 +1029,26 @@ class Core:
         except ClientError:
             return
         if isinstance(request, Subscribe):
-            yield from self.warm([(request.scene, request.lines, state.role.viewer)])
+            if any(s not in _SIDES for s in request.sides or ()):
+                return  # refused when it is handled
+            flt = Filter(
+                None if request.attackers is None else frozenset(request.attackers),
+                None if request.targets is None else frozenset(request.targets),
+                None if request.sides is None else frozenset(_SIDES[s]
+                                                             for s in request.sides))
+            yield from self._warm(request.scene, request.lines, state.role.viewer, (flt,))
 
     def warm_delta(self, conns: Iterable[int], sid: str) -> Generator[None, None, None]:
-        """`warm` for the deltas of these subscribers of scene `sid`."""
+        """`warm` for the deltas of these subscribers of scene `sid`: the pairs its
+        subscribers follow."""
         tables = []
         for conn in conns:
             state = self.connections.get(conn)
             sub = state.subscriptions.get(sid) if state is not None else None
             if sub is not None and (sid, sub.lines, sub.viewer) not in tables:
                 tables.append((sid, sub.lines, sub.viewer))
-        yield from self.warm(tables)
+        for table in tables:
+            yield from self._warm(*table, ())
 
     def prepare(self, sid: str) -> None:
         """Idle-time work once a change of this scene has gone out to its subscribers: the
@@ -1069,8 +1085,9 @@ class Core:
                 and sub.lines == lines for c in self.connections.values()):
             # A gm subscriber will want its table at this revision too: computed first, it
             # is lent from.
-            self._annotations((sid, lines, False), scene.geometry)
-            donor = self._cache.get((sid, lines, False))
+            gm_key = (sid, lines, False)
+            self._annotations(gm_key, scene.geometry, self._need(gm_key, scene.geometry))
+            donor = self._cache.get(gm_key)
         if (donor is None or donor.revision != scene.revision
                 or donor.ruleset is not scene.ruleset or donor.options != scene.options
                 or not (whole or way)):
@@ -1083,23 +1100,24 @@ class Core:
         touched |= differ.in_the_way
         lent: list[AnnotationOut] = []
         held = donor.table.get
-        for pairs, values in ((whole, _MODE_VALUES), (way, way_values)):
+        covered = donor.covered
+        # Pairs the gm's table does not hold (its subscribers follow others) are computed.
+        own: list[set[Pair]] = [set(), set()]
+        for pairs, values, kept in ((whole, _MODE_VALUES, own[0]), (way, way_values, own[1])):
             for pair in pairs - touched:
+                if covered is not None and pair not in covered:
+                    kept.add(pair)
+                    continue
                 for m in values:
                     found = held((pair[0], pair[1], m))
                     if found is not None:
                         lent.append(found)
-        return whole & touched, way & touched, lent
-
-    def _filtered(self, sid: str, sub: Subscription) -> tuple[CacheKey,
-                                                              dict[Key, AnnotationOut]]:
-        source, table = self._table(sid, sub.lines, sub.viewer)
-        modes = {m.value for m in sub.modes}
-        if len(modes) == len(AttackMode):
-            return source, table
-        return source, {k: v for k, v in table.items() if k[2] in modes}
+        return (whole & touched) | own[0], (way & touched) | own[1], lent
 
     def _subscribe(self, state: Connection, request: Subscribe, binary: bool) -> list[Output]:
+        """A new subscription (server/subscriptions.py), or a new ask of this connection's
+        subscription to the scene: its full set now, computed for the pairs it follows.
+        A refused one leaves the connection's subscriptions as they were."""
         scene = self._scene(request.scene)
         if (request.scene not in state.subscriptions
                 and len(state.subscriptions) >= LIMITS.max_subscriptions):
@@ -1107,19 +1125,16 @@ class Core:
                               f"$.scene: this connection has {len(state.subscriptions)} "
                               f"subscriptions, the limit is {LIMITS.max_subscriptions}",
                               path="$.scene")
-        self.too_many_pairs(scene, "$.scene")
-        sub = Subscription(request.scene, request.lines,
-                           tuple(AttackMode(m) for m in request.modes), binary,
-                           state.role.viewer)
-        sub.source, sub.sent = self._filtered(request.scene, sub)
-        sub.revision = scene.revision
-        sub.breath_sent = self._breath_visible(request.scene, state.role.viewer)
+        viewer = state.role.viewer
+        _, geom = self._view_key(request.scene, request.lines, viewer)
+        sub = open_subscription(request, scene.id, scene.tokens, geom.creatures, viewer,
+                                binary)
+        table = self._view_table(request.scene, request.lines, viewer, extra=(sub.filter,))
+        frame = full_set(sub, request.scene, scene.revision, table,
+                         self._breath_visible(request.scene, viewer), request.id)
         state.subscriptions[request.scene] = sub
-        msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
-                          list(sub.breath_sent.values()), request.id)
         # The scene's focus follows its full set (none is sent while nobody set one).
-        return [Send(state.id, encode(msg, binary)),
-                *self._focus_news(request.scene, only=state.id)]
+        return [Send(state.id, frame), *self._focus_news(request.scene, only=state.id)]
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)

@@ -192,14 +192,22 @@ def test_load_a_scene_file(live_server: LiveServer, tmp_path: Path,
     assert "tokens[0].x" in capsys.readouterr().err
 
 
-def test_watch_filters_by_attacker(live_server: LiveServer,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_filters_by_attacker(live_server: LiveServer, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
     peer = Peer.open(live_server.url)
     peer.hello()
     assert peer.request({"type": "scene.load", "scene": LOW})["type"] == "ack"
     result: list[int] = []
     watcher = threading.Thread(target=lambda: result.append(main(
         ["watch", "--once", "--attacker", "c", "--url", live_server.url, "--scene", "s"])))
+    asked: list[Any] = []
+    subscribe = live_server.core._subscribe
+
+    def recording(state: Any, request: Any, binary: bool) -> Any:
+        asked.append(request)
+        return subscribe(state, request, binary)
+
+    monkeypatch.setattr(live_server.core, "_subscribe", recording)
     watcher.start()
     for step in range(50):
         peer.request({"type": "token.update", "scene": "s",
@@ -208,6 +216,8 @@ def test_watch_filters_by_attacker(live_server: LiveServer,
         if not watcher.is_alive():
             break
     assert result == [0]
+    # The server filtered (it sent and computed c's rows only), not the watcher.
+    assert [(r.attackers, r.targets) for r in asked] == [(["c"], None)]
     rows = [line for line in capsys.readouterr().out.splitlines()
             if line[1:2] in ("a", "b", "c") and not line.startswith(" attacker")]
     assert rows and all(line[1:].startswith("c ") for line in rows)

@@ -17,6 +17,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from covercast.client import (
+    ALL_MODES,
     Ack,
     Client,
     ConnectionLost,
@@ -143,6 +144,31 @@ def test_subscription_iterates_deltas_over_a_live_table(live_server: LiveServer)
         with pytest.raises(ServerError) as info:
             await cc.unsubscribe("s")
         assert info.value.code == "unknown_scene"
+    run(live_server, body)
+
+
+def test_a_filtered_subscription_holds_only_its_pairs(live_server: LiveServer) -> None:
+    async def body(cc: Client) -> None:
+        await cc.load_scene(SCENE)
+        sub = await cc.subscribe("s", attackers=["a"], targets=["b", "c"])
+        assert sub.filters == {"attackers": ["a"], "targets": ["b", "c"]}
+        assert set(sub.table) == {("a", t, m) for t in "bc" for m in ALL_MODES}
+        ack = await cc.update_walls("s", [{"_id": "gate", "ds": 1}])
+        delta = await anext(sub)
+        assert delta.revision == ack.revision
+        assert {(a.attacker, a.target) for a in delta.annotations} <= {("a", "b"), ("a", "c")}
+        for (x, y, mode), ann in sub.table.items():
+            assert ann == (await cc.query("s", x, y, cast(Mode, mode))).annotation
+        side = await cc.subscribe("s", sides=["hostile"], modes=["ranged"])
+        assert sub is not side and not sub.active  # subscribing again replaced it
+        assert {k[0] for k in side.table} == {"b", "c"}  # "a" is friendly
+        with pytest.raises(ServerError) as info:
+            await cc.subscribe("s", attackers=["zz"])
+        assert info.value.code == "unknown_token" and info.value.path == "$.attackers[0]"
+        with pytest.raises(ServerError) as info:
+            await cc.subscribe("s", sides=cast(Any, ["ally"]))
+        assert info.value.code == "invalid" and "'ally'" in str(info.value)
+        assert side.active  # refused: the subscription it had stays
     run(live_server, body)
 
 

@@ -17,6 +17,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from server.session import Core, Send, annotation_out
 
@@ -241,7 +243,7 @@ def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
             assert frames[viewers[0]] == frames[viewers[3]]
         # Shared frames lead only to the current state: nothing older is kept alive.
         assert all(held[0] is core.scenes[sid] and len(held[1]) <= 3
-                   for sid, held in core._frames.items())
+                   for sid, held in core._deltas.held.items())
 
 
 def test_in_the_way_pairs_are_only_those_whose_lines_meet_the_mover() -> None:
@@ -412,3 +414,120 @@ def test_computed_says_whether_a_subscribers_annotations_wait_to_be_computed() -
     assert not core.computed(player, "s")
     assert core.delta(player, "s") is not None and core.computed(player, "s")
     assert len(out) == 4  # the ack and three notices
+
+
+# -- filtered tables --------------------------------------------------------------------
+
+SIDE_NAMES = {"friendly": 1, "hostile": -1}
+_ask = st.fixed_dictionaries({}, optional={
+    "attackers": st.lists(st.sampled_from([f"t{k}" for k in range(9)]), min_size=1,
+                          max_size=3),
+    "targets": st.lists(st.sampled_from([f"t{k}" for k in range(9)]), min_size=1, max_size=4),
+    "sides": st.lists(st.sampled_from(sorted(SIDE_NAMES)), min_size=1, max_size=1),
+    "modes": st.lists(st.sampled_from(["melee", "reach", "ranged"]), min_size=1, max_size=3,
+                      unique=True),
+})
+
+
+def _selected(ask: dict[str, Any], geom: Any, table: dict[Key, Any]) -> dict[Key, Any]:
+    """What a subscriber with this ask should hold of a whole table of `geom`."""
+    side = {c.id: c.disposition for c in geom.creatures}
+    sides = {SIDE_NAMES[s] for s in ask.get("sides", SIDE_NAMES)}
+    return {k: v for k, v in table.items()
+            if (k[0] in ask.get("attackers", side)) and k[1] in ask.get("targets", side)
+            and side[k[0]] in sides and k[2] in ask.get("modes", ("melee", "reach", "ranged"))}
+
+
+@pytest.mark.parametrize(("ruleset", "grid"), [
+    ("dnd35", 1), ("pf1", 1), ("degrees", 1), ("realms", 1), ("pf2", 1), ("dnd5e", 1),
+    ("degrees", 2), ("realms", 3), ("pf2", 4), ("degrees", 5)])
+@settings(max_examples=5, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**31), asks=st.lists(st.tuples(_ask, st.booleans()), min_size=1,
+                                                  max_size=3),
+       unfiltered=st.booleans())
+def test_filtered_tables_match_full_recomputation(ruleset: str, grid: int, seed: int,
+                                                  asks: list[tuple[dict[str, Any], bool]],
+                                                  unfiltered: bool) -> None:
+    """Subscribers with filters (gm or viewer; beside an unfiltered one or not), change
+    after change (moves, tokens created and deleted, changing side, hidden and shown),
+    hold what a full evaluation of the scene they see selects for them; the table the Core
+    keeps holds only what they follow unless someone follows everything."""
+    rng = random.Random(seed)
+    core = Core(access_token="g", player_token="p")
+    gm = core.connect()
+    _send(core, gm, {"type": "hello", "protocol": 1, "client": "t", "token": "g"})
+    assert _send(core, gm, _scene(rng, ruleset, grid))[gm][0]["type"] == "ack"
+    held: dict[int, tuple[dict[str, Any], bool, dict[Key, Any]]] = {}
+    for ask, as_viewer in [*asks, *([({}, False)] if unfiltered else [])]:
+        conn = core.connect()
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t",
+                           "token": "p" if as_viewer else "g"})
+        (full,) = _send(core, conn, {"type": "subscribe", "scene": "s", **ask})[conn]
+        assert full["type"] == "annotations", full
+        held[conn] = (ask, as_viewer, {(a["attacker"], a["target"], a["mode"]): a
+                                       for a in full["annotations"]})
+    for step in range(12):
+        tokens = list(core.scenes["s"].tokens)
+        kind = step % 4
+        if kind == 1:
+            message = hide_or_show(rng, core)
+        elif kind == 3:
+            message = {"type": "token.update", "scene": "s",
+                       "tokens": [{"id": rng.choice(tokens), "disposition": rng.choice([-1, 1])}]}
+        else:
+            message = _change(rng, core, step)
+        frames = _send(core, gm, message)
+        assert frames[gm][0]["type"] == "ack", frames[gm][0]
+        scene = core.scenes["s"]
+        for conn, (ask, as_viewer, table) in held.items():
+            for delta in frames.get(conn, []):
+                apply(table, delta)
+            geom = core._visible_geometry(scene) if as_viewer else scene.geometry
+            whole = {a.key(): msgspec.to_builtins(annotation_out(a))
+                     for a in scene.ruleset.annotate(geom, scene.options)}
+            assert table == _selected(ask, geom, whole), (step, ask, as_viewer)
+        if not unfiltered and not any(v for _, v, _ in held.values()):
+            # Only what the gm's filters select is kept.
+            (_, _, cached), = [(k, None, c) for k, c in core._cache.items() if k[0] == "s"]
+            union = set().union(*({(k[0], k[1]) for k in _selected(
+                {**ask, "modes": ["melee"]}, scene.geometry,
+                {(a, t, "melee"): None for a in scene.tokens for t in scene.tokens if a != t})}
+                for ask, _, _ in held.values()))
+            assert cached.revision < scene.revision or {(k[0], k[1]) for k in cached.table} \
+                <= union
+
+
+def test_only_the_pairs_followed_are_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one filtered subscriber the ruleset is asked for its pairs only, at first and
+    at every change, and the table kept holds nothing else; an unfiltered subscriber
+    joining makes it whole (its full set is every pair)."""
+    rng = random.Random(11)
+    core = Core()
+    gm, sub, whole = core.connect(), core.connect(), core.connect()
+    for conn in (gm, sub, whole):
+        _send(core, conn, {"type": "hello", "protocol": 1, "client": "t"})
+    _send(core, gm, _scene(rng, "dnd35"))
+    ruleset = type(core.scenes["s"].ruleset)
+    asked: list[tuple[str, str] | None] = []
+    annotate = ruleset.annotate
+
+    def recording(self: Any, geom: Any, options: Any, pairs: Any = None,
+                  **kw: Any) -> Any:
+        asked.extend(pairs if pairs is not None else [None])
+        return annotate(self, geom, options, pairs, **kw)
+
+    monkeypatch.setattr(ruleset, "annotate", recording)
+    (full,) = _send(core, sub, {"type": "subscribe", "scene": "s", "attackers": ["t1"]})[sub]
+    assert {a["attacker"] for a in full["annotations"]} == {"t1"}
+    assert asked and all(p is not None and p[0] == "t1" for p in asked), asked
+    for step in range(8):
+        asked.clear()
+        frames = _send(core, gm, _change(rng, core, step))
+        assert frames[gm][0]["type"] == "ack"
+        assert all(p is not None and p[0] == "t1" for p in asked), (step, asked)
+        (cached,) = [c for k, c in core._cache.items() if k[0] == "s"]
+        assert {k[0] for k in cached.table} <= {"t1"}
+    (everything,) = _send(core, whole, {"type": "subscribe", "scene": "s"})[whole]
+    tokens = list(core.scenes["s"].tokens)
+    assert len(everything["annotations"]) == len(tokens) * (len(tokens) - 1) * 3

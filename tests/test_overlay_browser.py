@@ -140,6 +140,9 @@ def test_overlay_page_follows_a_moved_token_and_never_shows_hidden_ones(
         # The viewer never got the hidden assassin: not drawn, in no annotation.
         assert "assassin" not in first["tokens"]
         assert "assassin" not in first["annotationTokens"]
+        # It follows the selected attacker's pairs only (the server sends no others).
+        assert first["subscription"] == {"attackers": ["archer"]}
+        assert first["annotationAttackers"] == ["archer"]
         assert set(first["tokens"]) == {"fighter", "rogue", "wizard", "cleric", "ogre",
                                         "goblin", "archer", "scout"}
         assert first["pair"]["lines"] > 0
@@ -499,6 +502,9 @@ def test_the_overlay_follows_the_focus_on_air(page: Any, server: LiveServer, lay
 
         # A pair with no line of effect: the wall in the way is drawn highlighted.
         focus("scout", "wizard")
+        # The focus moved the subscription to the new attacker.
+        _wait(page, "s.subscription && s.subscription.attackers[0] === 'scout' && "
+                    "s.annotationAttackers.join() === 'scout'", "the scout's subscription")
         if layout == "card":
             _wait(page, "s.card && s.card.includes('no line of effect')", "total cover")
         else:

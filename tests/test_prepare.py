@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -46,7 +47,7 @@ def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
         for frame in frames:
             _apply(held[conn], frame)
     # Every table a subscriber was sent, with what it held then: none may change later.
-    sent: list[tuple[dict[Key, AnnotationOut], dict[Key, AnnotationOut]]] = []
+    sent: list[tuple[Mapping[Key, AnnotationOut], dict[Key, AnnotationOut]]] = []
     used_spare = 0
     for step in range(36):
         if rng.random() < 0.6:

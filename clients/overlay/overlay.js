@@ -2,7 +2,9 @@
 //
 // It talks the Covercast protocol (docs/protocol.md) in JSON text frames, so no msgpack
 // decoder is needed: hello (with the token from the URL fragment, asking for a viewer role),
-// then scene.get and a subscription to every attack mode of the scene. Every annotations
+// then scene.get and a subscription to every attack mode of the scene, filtered to the
+// selected attacker's pairs (all it draws: the degree of every token against it, and the
+// pair's panel), made again whenever the attacker changes. Every annotations
 // push brings the scene to a new revision; the page then asks scene.get again (at most one
 // in flight: a burst of moves costs one fetch) and cover.query with lines for the selected
 // pair. Nothing here changes the scene: viewer roles cannot.
@@ -80,6 +82,9 @@
     annotations: new Map(), // "attacker|target|mode" -> annotation
     annotationRevision: 0,
     subscribed: false,
+    // The filter of the subscription last asked for (its JSON), or null: a new one is
+    // asked for when the selected attacker changes.
+    ask: null,
     sceneInFlight: false,
     queryInFlight: false,
     pairLines: null,        // {attacker, target, mode, revision, annotation} from cover.query
@@ -122,6 +127,7 @@
     ws.onclose = (event) => {
       state.connected = false;
       state.subscribed = false;
+      state.ask = null;
       state.sceneInFlight = false;
       state.queryInFlight = false;
       pending.clear();
@@ -144,8 +150,29 @@
 
   function follow() {
     clearTimeout(retryTimer);
-    send({ type: 'subscribe', scene: config.scene }, 'subscribe');
+    subscribe();
     fetchScene();
+  }
+
+  /** What the page draws needs the selected attacker's pairs only: the server sends (and
+   *  computes) no others, so a scene of a thousand tokens stays cheap to watch. With
+   *  nobody selected, every pair (flanking marks for everyone, as the table shows). */
+  function filter() {
+    return state.attacker ? { attackers: [state.attacker] } : {};
+  }
+
+  function subscribe() {
+    const ask = filter();
+    state.ask = JSON.stringify(ask);
+    send(Object.assign({ type: 'subscribe', scene: config.scene }, ask), 'subscribe');
+  }
+
+  /** Subscribe again when the selection asks for another filter (the server replaces
+   *  the subscription and sends its full set). */
+  function refollow() {
+    if (state.connected && state.ask !== null && state.ask !== JSON.stringify(filter())) {
+      subscribe();
+    }
   }
 
   function fetchScene() {
@@ -272,6 +299,12 @@
         if (msg.path === '$.attacker') state.attacker = null;
         if (msg.path === '$.target') state.target = null;
       }
+      return;
+    }
+    if (purpose === 'subscribe' && msg.code === 'unknown_token') {
+      // The attacker left the scene (or was hidden) before the subscription reached it.
+      state.attacker = null;
+      refollow();
       return;
     }
     if (msg.code === 'unknown_scene' && (purpose === 'subscribe' || purpose === 'scene')) {
@@ -418,6 +451,7 @@
   // -- drawing -----------------------------------------------------------------------------
 
   function draw() {
+    refollow();
     if (config.layout === 'card') {
       drawCard();
       finishDraw();
@@ -1069,6 +1103,9 @@
       gridType: state.scene ? state.scene.grid.type : null,
       annotationRevision: state.annotationRevision,
       annotationCount: state.annotations.size,
+      subscription: state.ask === null ? null : JSON.parse(state.ask),
+      annotationAttackers: Array.from(new Set(Array.from(state.annotations.values())
+        .map((a) => a.attacker))).sort(),
       annotationTokens: Array.from(new Set(Array.from(state.annotations.values())
         .flatMap((a) => [a.attacker, a.target]))).sort(),
       tokens,

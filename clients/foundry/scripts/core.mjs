@@ -95,6 +95,7 @@ export class Covercast {
     this.acked = new Set(); // scenes whose load the server acknowledged on this connection
     this.subscribed = null; // the scene the gm connection follows
     this.viewerSubscribed = null; // the scene the player connection follows
+    this.viewerAsk = null; // the filter it was last subscribed with (JSON)
     this.extras = new Map(); // token id -> JSON of the size and reach last sent
     this.resyncTimer = null;
     this.subscribeTimer = null;
@@ -173,6 +174,8 @@ export class Covercast {
     H.once("ready", () => this.ready());
     H.on("userConnected", (/** @type {any} */ user, /** @type {boolean} */ connected) => this.elect(user, connected));
     H.on("updateUser", () => this.elect());
+    // A player given (or denied) an actor: the players' filter follows.
+    H.on("updateActor", () => this.subscribeViewer());
     H.on("canvasReady", () => this.onCanvasReady());
     H.on("createToken", (/** @type {any} */ doc) => this.forward("token.create", doc, () => ({ tokens: [this.tokenData(doc)] })));
     H.on("updateToken", (/** @type {any} */ doc, /** @type {any} */ changed) => this.onUpdateToken(doc, changed));
@@ -457,8 +460,10 @@ export class Covercast {
         if (request?.type === "scene.load") {
           this.warned.delete(request.scene);
           this.acked.add(request.scene);
-          this.subscribeViewer();
         }
+        // After the server has a change (a token created, deleted or given to a player),
+        // the viewer subscription may want another filter; the server knows the ids now.
+        this.subscribeViewer();
         return undefined;
       case "area.result": return this.onAreaResult(msg, request, this.store);
       case "cover.result": return this.gmTools?.onResult(msg);
@@ -584,17 +589,39 @@ export class Covercast {
 
   onViewerWelcome() {
     this.viewerSubscribed = null;
+    this.viewerAsk = null;
     this.subscribeViewer();
   }
 
-  /** Follow the viewed scene as a viewer, once the gm connection has loaded it. */
+  /** What the players' screens need of a scene: the attacks of the tokens some player
+   * owns (a player's badge is its controlled token against what it targets, its chat
+   * line its own attack), so the server computes and relays only those pairs; every pair
+   * while no player owns a token of the scene. The GM's own connection stays unfiltered.
+   * @param {any} scene @returns {{attackers?: string[]}} */
+  viewerFilter(scene) {
+    const players = [...(this.game.users ?? [])].filter((/** @type {any} */ u) => !u.isGM);
+    const owned = [];
+    for (const doc of scene.tokens ?? []) {
+      if (doc.hidden) continue; // a viewer naming a hidden token is refused: not followed
+      if (players.some((/** @type {any} */ u) => ownedBy(doc, u))) owned.push(doc.id);
+    }
+    return owned.length ? { attackers: owned.sort() } : {};
+  }
+
+  /** Follow the viewed scene as a viewer, once the gm connection has loaded it, with the
+   * filter its players need (subscribing again when that changes). */
   subscribeViewer() {
     const scene = this.canvas?.scene;
     if (!this.isSender || !this.viewer.open || !scene || !this.acked.has(scene.id)) return;
-    if (this.viewerSubscribed === scene.id) return;
-    if (this.viewerSubscribed !== null) this.viewer.send({ type: "unsubscribe", scene: this.viewerSubscribed });
+    const filter = this.viewerFilter(scene);
+    const ask = JSON.stringify(filter);
+    if (this.viewerSubscribed === scene.id && this.viewerAsk === ask) return;
+    if (this.viewerSubscribed !== null && this.viewerSubscribed !== scene.id) {
+      this.viewer.send({ type: "unsubscribe", scene: this.viewerSubscribed });
+    }
     this.viewerSubscribed = scene.id;
-    this.viewer.send({ type: "subscribe", scene: scene.id, modes: MODES }, scene.id);
+    this.viewerAsk = ask;
+    this.viewer.send({ type: "subscribe", scene: scene.id, modes: MODES, ...filter }, scene.id);
   }
 
   /** @param {any} msg @param {any} request */
@@ -607,6 +634,7 @@ export class Covercast {
       });
     } else if (msg.type === "error" && request?.type === "subscribe") {
       this.viewerSubscribed = null;
+      this.viewerAsk = null;
     } else if (msg.type === "area.result") {
       this.onAreaResult(msg, request, this.viewerStore);
     }
@@ -614,6 +642,7 @@ export class Covercast {
 
   onViewerLost() {
     this.viewerSubscribed = null;
+    this.viewerAsk = null;
     this.viewerStore.clear();
     this.relayAll(); // the others' view was made of what is gone
   }
@@ -933,6 +962,16 @@ export class Covercast {
 
 // Scene collections Covercast never reads: dropped from a load that would not fit a frame.
 const IGNORED_COLLECTIONS = ["drawings", "lights", "notes", "sounds", "templates", "tiles"];
+
+/** Whether this user owns the token (Foundry: its actor's ownership).
+ * @param {any} doc @param {any} user */
+function ownedBy(doc, user) {
+  const test = doc.testUserPermission ?? doc.actor?.testUserPermission;
+  if (typeof test === "function") {
+    return Boolean(test.call(doc.testUserPermission ? doc : doc.actor, user, "OWNER"));
+  }
+  return false;
+}
 
 /** @param {any} element @param {string[]} lines */
 function appendLines(element, lines) {

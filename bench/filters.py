@@ -1,0 +1,146 @@
+"""Filtered subscriptions at the documented limits, through the sans-I/O Core: a
+1,000-token / 20,000-wall scene (`bench.scenes.generate`) with one subscriber following one
+attacker in every mode (docs/protocol.md 3.12).
+
+Measured in one run, beside a baseline: the same Core's unfiltered subscription and moves on
+the 100-token / 1,000-wall scene (the dnd35 figures of issue 15, "full matrix ~45 ms, a move
+~6 ms"), so the figures can be read as ratios on a machine of any speed:
+
+- the unfiltered subscription to the big scene: refused up front (`too_large`), and how long
+  the refusal takes;
+- the filtered one's first result (the attacker's 999 pairs x 3 modes, from a scene loaded
+  but never computed: the scene's wall index is built in it), and a move: of other tokens
+  (each one square right, then back), and of the attacker itself (every pair it has);
+- the table held at the end against a fresh evaluation of the attacker's pairs (equality).
+
+    python -m bench.filters [--tokens 1000] [--walls 20000] [--moves 30] [--out r.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from bench.live import CoreHarness, _one, _sends_to, pack, unpack
+from bench.scenes import BenchScene, generate, move_frame
+from server.session import annotation_out
+
+Result = dict[str, Any]
+Key = tuple[str, str, str]
+
+
+def _ms(xs: Sequence[float]) -> Result:
+    return {"median_ms": round(1000 * statistics.median(xs), 2),
+            "max_ms": round(1000 * max(xs), 2), "n": len(xs)}
+
+
+def _moves(h: CoreHarness, scene: BenchScene, sub: int, movers: Sequence[tuple[str, Any, Any]],
+           rounds: int, view: dict[Key, Any]) -> list[float]:
+    """Each mover a square right then back, `rounds` moves in all; the subscriber's deltas
+    applied to `view`; each move's time from the gm's frame to the subscriber's delta."""
+    times = []
+    for k in range(rounds):
+        token, here, there = movers[(k // 2) % len(movers)]
+        frame = pack(move_frame(scene, token, there if k % 2 == 0 else here, 1000 + k))
+        h.core.prepare(scene.scene_id)  # the server's idle-time work, not timed
+        gc.collect()
+        t0 = time.perf_counter()
+        outs = h.receive(h.gm, frame)
+        times.append(time.perf_counter() - t0)
+        _one(outs, h.gm, "ack")
+        delta = _one(outs, sub, "annotations")
+        for key in delta["removed"]:
+            view.pop((key[0], key[1], key[2]), None)
+        for a in delta["annotations"]:
+            view[(a["attacker"], a["target"], a["mode"])] = a
+    return times
+
+
+def _baseline(moves: int) -> Result:
+    """Unfiltered, 100 tokens / 1,000 walls: the full matrix and a move."""
+    scene = generate(100, 1000, 1)
+    h = CoreHarness(scene)
+    sub = h.connect()
+    t0 = time.perf_counter()
+    _, full = h.subscribe(sub)
+    first = time.perf_counter() - t0
+    view = {(a["attacker"], a["target"], a["mode"]): a for a in full["annotations"]}
+    times = _moves(h, scene, sub, scene.movers[:5], moves, view)
+    return {"scene": "100 tokens / 1,000 walls, unfiltered", "first_s": round(first, 3),
+            "annotations": len(full["annotations"]), "move": _ms(times)}
+
+
+def measure(tokens: int, walls: int, moves: int) -> Result:
+    scene = generate(tokens, walls, 1)
+    h = CoreHarness(scene)
+    sid = scene.scene_id
+    sub = h.connect()
+    out: Result = {"scene": f"{tokens} tokens / {walls} walls", "ruleset": "dnd35"}
+    t0 = time.perf_counter()
+    refused = unpack(_sends_to(h.receive(sub, pack({"type": "subscribe", "scene": sid,
+                                                     "id": 1})), sub)[0])
+    out["unfiltered"] = {"code": refused.get("code"), "ms": round(1000 * (time.perf_counter()
+                                                                         - t0), 2),
+                         "message": refused.get("message")}
+    # The attacker: the mover that sees the most (a move then changes what it sees).
+    attacker = scene.movers[len(scene.movers) // 2]
+    t0 = time.perf_counter()
+    reply = unpack(_sends_to(h.receive(sub, pack({"type": "subscribe", "scene": sid, "id": 2,
+                                                   "attackers": [attacker[0]]})), sub)[0])
+    out["first_s"] = round(time.perf_counter() - t0, 3)
+    if reply.get("type") != "annotations":
+        raise RuntimeError(f"the filtered subscription was refused: {reply}")
+    out["annotations"] = len(reply["annotations"])
+    out["frame_bytes"] = len(pack(reply))
+    view = {(a["attacker"], a["target"], a["mode"]): a for a in reply["annotations"]}
+    others = [m for m in scene.movers if m[0] != attacker[0]][:8]
+    times = _moves(h, scene, sub, others, moves, view)
+    out["move"] = _ms(times)
+    own = _moves(h, scene, sub, [attacker], 6, view)
+    out["attacker_move"] = _ms(own)
+    cached = h.core._cache[(sid, False, False)]
+    out["table_held"] = len(cached.table)
+    # Equality: what the subscriber holds is a fresh evaluation of the attacker's pairs.
+    s = h.core.scenes[sid]
+    ids = [c.id for c in s.geometry.creatures]
+    fresh = {a.key(): msgspec.to_builtins(annotation_out(a)) for a in s.ruleset.annotate(
+        s.geometry, s.options, pairs=[(attacker[0], t) for t in ids if t != attacker[0]])}
+    out["equal"] = view == fresh
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=1000)
+    ap.add_argument("--walls", type=int, default=20000)
+    ap.add_argument("--moves", type=int, default=30)
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    base = _baseline(args.moves)
+    filtered = measure(args.tokens, args.walls, args.moves)
+    result = {"baseline": base, "filtered": filtered, "ratios": {
+        # Against the unfiltered 100 x 1,000 scene measured in the same run.
+        "first_vs_baseline_first": round(filtered["first_s"] / base["first_s"], 2),
+        "move_vs_baseline_move": round(filtered["move"]["median_ms"]
+                                       / base["move"]["median_ms"], 2),
+        "attacker_move_vs_baseline_move": round(filtered["attacker_move"]["median_ms"]
+                                                / base["move"]["median_ms"], 2)}}
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+    ok = (result["filtered"]["equal"] and result["filtered"]["unfiltered"]["code"] == "too_large")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
