@@ -32,6 +32,7 @@ from rulesets.base import Annotation, AttackMode, Degree, Flag, Modifier
 from rulesets.breath import Breath, Step, TurnEvent, end_turn
 from server import focus as focusing
 from server import scene as scenes
+from server.compact import encode_annotations
 from server.errors import ClientError, ErrorCode
 from server.messages import (
     LIMITS,
@@ -108,8 +109,9 @@ Key = tuple[str, str, str]
 Pair = tuple[str, str]
 #: An annotation table: (scene, lines, without hidden tokens).
 CacheKey = tuple[str, bool, bool]
-#: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache).
-_FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None]
+#: A shared delta frame's key: (lines, modes, binary, viewer, from revision, from cache,
+#: compact form).
+_FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, int, CacheKey | None, bool]
 #: A shared delta frame: the cache and table it leaves the subscriber with, and the frame.
 _Frame = tuple[CacheKey | None, dict[Key, AnnotationOut], bytes | str | None]
 
@@ -197,6 +199,8 @@ class Subscription:
     source: CacheKey | None = None
     #: The scene's focus as this subscriber was last sent it (server/focus.py).
     focus_sent: focusing.Focus = focusing.NOBODY
+    #: Its `annotations` frames in the compact form (server/compact.py; asked in hello).
+    compact: bool = False
 
 
 @dataclass(slots=True)
@@ -205,6 +209,8 @@ class Connection:
     greeted: bool = False
     role: Role = Role.GM
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    #: It asked in `hello` for `annotations` in the compact form.
+    compact: bool = False
 
 
 #: Requests that change scenes: only a gm connection may send them.
@@ -415,9 +421,10 @@ class Core:
                           f"{PROTOCOL_VERSION}")]
         state.greeted = True
         state.role = role
+        state.compact = request.compact
         welcome = Welcome(PROTOCOL_VERSION, SERVER_NAME, SERVER_VERSION,
                           [r.describe() for r in REGISTRY.all()], LIMITS, role.value,
-                          request.id)
+                          request.compact, request.id)
         return [Send(state.id, encode(welcome, binary))]
 
     def _role(self, request: Hello) -> Role | None:
@@ -527,7 +534,7 @@ class Core:
             sub = conn.subscriptions.pop(sid, None)
             if sub is not None:
                 last = Annotations(sid, scene.revision + 1, True, [], [])
-                out.append(Send(conn.id, encode(last, sub.binary)))
+                out.append(Send(conn.id, encode_annotations(last, sub.binary, sub.compact)))
         return out
 
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
@@ -652,7 +659,8 @@ class Core:
         breath = [v for k, v in air.items() if sub.breath_sent.get(k) is not v]
         if breath:
             return self._diff(sid, sub, air, breath)
-        fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.revision, sub.source)
+        fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.revision, sub.source,
+                sub.compact)
         cached_frame = frames.get(fkey)
         if cached_frame is not None:
             source, table, frame = cached_frame
@@ -695,7 +703,7 @@ class Core:
         sub.revision = revision
         sub.breath_sent = air
         msg = Annotations(sid, revision, False, changed, removed, breath)
-        return encode(msg, sub.binary)
+        return encode_annotations(msg, sub.binary, sub.compact)
 
     def _touched_since(self, source: CacheKey, sub: Subscription) -> list[Key] | None:
         """Keys that may differ between the table this subscriber holds and the current
@@ -1092,7 +1100,7 @@ class Core:
         self.too_many_pairs(scene, "$.scene")
         sub = Subscription(request.scene, request.lines,
                            tuple(AttackMode(m) for m in request.modes), binary,
-                           state.role.viewer)
+                           state.role.viewer, compact=state.compact)
         sub.source, sub.sent = self._filtered(request.scene, sub)
         sub.revision = scene.revision
         sub.breath_sent = self._breath_visible(request.scene, state.role.viewer)
@@ -1100,7 +1108,7 @@ class Core:
         msg = Annotations(request.scene, scene.revision, True, list(sub.sent.values()), [],
                           list(sub.breath_sent.values()), request.id)
         # The scene's focus follows its full set (none is sent while nobody set one).
-        return [Send(state.id, encode(msg, binary)),
+        return [Send(state.id, encode_annotations(msg, binary, state.compact)),
                 *self._focus_news(request.scene, only=state.id)]
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:

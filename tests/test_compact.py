@@ -1,0 +1,253 @@
+"""The compact form of `annotations` (server/compact.py, docs/protocol.md section 12).
+
+Decoded, a compact frame is exactly the verbose frame the same subscriber would have got,
+for every ruleset on every grid it supports, full sets and deltas, JSON and msgpack (what
+the Python client's decoders give: `expand` on the typed Structs, `expand_plain` on plain
+values); a client that does not ask gets the verbose form, byte for byte as before.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from covercast.client import expand, expand_plain
+from server.compact import FLAG_NAMES
+from server.messages import Annotations, CompactAnnotations
+from server.session import Core, Send
+
+Doc = dict[str, Any]
+SIZE = 100
+
+#: Every ruleset on every grid it supports (welcome's `grids`).
+CASES = [("dnd35", 1), ("pf1", 1), ("dnd5e", 1), ("degrees", 1), ("pf2", 1), ("realms", 1),
+         ("degrees", 2), ("pf2", 3), ("realms", 4), ("degrees", 5), ("realms", 2),
+         ("pf2", 5)]
+
+SETTINGS = settings(max_examples=12, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+cell = st.tuples(st.integers(0, 9), st.integers(0, 9))
+
+
+@st.composite
+def scenes(draw: st.DrawFn, grid: int) -> Doc:
+    """A small scene with what makes annotations differ: walls (low, improved, doors),
+    tokens of several sizes, heights and sides (flanking, soft cover), a hidden one, water
+    and an obscuring region."""
+    n = draw(st.integers(2, 6))
+    cells = draw(st.lists(cell, min_size=n, max_size=n, unique=True))
+    tokens: list[Doc] = []
+    for k, (x, y) in enumerate(cells):
+        t: Doc = {"id": f"t{k}", "x": x * SIZE, "y": y * SIZE,
+                  "disposition": draw(st.sampled_from([-1, 1])),
+                  "elevation": draw(st.sampled_from([0, 0, 0, 10]))}
+        if draw(st.integers(0, 4)) == 0:
+            t.update(width=2, height=2, size="large")
+        if draw(st.integers(0, 6)) == 0:
+            t["hidden"] = True
+        tokens.append(t)
+    walls: list[Doc] = []
+    for k in range(draw(st.integers(0, 6))):
+        (x, y), (dx, dy) = draw(cell), draw(st.sampled_from(
+            [(3, 0), (0, 3), (2, 0), (0, 2), (2, 2), (2, -1)]))
+        w: Doc = {"id": f"w{k}", "c": [x * SIZE, y * SIZE, (x + dx) * SIZE, (y + dy) * SIZE]}
+        kind = draw(st.sampled_from([None, None, "low", "improved", "door"]))
+        if kind == "door":
+            w.update(door=1, ds=draw(st.sampled_from([0, 1])))
+        elif kind is not None:
+            w["flags"] = {"covercast": {"cover": kind}}
+        walls.append(w)
+    regions: list[Doc] = []
+    if draw(st.booleans()):
+        regions.append({"id": "lake", "kind": "water", "surface": 8,
+                        "points": [0, 0, 400, 0, 400, 1000, 0, 1000]})
+    if draw(st.booleans()):
+        regions.append({"id": "fog", "kind": "obscuring",
+                        "points": [500, 500, 900, 500, 900, 900, 500, 900]})
+    return {"id": "s", "grid": {"type": grid, "size": SIZE, "distance": 5},
+            "width": 1000, "height": 1000, "tokens": tokens, "walls": walls,
+            "regions": regions}
+
+
+@st.composite
+def changes(draw: st.DrawFn, doc: Doc) -> list[Doc]:
+    """A few changes a gm makes: moves, a token hidden or shown, one created, one deleted."""
+    ids = [t["id"] for t in doc["tokens"]]
+    out: list[Doc] = []
+    for step in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["move", "move", "hide", "create", "delete"]))
+        if kind == "move":
+            x, y = draw(cell)
+            out.append({"type": "token.update", "scene": "s",
+                        "tokens": [{"id": draw(st.sampled_from(ids)), "x": x * SIZE,
+                                    "y": y * SIZE}]})
+        elif kind == "hide":
+            out.append({"type": "token.update", "scene": "s",
+                        "tokens": [{"id": draw(st.sampled_from(ids)),
+                                    "hidden": draw(st.booleans())}]})
+        elif kind == "create":
+            x, y = draw(cell)
+            out.append({"type": "token.create", "scene": "s",
+                        "tokens": [{"id": f"n{step}", "x": x * SIZE, "y": y * SIZE,
+                                    "disposition": 1}]})
+        elif len(ids) > 2:
+            gone = draw(st.sampled_from(ids))
+            ids.remove(gone)
+            out.append({"type": "token.delete", "scene": "s", "ids": [gone]})
+    return out
+
+
+def _frame(message: Doc, binary: bool) -> bytes | str:
+    return msgpack.packb(message) if binary else json.dumps(message)
+
+
+def _plain(frame: bytes | str) -> Any:
+    return json.loads(frame) if isinstance(frame, str) else msgpack.unpackb(frame)
+
+
+def _typed(frame: bytes | str, kind: type[Any]) -> Any:
+    if isinstance(frame, str):
+        return msgspec.json.decode(frame.encode(), type=kind)
+    return msgspec.msgpack.decode(frame, type=kind)
+
+
+class Table:
+    """A Core with a gm (who changes the scene) and, for each encoding and view, a verbose
+    and a compact subscriber, side by side."""
+
+    def __init__(self, load: Doc, lines: bool, modes: list[str]) -> None:
+        self.core = Core(access_token="g", player_token="p")
+        self.gm = self._greet({"token": "g"}, binary=True)
+        assert _plain(self._send(self.gm, load, True)[0])["type"] == "ack"
+        self.pairs: list[tuple[int, int, bool]] = []
+        self.last: dict[int, bytes | str] = {}
+        for binary in (False, True):
+            for token in ("g", "p"):  # the gm's view and a viewer's (hidden tokens out)
+                verbose = self._greet({"token": token}, binary)
+                compact = self._greet({"token": token, "compact": True}, binary)
+                self.pairs.append((verbose, compact, binary))
+        self.full: dict[int, bytes | str] = {}
+        sub = {"type": "subscribe", "scene": "s", "lines": lines, "modes": modes, "id": 7}
+        for verbose, compact, binary in self.pairs:
+            for conn in (verbose, compact):
+                (self.full[conn],) = self._send(conn, sub, binary)
+
+    def _greet(self, extra: Doc, binary: bool) -> int:
+        conn = self.core.connect()
+        hello = {"type": "hello", "protocol": 1, "client": "test", **extra}
+        (welcome,) = self._send(conn, hello, binary)
+        assert _plain(welcome)["type"] == "welcome"
+        return conn
+
+    def _send(self, conn: int, message: Doc, binary: bool) -> list[bytes | str]:
+        outs = self.core.drain(self.core.receive(conn, _frame(message, binary)))
+        return [o.frame for o in outs if isinstance(o, Send) and o.conn == conn]
+
+    def change(self, message: Doc) -> dict[int, list[bytes | str]]:
+        """The gm's change; each subscriber's frames (its delta, if any)."""
+        outs = self.core.drain(self.core.receive(self.gm, msgpack.packb(message)))
+        got: dict[int, list[bytes | str]] = {}
+        for o in outs:
+            if isinstance(o, Send) and o.conn != self.gm:
+                got.setdefault(o.conn, []).append(o.frame)
+        return got
+
+
+def same(verbose: bytes | str, compact: bytes | str) -> None:
+    """The compact frame decodes to exactly the verbose one, plain and typed."""
+    assert type(verbose) is type(compact)
+    plain = _plain(compact)
+    if plain.get("type") != "annotations":
+        assert plain == _plain(verbose)
+        return
+    assert plain["form"] == "compact" and "form" not in _plain(verbose)
+    assert expand_plain(plain) == _plain(verbose)
+    assert expand(_typed(compact, CompactAnnotations)) == _typed(verbose, Annotations)
+
+
+@pytest.mark.parametrize(("ruleset", "grid"), CASES)
+@SETTINGS
+@given(data=st.data(), lines=st.booleans(),
+       modes=st.sampled_from([["melee", "reach", "ranged"], ["ranged"], ["melee", "reach"]]))
+def test_compact_decodes_to_the_verbose_form(ruleset: str, grid: int, data: st.DataObject,
+                                             lines: bool, modes: list[str]) -> None:
+    doc = data.draw(scenes(grid))
+    table = Table({"type": "scene.load", "scene": doc, "ruleset": ruleset}, lines, modes)
+    for verbose, compact, _ in table.pairs:
+        same(table.full[verbose], table.full[compact])
+    for message in data.draw(changes(doc)):
+        got = table.change(message)
+        for verbose, compact, _ in table.pairs:
+            assert len(got.get(verbose, [])) == len(got.get(compact, []))
+            for v, c in zip(got.get(verbose, []), got.get(compact, []), strict=True):
+                same(v, c)
+    # The last, empty full set of an unloaded scene too.
+    got = table.change({"type": "scene.unload", "scene": "s"})
+    for verbose, compact, _ in table.pairs:
+        same(got[verbose][0], got[compact][0])
+
+
+def test_the_compact_form_lists_shared_values_once() -> None:
+    """Flags are the indices of the true ones in the frame's `flags` (every flag name,
+    sorted), modifiers indices into the frame's `modifiers`, each distinct one listed once;
+    the optional fields ride in a trailing map only when present."""
+    doc = {"id": "s", "grid": {"type": 1, "size": SIZE, "distance": 5},
+           "tokens": [{"id": "a", "x": 0, "y": 0, "disposition": 1},
+                      {"id": "f", "x": 200, "y": 0, "disposition": 1},
+                      {"id": "t", "x": 100, "y": 0, "disposition": -1},
+                      {"id": "far", "x": 600, "y": 600, "disposition": -1}],
+           "walls": [{"id": "w", "c": [300, 500, 900, 500], "flags": {"covercast": {
+               "cover": "low"}}}]}
+    table = Table({"type": "scene.load", "scene": doc, "ruleset": "dnd35"}, False,
+                  ["melee", "reach", "ranged"])
+    verbose, compact, _ = table.pairs[1]  # msgpack, the gm's view
+    msg = _plain(table.full[compact])
+    assert msg["flags"] == list(FLAG_NAMES) == sorted(FLAG_NAMES)
+    mods = [msgspec.json.encode(m) for m in msg["modifiers"]]
+    assert len(mods) == len(set(mods))
+    rows = {(r[0], r[1], r[2]): r for r in msg["annotations"]}
+    flanking = rows[("a", "t", "melee")]
+    assert flanking[7] == {"flankers": ["f"]}
+    assert {msg["flags"][k] for k in flanking[6]} >= {"flanking", "adjacent", "can_target"}
+    assert {"stat": "attack", "value": 2, "kind": "flanking", "reason": "flanking with f"} in [
+        msg["modifiers"][k] for k in flanking[5]]
+    assert len(rows[("far", "a", "ranged")]) == 7  # nothing optional: no trailing map
+    assert expand_plain(msg) == _plain(table.full[verbose])
+    # A tenth of the bytes, or less, on this small scene already.
+    assert len(table.full[compact]) * 4 < len(table.full[verbose])
+
+
+def test_without_the_flag_nothing_changes() -> None:
+    """A protocol 1 client that does not ask gets the verbose form: its welcome has no
+    `compact`, its annotations no `form`; asking gets `compact: true` in welcome."""
+    core = Core()
+    plain, asking = core.connect(), core.connect()
+    (w1,) = core.receive(plain, json.dumps({"type": "hello", "protocol": 1, "client": "x"}))
+    (w2,) = core.receive(asking, json.dumps({"type": "hello", "protocol": 1, "client": "x",
+                                             "compact": True}))
+    assert isinstance(w1, Send) and isinstance(w2, Send)
+    assert "compact" not in json.loads(w1.frame)
+    assert json.loads(w2.frame)["compact"] is True
+    load = {"type": "scene.load", "scene": {"id": "s", "grid": {"type": 1}, "tokens": [
+        {"id": "a", "x": 0, "y": 0}, {"id": "b", "x": 300, "y": 0}]}}
+    core.receive(plain, json.dumps(load))
+    (full,) = core.receive(plain, json.dumps({"type": "subscribe", "scene": "s"}))
+    assert isinstance(full, Send)
+    assert "form" not in json.loads(full.frame)
+    assert isinstance(json.loads(full.frame)["annotations"][0]["flags"], dict)
+
+
+def test_a_bad_compact_flag_is_refused_by_name() -> None:
+    core = Core()
+    conn = core.connect()
+    (out,) = core.receive(conn, json.dumps({"type": "hello", "protocol": 1, "client": "x",
+                                            "compact": "yes"}))
+    assert getattr(out, "code", None) == 1008
+    assert "$.compact" in getattr(out, "reason", "")
