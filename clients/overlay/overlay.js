@@ -1,7 +1,8 @@
 // Covercast live overlay: draws a scene and, live, the cover of the selected pair.
 //
 // It talks the Covercast protocol (docs/protocol.md) in JSON text frames, so no msgpack
-// decoder is needed: hello (with the token from the URL fragment, asking for a viewer role),
+// decoder is needed: hello (with the token from the URL fragment, asking for a viewer role
+// and for annotations in the compact form, read back by compact.js),
 // then scene.get and a subscription to every attack mode of the scene. Every annotations
 // push brings the scene to a new revision; the page then asks scene.get again (at most one
 // in flight: a burst of moves costs one fetch) and cover.query with lines for the selected
@@ -74,6 +75,7 @@
   const state = {
     connected: false,
     role: null,
+    compact: false, // the server sends annotations in the compact form (welcome.compact)
     problem: null,
     scene: null,            // the scene message's `scene` (documents), or null
     sceneRevision: 0,
@@ -111,13 +113,14 @@
     ws = new WebSocket(scheme + location.host + '/');
     setStatus('connecting to ' + location.host + '…');
     ws.onopen = () => {
-      const hello = { type: 'hello', protocol: 1, client: 'covercast-overlay', role: config.role };
+      const hello = { type: 'hello', protocol: 1, client: 'covercast-overlay', role: config.role,
+                      compact: true };
       if (config.token) hello.token = config.token;
       ws.send(JSON.stringify(hello));
     };
     ws.onmessage = (event) => {
       if (typeof event.data !== 'string') return; // we only send text: replies are JSON
-      handle(JSON.parse(event.data));
+      handle(window.CovercastCompact.expand(JSON.parse(event.data)));
     };
     ws.onclose = (event) => {
       state.connected = false;
@@ -170,6 +173,7 @@
       case 'welcome':
         state.connected = true;
         state.role = msg.role || 'gm';
+        state.compact = msg.compact === true;
         state.problem = null;
         backoff = 500;
         follow();
@@ -1064,6 +1068,7 @@
     window.__covercastOverlay = Object.freeze({
       connected: state.connected,
       role: state.role,
+      compact: state.compact,
       problem: state.problem,
       sceneRevision: state.sceneRevision,
       gridType: state.scene ? state.scene.grid.type : null,
