@@ -251,3 +251,76 @@ def test_a_bad_compact_flag_is_refused_by_name() -> None:
                                             "compact": "yes"}))
     assert getattr(out, "code", None) == 1008
     assert "$.compact" in getattr(out, "reason", "")
+
+
+# -- the typed client against the real server --------------------------------------------------
+
+CLIENT_SCENE: Doc = {
+    "id": "c", "grid": {"type": 1, "size": 50, "distance": 5},
+    "walls": [{"_id": "low", "c": [150, 0, 150, 150], "flags": {"covercast": {"cover": "low"}}}],
+    "tokens": [{"_id": "a", "x": 0, "y": 50, "disposition": 1},
+               {"_id": "f", "x": 100, "y": 50, "disposition": 1},
+               {"_id": "t", "x": 50, "y": 50, "disposition": -1},
+               {"_id": "b", "x": 250, "y": 50, "disposition": -1}],
+}
+
+
+def test_the_client_asks_for_the_compact_form_and_gives_the_same_objects(
+        live_server: Any) -> None:
+    """`Client` asks for the compact form by default (welcome.compact) and its
+    subscription's table, full set and deltas, holds the same AnnotationOuts as a client
+    asking for the verbose form, in either encoding."""
+    import asyncio
+
+    from covercast.client import Client
+
+    async def main() -> None:
+        async with asyncio.timeout(30):
+            async with Client(live_server.url) as gm, \
+                    Client(live_server.url, compact=False) as plain:
+                assert gm.welcome.compact is True and plain.welcome.compact is False
+                await gm.load_scene(CLIENT_SCENE, "pf2")
+                subs = [await gm.subscribe("c", lines=True),
+                        await plain.subscribe("c", lines=True)]
+                assert dict(subs[0].table) == dict(subs[1].table)
+                assert subs[0].get("a", "t", "melee") is not None
+                assert subs[0].get("a", "t", "melee").flankers == ["f"]  # type: ignore[union-attr]
+                ack = await gm.move_token("c", "b", 200, 100)
+                for sub in subs:
+                    await sub.wait_for(ack.revision)
+                assert dict(subs[0].table) == dict(subs[1].table)
+    asyncio.run(main())
+
+
+def test_the_client_falls_back_to_the_verbose_form_on_an_older_server() -> None:
+    """A server from before the compact form refuses the unknown hello field (1008 naming
+    it); the client says hello again without it and works as before."""
+    import asyncio
+
+    from websockets.asyncio.server import ServerConnection, serve
+
+    from covercast.client import Client
+
+    hellos: list[Doc] = []
+
+    async def old_server(ws: ServerConnection) -> None:
+        async for frame in ws:
+            msg = msgpack.unpackb(frame) if isinstance(frame, bytes) else json.loads(frame)
+            if msg["type"] == "hello":
+                hellos.append(msg)
+                if "compact" in msg:
+                    await ws.close(1008, "expected hello; $.compact: unknown field 'compact' "
+                                         "(value True)")
+                    return
+                await ws.send(msgpack.packb({
+                    "type": "welcome", "protocol": 1, "server": "covercast", "version": "0",
+                    "rulesets": [], "limits": {}, "role": "gm", "id": msg["id"]}))
+
+    async def main() -> None:
+        async with asyncio.timeout(20), serve(old_server, "127.0.0.1", 0) as srv:
+            port = next(iter(srv.sockets)).getsockname()[1]
+            async with Client(f"ws://127.0.0.1:{port}") as cc:
+                assert cc.welcome.compact is False
+                assert cc.connected
+    asyncio.run(main())
+    assert [("compact" in h) for h in hellos] == [True, False]
