@@ -549,11 +549,11 @@ def test_the_overlay_reads_the_compact_form_as_the_verbose_one(page: Any,
         for form, peer in peers.items():
             peer.send_raw(json.dumps({"type": "subscribe", "scene": "demo", "lines": True,
                                       "id": 1}))
-            frames[form].append(peer.ws.recv(10))
+            frames[form].append(str(peer.ws.recv(10)))  # JSON: text frames
         gm.request({"type": "token.update", "scene": "demo",
                     "tokens": [{"_id": "goblin", "x": 700, "y": 300}]})
         for form, peer in peers.items():
-            frames[form].append(peer.ws.recv(10))
+            frames[form].append(str(peer.ws.recv(10)))  # JSON: text frames
         page.goto(f"{server.http_url}/overlay?scene=demo#token={OVERLAY}")
         state = _wait(page, "s.annotationCount > 0", "the demo scene's annotations")
         assert state["compact"] is True
