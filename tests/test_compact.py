@@ -324,3 +324,29 @@ def test_the_client_falls_back_to_the_verbose_form_on_an_older_server() -> None:
                 assert cc.connected
     asyncio.run(main())
     assert [("compact" in h) for h in hellos] == [True, False]
+
+
+def test_the_protocol_docs_example_is_what_the_server_sends() -> None:
+    """docs/protocol.md section 12's example is the compact reply to section 3.12's
+    subscribe on section 3.2's scene, and decodes to section 4.6's verbose reply."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+    load = json.loads(re.search(r"This load \(a scene with a limited wall.*?```json\n(.*?)```",
+                                doc, re.S).group(1))  # type: ignore[union-attr]
+    example = json.loads(re.search(r"```json\n(.*?)```", doc.split(
+        "## 12. Compact annotations")[1], re.S).group(1))  # type: ignore[union-attr]
+    verbose_doc = json.loads(re.search(r"The reply to the `subscribe` of section 3.12, on the "
+                                       r"`crypt` scene.*?```json\n(.*?)```", doc,
+                                       re.S).group(1))  # type: ignore[union-attr]
+    core = Core()
+    conn = core.connect()
+    core.receive(conn, json.dumps({"type": "hello", "protocol": 1, "client": "docs",
+                                   "compact": True}))
+    core.receive(conn, json.dumps(load))
+    (reply,) = core.receive(conn, json.dumps({"type": "subscribe", "scene": "crypt",
+                                              "modes": ["ranged"], "lines": True, "id": 2}))
+    assert isinstance(reply, Send)
+    assert json.loads(reply.frame) == example
+    assert expand_plain(example) == verbose_doc
