@@ -477,6 +477,8 @@ class _Reader:
         self.handled: dict[int, float] = {}
         self.latest = 0
         self.count = 0
+        #: Bytes of each delta frame received.
+        self.sizes: list[int] = []
         self.stamps = ws.stamps if isinstance(ws, _Stamped) else None
         if self.stamps is not None:
             self.stamps.clear()  # the snapshot's, already read
@@ -489,6 +491,7 @@ class _Reader:
                 typ, rev, full = peek(frame)
                 if typ == "annotations" and not full and rev is not None:
                     self.count += 1
+                    self.sizes.append(len(frame))
                     self.arrivals.setdefault(rev, arrived)
                     self.handled.setdefault(rev, t)
                     self.latest = max(self.latest, rev)
@@ -635,6 +638,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
             "all_handled_p50_s": percentile(all_handled, 50),
             "all_handled_p99_s": percentile(all_handled, 99),
             "ack_p50_s": percentile(acks, 50),
+            "delta_bytes": statistics.median(readers[0].sizes) if readers[0].sizes else None,
             **({"move_cpu_p50_s": percentile(move_cpu, 50),
                 "move_cpu_p99_s": percentile(move_cpu, 99),
                 # The three slowest moves (the p99's neighbourhood) and their server CPU.
@@ -721,6 +725,59 @@ def e2e_runs(tokens: int, walls: int, seed: int, ruleset: str, compact: bool, cl
     out["runs_steadiness_p50_s"] = [r["steadiness"]["p50_s"] for r in ok]
     out["runs_load_1min"] = [r["load_1min"] for r in ok]
     return out
+
+
+def e2e_matrix(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients: int,
+               moves: int, runs: int) -> Result:
+    """End to end for each ruleset, verbose and compact, `runs` times each on fresh servers,
+    interleaved (run k of every ruleset and form before run k + 1 of any), so that a busy
+    stretch of a shared machine falls on all of them alike; per ruleset and form, the run
+    with the median p99 and every run's figures (as `e2e_runs`)."""
+    done: dict[str, list[Result]] = {}
+    for _ in range(runs):
+        for ruleset in rulesets:
+            for compact in (False, True):
+                name = f"{ruleset} {'compact' if compact else 'verbose'}"
+                done.setdefault(name, []).append(
+                    e2e_runs(tokens, walls, seed, ruleset, compact, clients, moves, 1))
+    out: Result = {"tokens": tokens, "walls": walls, "clients": clients, "runs": runs,
+                   "results": {}}
+    for name, results in done.items():
+        ok = [r for r in results if "all_delivered_p99_s" in r]
+        if not ok:
+            out["results"][name] = {"error": "; ".join(str(r.get("error")) for r in results)}
+            continue
+        ordered = sorted(ok, key=lambda r: r["all_delivered_p99_s"])
+        best = dict(ordered[len(ordered) // 2])
+        for key in ("runs_p50_s", "runs_p99_s", "runs_server_cpu_p50_s",
+                    "runs_steadiness_p50_s", "runs_load_1min"):
+            best[key] = [r[key][0] for r in ok]
+        best["runs"] = len(results)
+        out["results"][name] = best
+    return out
+
+
+def e2e_markdown(matrix: Result) -> str:
+    """The table of `e2e_matrix`'s results, for bench/RESULTS.md."""
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 1000:.1f}"
+
+    lines = ["| ruleset, form | p99 until all have it (median run) | each run, p50 / p99 (ms) "
+             "| server CPU per move, p50 (ms) | delta | load (1 min) | steadiness p50 (ms) |",
+             "| --- | ---: | --- | --- | ---: | --- | --- |"]
+    for name, r in matrix["results"].items():
+        if "error" in r:
+            lines.append(f"| {name} | not measured: {r['error']} | | | | | |")
+            continue
+        each = ", ".join(f"{ms(a)} / {ms(b)}" for a, b in zip(r["runs_p50_s"],
+                                                              r["runs_p99_s"], strict=True))
+        lines.append(
+            f"| {name} | **{ms(r['all_delivered_p99_s'])} ms** | {each} | "
+            f"{', '.join(ms(v) for v in r['runs_server_cpu_p50_s'])} | "
+            f"{r.get('delta_bytes', 'n/a')} | "
+            f"{', '.join(f'{v:.1f}' for v in r['runs_load_1min'])} | "
+            f"{', '.join(ms(v) for v in r['runs_steadiness_p50_s'])} |")
+    return "\n".join(lines)
 
 
 # -- compact annotations: bytes per annotation ---------------------------------------------------
@@ -935,11 +992,32 @@ def compression(tokens: int, walls: int, seed: int, clients: int,
     return out
 
 
+def sizes_markdown(result: Result) -> str:
+    """The table of `sizes`' results, for bench/RESULTS.md."""
+    lines = ["| ruleset | form | full set | per annotation | a move's delta | per annotation "
+             "changed | verbose / compact, full set and delta |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for ruleset, d in result["rulesets"].items():
+        forms = d["forms"]
+        for enc in ("json", "msgpack"):
+            verbose = forms[f"verbose_{enc}"]
+            for form in ("verbose", "compact"):
+                x = forms[f"{form}_{enc}"]
+                ratio = "" if form == "verbose" else (
+                    f"**{verbose['full_bytes'] / x['full_bytes']:.1f}x** / "
+                    f"**{verbose['delta_bytes'] / x['delta_bytes']:.1f}x**")
+                lines.append(f"| {ruleset} | {form} {enc} | {x['full_bytes'] / 1e6:.2f} MB | "
+                             f"{x['full_per_annotation']:.1f} B | {x['delta_bytes']:.0f} B | "
+                             f"{x['delta_per_annotation']:.1f} B | {ratio} |")
+    return "\n".join(lines)
+
+
 # -- worker entry points -------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.live")
-    p.add_argument("what", choices=("move", "memory", "compression", "serve", "sizes", "e2e"))
+    p.add_argument("what", choices=("move", "memory", "compression", "serve", "sizes", "e2e",
+                                    "e2e-matrix"))
     p.add_argument("--tokens", type=int, default=100)
     p.add_argument("--walls", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
@@ -947,7 +1025,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--ruleset", default="dnd35", help="for move, e2e: the scene's ruleset")
     p.add_argument("--rulesets", nargs="+", default=["dnd35", "pf2", "realms"],
-                   help="for sizes")
+                   help="for sizes, e2e-matrix")
     p.add_argument("--compact", action="store_true",
                    help="for e2e: the subscribers ask for the compact form")
     p.add_argument("--runs", type=int, default=3, help="for e2e: runs on fresh servers")
@@ -962,9 +1040,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = core_memory(args.tokens, args.walls, args.seed)
     elif args.what == "sizes":
         result = sizes(args.tokens, args.walls, args.seed, args.rulesets)
+        print(sizes_markdown(result))
     elif args.what == "e2e":
         result = e2e_runs(args.tokens, args.walls, args.seed, args.ruleset, args.compact,
                           args.clients, args.moves, args.runs)
+    elif args.what == "e2e-matrix":
+        result = e2e_matrix(args.tokens, args.walls, args.seed, args.rulesets, args.clients,
+                            args.moves, args.runs)
+        print(e2e_markdown(result))
     else:
         result = compression(args.tokens, args.walls, args.seed, args.clients)
     if args.out:
