@@ -8,6 +8,8 @@ Worker entry points (each prints nothing and writes JSON to --out), run by `pyth
     python -m bench.live compression --tokens 100 --walls 1000 --clients 50 --out r.json
     python -m bench.live sizes --tokens 100 --walls 1000 --out r.json   # compact vs verbose
     python -m bench.live e2e --ruleset pf2 --compact --runs 3 --out r.json
+    python -m bench.live e2e-matrix --rulesets dnd35 pf2 realms --runs 3 --moves 100
+    python -m bench.live fan-out --rulesets dnd35 pf2 realms   # where a move's time goes
     python -m bench.live serve          # the real server (server.app.run); prints PORT n,
                                         # stops when its stdin closes
 
@@ -992,6 +994,57 @@ def compression(tokens: int, walls: int, seed: int, clients: int,
     return out
 
 
+def fan_out(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients: int,
+            moves: int = 30, warmup: int = 5) -> Result:
+    """Where a move's time goes on its way to `clients` subscribers, through the Core (CPU
+    time of this thread, median over the moves after `warmup`): the gm's token.update
+    (`receive`), the first subscriber's delta (the incremental recomputation, the diff and
+    the encoding of the frame), the other subscribers' deltas (the same frame, shared), and
+    encoding the delta message again alone; verbose and compact."""
+    out: Result = {"tokens": tokens, "walls": walls, "clients": clients, "rulesets": {}}
+    for ruleset in rulesets:
+        for compact in (False, True):
+            scene = generate(tokens, walls, seed)
+            scene = replace(scene, message={**scene.message, "ruleset": ruleset})
+            h = CoreHarness(scene)
+            subs = []
+            for k in range(clients):
+                conn = h.core.connect()
+                h.core.receive(conn, pack({**HELLO, "compact": compact}))
+                h.core.receive(conn, pack({"type": "subscribe", "scene": scene.scene_id,
+                                           "id": k}))
+                subs.append(conn)
+            full = h.core._current(scene.scene_id, False)
+            mover = pick_mover(scene, [msgspec.to_builtins(a) for a in full.values()])
+            rec: dict[str, list[float]] = {"receive_s": [], "first_s": [], "others_s": [],
+                                           "encode_s": [], "bytes": []}
+            for k in range(warmup + moves):
+                to = mover[2] if k % 2 == 0 else mover[1]
+                h.core.prepare(scene.scene_id)
+                gc.collect()
+                t0 = time.thread_time()
+                h.core.receive(h.gm, pack(move_frame(scene, mover[0], to, k)))
+                t1 = time.thread_time()
+                frame = h.core.delta(subs[0], scene.scene_id)
+                t2 = time.thread_time()
+                for conn in subs[1:]:
+                    h.core.delta(conn, scene.scene_id)
+                t3 = time.thread_time()
+                assert isinstance(frame, bytes)
+                msg = (expand(msgspec.msgpack.decode(frame, type=CompactAnnotations))
+                       if compact else msgspec.msgpack.decode(frame, type=Annotations))
+                encode_s = _timed(functools.partial(encode_annotations, msg, True, compact))
+                if k >= warmup:
+                    for name, v in (("receive_s", t1 - t0), ("first_s", t2 - t1),
+                                    ("others_s", t3 - t2), ("encode_s", encode_s),
+                                    ("bytes", len(frame))):
+                        rec[name].append(v)
+            out["rulesets"][f"{ruleset} {'compact' if compact else 'verbose'}"] = {
+                name: statistics.median(v) for name, v in rec.items()} | {
+                "first_max_s": max(rec["first_s"])}
+    return out
+
+
 def sizes_markdown(result: Result) -> str:
     """The table of `sizes`' results, for bench/RESULTS.md."""
     lines = ["| ruleset | form | full set | per annotation | a move's delta | per annotation "
@@ -1017,7 +1070,7 @@ def sizes_markdown(result: Result) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.live")
     p.add_argument("what", choices=("move", "memory", "compression", "serve", "sizes", "e2e",
-                                    "e2e-matrix"))
+                                    "e2e-matrix", "fan-out"))
     p.add_argument("--tokens", type=int, default=100)
     p.add_argument("--walls", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
@@ -1044,6 +1097,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.what == "e2e":
         result = e2e_runs(args.tokens, args.walls, args.seed, args.ruleset, args.compact,
                           args.clients, args.moves, args.runs)
+    elif args.what == "fan-out":
+        result = fan_out(args.tokens, args.walls, args.seed, args.rulesets, args.clients)
     elif args.what == "e2e-matrix":
         result = e2e_matrix(args.tokens, args.walls, args.seed, args.rulesets, args.clients,
                             args.moves, args.runs)
