@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from covercast.client import expand, expand_plain
+from rulesets import REGISTRY
 from server.compact import FLAG_NAMES
 from server.messages import Annotations, CompactAnnotations
 from server.session import Core, Send
@@ -26,9 +27,7 @@ Doc = dict[str, Any]
 SIZE = 100
 
 #: Every ruleset on every grid it supports (welcome's `grids`).
-CASES = [("dnd35", 1), ("pf1", 1), ("dnd5e", 1), ("degrees", 1), ("pf2", 1), ("realms", 1),
-         ("degrees", 2), ("pf2", 3), ("realms", 4), ("degrees", 5), ("realms", 2),
-         ("pf2", 5)]
+CASES = [(r.name, grid) for r in REGISTRY.all() for grid in r.describe()["grids"]]
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
