@@ -6,6 +6,10 @@ Worker entry points (each prints nothing and writes JSON to --out), run by `pyth
     python -m bench.live move --tokens 100 --walls 1000 --out r.json
     python -m bench.live memory --tokens 100 --walls 1000 --out r.json
     python -m bench.live compression --tokens 100 --walls 1000 --clients 50 --out r.json
+    python -m bench.live sizes --tokens 100 --walls 1000 --out r.json   # compact vs verbose
+    python -m bench.live e2e --ruleset pf2 --compact --runs 3 --out r.json
+    python -m bench.live e2e-matrix --rulesets dnd35 pf2 realms --runs 3 --moves 100
+    python -m bench.live fan-out --rulesets dnd35 pf2 realms   # where a move's time goes
     python -m bench.live serve          # the real server (server.app.run); prints PORT n,
                                         # stops when its stdin closes
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -50,8 +55,11 @@ from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import Event
 
 from bench.scenes import BenchScene, Move, generate, move_frame, pick_mover
+from covercast.client import expand, expand_plain
 from server.app import run
+from server.compact import encode_annotations
 from server.memory import tune_process
+from server.messages import Annotations, CompactAnnotations
 from server.session import Core, Output, Send, annotation_out
 
 Result = dict[str, Any]
@@ -133,7 +141,7 @@ class CoreHarness:
         _one(self.core.receive(conn, pack(HELLO)), conn, "welcome")
         return conn
 
-    def receive(self, conn: int, frame: bytes) -> list[Output]:
+    def receive(self, conn: int, frame: bytes | str) -> list[Output]:
         """One frame in, every frame out, deltas included (Notify resolved now)."""
         return list(self.core.drain(self.core.receive(conn, frame)))
 
@@ -471,6 +479,8 @@ class _Reader:
         self.handled: dict[int, float] = {}
         self.latest = 0
         self.count = 0
+        #: Bytes of each delta frame received.
+        self.sizes: list[int] = []
         self.stamps = ws.stamps if isinstance(ws, _Stamped) else None
         if self.stamps is not None:
             self.stamps.clear()  # the snapshot's, already read
@@ -483,6 +493,7 @@ class _Reader:
                 typ, rev, full = peek(frame)
                 if typ == "annotations" and not full and rev is not None:
                     self.count += 1
+                    self.sizes.append(len(frame))
                     self.arrivals.setdefault(rev, arrived)
                     self.handled.setdefault(rev, t)
                     self.latest = max(self.latest, rev)
@@ -527,9 +538,13 @@ def steadiness(samples: int = 100, pause_s: float = 0.005) -> Result:
 
 async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: float,
               server_cpu: Callable[[], float | None], warmup: int = WARMUP_MOVES,
-              server_cpu_ns: Callable[[], int | None] = lambda: None) -> Result:
+              server_cpu_ns: Callable[[], int | None] = lambda: None,
+              compact: bool = False) -> Result:
     out: Result = {"tokens": scene.tokens, "walls": scene.walls, "clients": clients,
-                   "moves": moves, "warmup": warmup}
+                   "moves": moves, "warmup": warmup, "ruleset": scene.message["ruleset"],
+                   "compact": compact}
+    # The subscribers ask for the compact form or not (docs/protocol.md section 12).
+    sub_hello = {**HELLO, "compact": True} if compact else HELLO
     mover_ws = await _connect(url)
     subs: list[ClientConnection] = []
     tasks: list[asyncio.Task[None]] = []
@@ -540,7 +555,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
         await _recv_type(mover_ws, "ack")
         subs = list(await asyncio.gather(*(_connect(url) for _ in range(clients))))
         for ws in subs:
-            await ws.send(pack(HELLO))
+            await ws.send(pack(sub_hello))
             await _recv_type(ws, "welcome")
         hub = _Hub()
         first: dict[str, Any] | None = None
@@ -555,7 +570,8 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
                     raise RuntimeError(f"subscriber {k}: expected its snapshot")
         out["subscribe_all_s"] = time.perf_counter() - t0
         assert first is not None
-        mover: Move = pick_mover(scene, first["annotations"])
+        out["snapshot_bytes"] = len(msgpack.packb(first))
+        mover: Move = pick_mover(scene, expand_plain(first)["annotations"])
         out["mover"] = mover[0]
         # The clients' own heap (the decoded snapshot: 30,000 dicts) must not put garbage
         # collections of this process into the latencies measured: what is left is frozen.
@@ -624,6 +640,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
             "all_handled_p50_s": percentile(all_handled, 50),
             "all_handled_p99_s": percentile(all_handled, 99),
             "ack_p50_s": percentile(acks, 50),
+            "delta_bytes": statistics.median(readers[0].sizes) if readers[0].sizes else None,
             **({"move_cpu_p50_s": percentile(move_cpu, 50),
                 "move_cpu_p99_s": percentile(move_cpu, 99),
                 # The three slowest moves (the p99's neighbourhood) and their server CPU.
@@ -669,19 +686,175 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
 
 
 def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
-            in_thread: bool, mem_limit_gib: float | None) -> Result:
+            in_thread: bool, mem_limit_gib: float | None, compact: bool = False) -> Result:
     steady = steadiness()
+    load = os.getloadavg()[0]
     server = ServerHandle(in_thread=in_thread, mem_limit_gib=mem_limit_gib)
     try:
         with asyncio.Runner(loop_factory=_stamping_loop) as runner:
             result = runner.run(e2e(server.url, scene, clients, moves, seconds,
-                                    server.cpu_seconds, server_cpu_ns=server.cpu_ns))
+                                    server.cpu_seconds, server_cpu_ns=server.cpu_ns,
+                                    compact=compact))
     finally:
         _Stamped.selector = None
         server.stop()
     result["server"] = "thread" if in_thread else "process"
     result["steadiness"] = steady
+    result["load_1min"] = load
     return result
+
+
+def e2e_runs(tokens: int, walls: int, seed: int, ruleset: str, compact: bool, clients: int,
+             moves: int, runs: int, in_thread: bool = False) -> Result:
+    """`runs` end-to-end runs on fresh servers of one ruleset and one form; the run with the
+    median p99 (until all subscribers have a move's delta) stands for them, with every run's
+    p50 and p99, the machine's steadiness and load before each."""
+    scene = generate(tokens, walls, seed)
+    if ruleset != scene.message["ruleset"]:
+        scene = replace(scene, message={**scene.message, "ruleset": ruleset})
+    done = [run_e2e(scene, clients, moves, 0.0, in_thread, None, compact)
+            for _ in range(runs)]
+    ok = [r for r in done if "all_delivered_p99_s" in r and "error" not in r]
+    if not ok:
+        return {"ruleset": ruleset, "compact": compact,
+                "error": "; ".join(str(r.get("error")) for r in done)}
+    ordered = sorted(ok, key=lambda r: r["all_delivered_p99_s"])
+    out = dict(ordered[len(ordered) // 2])
+    out["runs"] = len(done)
+    out["runs_p50_s"] = [r["all_delivered_p50_s"] for r in ok]
+    out["runs_p99_s"] = [r["all_delivered_p99_s"] for r in ok]
+    out["runs_server_cpu_p50_s"] = [r.get("move_cpu_p50_s") for r in ok]
+    out["runs_steadiness_p50_s"] = [r["steadiness"]["p50_s"] for r in ok]
+    out["runs_load_1min"] = [r["load_1min"] for r in ok]
+    return out
+
+
+def e2e_matrix(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients: int,
+               moves: int, runs: int) -> Result:
+    """End to end for each ruleset, verbose and compact, `runs` times each on fresh servers,
+    interleaved (run k of every ruleset and form before run k + 1 of any), so that a busy
+    stretch of a shared machine falls on all of them alike; per ruleset and form, the run
+    with the median p99 and every run's figures (as `e2e_runs`)."""
+    done: dict[str, list[Result]] = {}
+    for _ in range(runs):
+        for ruleset in rulesets:
+            for compact in (False, True):
+                name = f"{ruleset} {'compact' if compact else 'verbose'}"
+                done.setdefault(name, []).append(
+                    e2e_runs(tokens, walls, seed, ruleset, compact, clients, moves, 1))
+    out: Result = {"tokens": tokens, "walls": walls, "clients": clients, "runs": runs,
+                   "results": {}}
+    for name, results in done.items():
+        ok = [r for r in results if "all_delivered_p99_s" in r]
+        if not ok:
+            out["results"][name] = {"error": "; ".join(str(r.get("error")) for r in results)}
+            continue
+        ordered = sorted(ok, key=lambda r: r["all_delivered_p99_s"])
+        best = dict(ordered[len(ordered) // 2])
+        for key in ("runs_p50_s", "runs_p99_s", "runs_server_cpu_p50_s",
+                    "runs_steadiness_p50_s", "runs_load_1min"):
+            best[key] = [r[key][0] for r in ok]
+        best["runs"] = len(results)
+        out["results"][name] = best
+    return out
+
+
+def e2e_markdown(matrix: Result) -> str:
+    """The table of `e2e_matrix`'s results, for bench/RESULTS.md."""
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 1000:.1f}"
+
+    lines = ["| ruleset, form | p99 until all have it (median run) | each run, p50 / p99 (ms) "
+             "| server CPU per move, p50 (ms) | delta | load (1 min) | steadiness p50 (ms) |",
+             "| --- | ---: | --- | --- | ---: | --- | --- |"]
+    for name, r in matrix["results"].items():
+        if "error" in r:
+            lines.append(f"| {name} | not measured: {r['error']} | | | | | |")
+            continue
+        each = ", ".join(f"{ms(a)} / {ms(b)}" for a, b in zip(r["runs_p50_s"],
+                                                              r["runs_p99_s"], strict=True))
+        lines.append(
+            f"| {name} | **{ms(r['all_delivered_p99_s'])} ms** | {each} | "
+            f"{', '.join(ms(v) for v in r['runs_server_cpu_p50_s'])} | "
+            f"{r.get('delta_bytes', 'n/a')} | "
+            f"{', '.join(f'{v:.1f}' for v in r['runs_load_1min'])} | "
+            f"{', '.join(ms(v) for v in r['runs_steadiness_p50_s'])} |")
+    return "\n".join(lines)
+
+
+# -- compact annotations: bytes per annotation ---------------------------------------------------
+
+def _timed(fn: Callable[[], Any], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _expand_msgpack(frame: bytes) -> Annotations:
+    return expand(msgspec.msgpack.decode(frame, type=CompactAnnotations))
+
+
+def sizes(tokens: int, walls: int, seed: int, rulesets: Sequence[str],
+          moves: int = 6) -> Result:
+    """Bytes per annotation of `annotations` frames, verbose and compact, JSON and msgpack,
+    for the full set of a subscription and for the deltas of moves (the same mover as the
+    move benchmark), per ruleset; and what encoding and decoding a full set costs."""
+    out: Result = {"tokens": tokens, "walls": walls, "rulesets": {}}
+    forms = [(compact, binary) for compact in (False, True) for binary in (False, True)]
+    for ruleset in rulesets:
+        scene = generate(tokens, walls, seed)
+        scene = replace(scene, message={**scene.message, "ruleset": ruleset})
+        h = CoreHarness(scene)
+        conns: dict[tuple[bool, bool], int] = {}
+        for compact, binary in forms:
+            conn = h.core.connect()
+            hello = {**HELLO, "compact": compact}
+            h.core.receive(conn, pack(hello) if binary else json.dumps(hello))
+            conns[(compact, binary)] = conn
+        sub = {"type": "subscribe", "scene": scene.scene_id, "id": 1}
+        full: dict[tuple[bool, bool], bytes | str] = {}
+        for form, conn in conns.items():
+            frame = pack(sub) if form[1] else json.dumps(sub)
+            (full[form],) = _sends_to(h.receive(conn, frame), conn)
+        verbose_full = unpack(full[(False, True)])
+        n_full = len(verbose_full["annotations"])
+        mover = pick_mover(scene, verbose_full["annotations"])
+        deltas: dict[tuple[bool, bool], list[int]] = {form: [] for form in forms}
+        changed: list[int] = []
+        for k in range(moves):
+            to = mover[2] if k % 2 == 0 else mover[1]
+            outs = h.receive(h.gm, pack(move_frame(scene, mover[0], to, k)))
+            for form, conn in conns.items():
+                (frame,) = _sends_to(outs, conn)
+                deltas[form].append(len(frame))
+                if form == (False, True):
+                    changed.append(len(unpack(frame)["annotations"]))
+        # Encoding the full set alone (the session's table, as `subscribe` sends it), and
+        # the Python client's decoding into its Structs.
+        table = list(h.core._current(scene.scene_id, False).values())
+        msg = Annotations(scene.scene_id, 1, True, table, [])
+        enc = {f"{'compact' if c else 'verbose'}_{'msgpack' if b else 'json'}_s":
+               _timed(functools.partial(encode_annotations, msg, b, c)) for c, b in forms}
+        verbose_frame = encode_annotations(msg, True, False)
+        compact_frame = encode_annotations(msg, True, True)
+        assert isinstance(verbose_frame, bytes) and isinstance(compact_frame, bytes)
+        dec = {"verbose_msgpack_s": _timed(functools.partial(
+                   msgspec.msgpack.decode, verbose_frame, type=Annotations)),
+               "compact_msgpack_s": _timed(functools.partial(_expand_msgpack, compact_frame))}
+        per: Result = {}
+        for (compact, binary), frame in full.items():
+            name = f"{'compact' if compact else 'verbose'}_{'msgpack' if binary else 'json'}"
+            delta = statistics.median(deltas[(compact, binary)])
+            per[name] = {"full_bytes": len(frame), "full_per_annotation": len(frame) / n_full,
+                         "delta_bytes": delta,
+                         "delta_per_annotation": delta / statistics.median(changed)}
+        out["rulesets"][ruleset] = {"annotations": n_full,
+                                    "changed_median": statistics.median(changed),
+                                    "forms": per, "encode_full": enc, "decode_full": dec}
+    return out
 
 
 # -- permessage-deflate --------------------------------------------------------------------------
@@ -821,17 +994,94 @@ def compression(tokens: int, walls: int, seed: int, clients: int,
     return out
 
 
+def fan_out(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients: int,
+            moves: int = 30, warmup: int = 5) -> Result:
+    """Where a move's time goes on its way to `clients` subscribers, through the Core (CPU
+    time of this thread, median over the moves after `warmup`): the gm's token.update
+    (`receive`), the first subscriber's delta (the incremental recomputation, the diff and
+    the encoding of the frame), the other subscribers' deltas (the same frame, shared), and
+    encoding the delta message again alone; verbose and compact."""
+    out: Result = {"tokens": tokens, "walls": walls, "clients": clients, "rulesets": {}}
+    for ruleset in rulesets:
+        for compact in (False, True):
+            scene = generate(tokens, walls, seed)
+            scene = replace(scene, message={**scene.message, "ruleset": ruleset})
+            h = CoreHarness(scene)
+            subs = []
+            for k in range(clients):
+                conn = h.core.connect()
+                h.core.receive(conn, pack({**HELLO, "compact": compact}))
+                h.core.receive(conn, pack({"type": "subscribe", "scene": scene.scene_id,
+                                           "id": k}))
+                subs.append(conn)
+            full = h.core._current(scene.scene_id, False)
+            mover = pick_mover(scene, [msgspec.to_builtins(a) for a in full.values()])
+            rec: dict[str, list[float]] = {"receive_s": [], "first_s": [], "others_s": [],
+                                           "encode_s": [], "bytes": []}
+            for k in range(warmup + moves):
+                to = mover[2] if k % 2 == 0 else mover[1]
+                h.core.prepare(scene.scene_id)
+                gc.collect()
+                t0 = time.thread_time()
+                h.core.receive(h.gm, pack(move_frame(scene, mover[0], to, k)))
+                t1 = time.thread_time()
+                frame = h.core.delta(subs[0], scene.scene_id)
+                t2 = time.thread_time()
+                for conn in subs[1:]:
+                    h.core.delta(conn, scene.scene_id)
+                t3 = time.thread_time()
+                assert isinstance(frame, bytes)
+                msg = (expand(msgspec.msgpack.decode(frame, type=CompactAnnotations))
+                       if compact else msgspec.msgpack.decode(frame, type=Annotations))
+                encode_s = _timed(functools.partial(encode_annotations, msg, True, compact))
+                if k >= warmup:
+                    for name, v in (("receive_s", t1 - t0), ("first_s", t2 - t1),
+                                    ("others_s", t3 - t2), ("encode_s", encode_s),
+                                    ("bytes", len(frame))):
+                        rec[name].append(v)
+            out["rulesets"][f"{ruleset} {'compact' if compact else 'verbose'}"] = {
+                name: statistics.median(v) for name, v in rec.items()} | {
+                "first_max_s": max(rec["first_s"])}
+    return out
+
+
+def sizes_markdown(result: Result) -> str:
+    """The table of `sizes`' results, for bench/RESULTS.md."""
+    lines = ["| ruleset | form | full set | per annotation | a move's delta | per annotation "
+             "changed | verbose / compact, full set and delta |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for ruleset, d in result["rulesets"].items():
+        forms = d["forms"]
+        for enc in ("json", "msgpack"):
+            verbose = forms[f"verbose_{enc}"]
+            for form in ("verbose", "compact"):
+                x = forms[f"{form}_{enc}"]
+                ratio = "" if form == "verbose" else (
+                    f"**{verbose['full_bytes'] / x['full_bytes']:.1f}x** / "
+                    f"**{verbose['delta_bytes'] / x['delta_bytes']:.1f}x**")
+                lines.append(f"| {ruleset} | {form} {enc} | {x['full_bytes'] / 1e6:.2f} MB | "
+                             f"{x['full_per_annotation']:.1f} B | {x['delta_bytes']:.0f} B | "
+                             f"{x['delta_per_annotation']:.1f} B | {ratio} |")
+    return "\n".join(lines)
+
+
 # -- worker entry points -------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.live")
-    p.add_argument("what", choices=("move", "memory", "compression", "serve"))
+    p.add_argument("what", choices=("move", "memory", "compression", "serve", "sizes", "e2e",
+                                    "e2e-matrix", "fan-out"))
     p.add_argument("--tokens", type=int, default=100)
     p.add_argument("--walls", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--moves", type=int, default=20)
     p.add_argument("--clients", type=int, default=50)
-    p.add_argument("--ruleset", default="dnd35", help="for move: the scene's ruleset")
+    p.add_argument("--ruleset", default="dnd35", help="for move, e2e: the scene's ruleset")
+    p.add_argument("--rulesets", nargs="+", default=["dnd35", "pf2", "realms"],
+                   help="for sizes, e2e-matrix")
+    p.add_argument("--compact", action="store_true",
+                   help="for e2e: the subscribers ask for the compact form")
+    p.add_argument("--runs", type=int, default=3, help="for e2e: runs on fresh servers")
     p.add_argument("--out")
     args = p.parse_args(argv)
     tune_process()  # as the server runs (server/memory.py)
@@ -841,6 +1091,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = core_move(args.tokens, args.walls, args.seed, args.moves, args.ruleset)
     elif args.what == "memory":
         result = core_memory(args.tokens, args.walls, args.seed)
+    elif args.what == "sizes":
+        result = sizes(args.tokens, args.walls, args.seed, args.rulesets)
+        print(sizes_markdown(result))
+    elif args.what == "e2e":
+        result = e2e_runs(args.tokens, args.walls, args.seed, args.ruleset, args.compact,
+                          args.clients, args.moves, args.runs)
+    elif args.what == "fan-out":
+        result = fan_out(args.tokens, args.walls, args.seed, args.rulesets, args.clients)
+    elif args.what == "e2e-matrix":
+        result = e2e_matrix(args.tokens, args.walls, args.seed, args.rulesets, args.clients,
+                            args.moves, args.runs)
+        print(e2e_markdown(result))
     else:
         result = compression(args.tokens, args.walls, args.seed, args.clients)
     if args.out:

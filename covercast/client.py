@@ -42,6 +42,8 @@ from server.messages import (
     AreaResult,
     BreathOut,
     BreathState,
+    CompactAnnotations,
+    CompactResponse,
     CoverResult,
     Error,
     FocusOut,
@@ -83,6 +85,8 @@ __all__ = [
     "ServerError",
     "Subscription",
     "Welcome",
+    "expand",
+    "expand_plain",
     "flags",
     "token_from_env",
 ]
@@ -97,6 +101,9 @@ Side = Literal["friendly", "neutral", "hostile", "secret"]
 ALL_MODES: tuple[Mode, ...] = ("melee", "reach", "ranged")
 
 _DECODER = msgspec.msgpack.Decoder(Response)
+#: A connection granted the compact form (welcome.compact) gets `annotations` compact.
+_COMPACT_DECODER = msgspec.msgpack.Decoder(CompactResponse)
+_COMPACT_JSON = msgspec.json.Decoder(CompactResponse)
 #: True in the tasks that re-establish a connection: their requests (hello, on_reconnect's
 #: scene loads, renewed subscriptions) go out before the ones waiting for the connection.
 _PRIVILEGED: contextvars.ContextVar[bool] = contextvars.ContextVar("covercast_privileged",
@@ -154,6 +161,62 @@ class Flags(msgspec.Struct, frozen=True, kw_only=True):
 def flags(annotation: AnnotationOut) -> Flags:
     """The annotation's flags, typed: `flags(sub.get("archer", "goblin")).can_hide`."""
     return msgspec.convert(annotation.flags, Flags)
+
+
+def expand(msg: CompactAnnotations) -> Annotations:
+    """The verbose `annotations` message a compact one stands for (docs/protocol.md section
+    12): equal, field for field, to what the server sends a client that did not ask for the
+    compact form. Annotations with the same modifiers or flags share those lists and maps
+    (they are the server's values, not to be changed in place)."""
+    names = msg.flags
+    table = msg.modifiers
+    mods: dict[tuple[int, ...], list[Any]] = {}
+    flag_maps: dict[tuple[int, ...], dict[str, bool]] = {}
+    none_set = dict.fromkeys(names, False)
+    out = []
+    for a in msg.annotations:
+        mk = tuple(a.modifiers)
+        m = mods.get(mk)
+        if m is None:
+            m = mods[mk] = [table[k] for k in mk]
+        fk = tuple(a.flags)
+        f = flag_maps.get(fk)
+        if f is None:
+            f = dict(none_set)
+            for k in fk:
+                f[names[k]] = True
+            flag_maps[fk] = f
+        extra = a.extra
+        if extra is None:
+            out.append(AnnotationOut(a.attacker, a.target, a.mode, a.loe, a.cover, m, f))
+        else:
+            out.append(AnnotationOut(a.attacker, a.target, a.mode, a.loe, a.cover, m, f,
+                                     extra.flankers, extra.lines, extra.visible))
+    return Annotations(msg.scene, msg.revision, msg.full, out,
+                       [(r[0], r[1], r[2]) for r in msg.removed], msg.breath, msg.id)
+
+
+def expand_plain(msg: dict[str, Any]) -> dict[str, Any]:
+    """`expand` on plain decoded values (json.loads, msgpack.unpackb): the verbose message as
+    those decoders would have given it; any other message is returned as it is."""
+    if msg.get("type") != "annotations" or msg.get("form") != "compact":
+        return msg
+    names = msg["flags"]
+    table = msg["modifiers"]
+    out = []
+    for row in msg["annotations"]:
+        a: dict[str, Any] = {"attacker": row[0], "target": row[1], "mode": row[2],
+                             "loe": row[3], "cover": row[4],
+                             "modifiers": [table[k] for k in row[5]],
+                             "flags": dict.fromkeys(names, False)}
+        for k in row[6]:
+            a["flags"][names[k]] = True
+        if len(row) > 7:
+            a.update(row[7])
+        out.append(a)
+    verbose = {k: v for k, v in msg.items() if k not in ("form", "flags", "modifiers")}
+    verbose["annotations"] = out
+    return verbose
 
 
 class CovercastError(Exception):
@@ -334,14 +397,24 @@ class Client:
 
     `token=None` reads the token from the environment, as the `covercast` command does:
     $COVERCAST_TOKEN (the gm's), or for `role="player"` / `role="overlay"` first
-    $COVERCAST_PLAYER_TOKEN / $COVERCAST_OVERLAY_TOKEN; `token=""` sends none."""
+    $COVERCAST_PLAYER_TOKEN / $COVERCAST_OVERLAY_TOKEN; `token=""` sends none.
+
+    `compact=True` (the default) asks for annotation sets in the compact form (a tenth of the
+    bytes, docs/protocol.md section 12) and decodes them into the same `AnnotationOut`s as
+    the verbose form; `welcome.compact` says whether the server granted it. A server older
+    than the compact form refuses the hello: the client then says hello again without it.
+    `compact=False` asks for the verbose form."""
 
     def __init__(self, url: str = "ws://127.0.0.1:8765", *, token: str | None = None,
                  name: str = "covercast-python", role: RoleName | None = None,
                  open_timeout: float = 10.0, reconnect: bool = False,
                  on_reconnect: Callable[[Client], Awaitable[None]] | None = None,
-                 reconnect_timeout: float | None = 60.0, max_backoff: float = 5.0) -> None:
+                 reconnect_timeout: float | None = 60.0, max_backoff: float = 5.0,
+                 compact: bool = True) -> None:
         self.url = url
+        self.compact = compact
+        # The hello asks for the compact form (until a server refuses the flag).
+        self._ask_compact = compact
         self.token = token_from_env(role) if token is None else (token or None)
         self.name = name
         self.role = role
@@ -414,9 +487,24 @@ class Client:
             hello["token"] = self.token
         if self.role is not None:
             hello["role"] = self.role
+        if self._ask_compact:
+            hello["compact"] = True
         token = _PRIVILEGED.set(True)  # the hello goes before anything waiting to be sent
         try:
             self._welcome = await self._expect(hello, Welcome)
+        except ConnectionLost as exc:
+            if not (self._ask_compact and _refused_compact(self._ws)):
+                raise
+            # A server from before the compact form refuses the unknown hello field (1008,
+            # naming it): the verbose form then, on a new connection.
+            log.info("%s does not offer the compact form: %s", self.url, exc)
+            self._ask_compact = False
+            if self._reader is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._reader
+            self._dead = None  # that reader gave up on the first connection: not on this one
+            await self._open()
+            return
         finally:
             _PRIVILEGED.reset(token)
 
@@ -522,11 +610,22 @@ class Client:
             finally:
                 self._resubscribing.pop(rid, None)
 
+    def _decode(self, frame: bytes | str) -> Response:
+        """A frame as the server's own Struct: a compact `annotations` (on a connection
+        granted the compact form) expanded into the verbose `Annotations` it stands for."""
+        compact = self._welcome is not None and self._welcome.compact
+        if not compact:
+            if isinstance(frame, str):
+                verbose: Response = msgspec.json.decode(frame.encode(), type=Response)
+                return verbose
+            return _DECODER.decode(frame)
+        msg = (_COMPACT_JSON.decode(frame.encode()) if isinstance(frame, str)
+               else _COMPACT_DECODER.decode(frame))
+        return expand(msg) if isinstance(msg, CompactAnnotations) else msg
+
     def _dispatch(self, frame: bytes | str) -> None:
-        data = frame.encode() if isinstance(frame, str) else frame
         try:
-            msg: Response = (msgspec.json.decode(data, type=Response) if isinstance(frame, str)
-                             else _DECODER.decode(data))
+            msg = self._decode(frame)
         except msgspec.DecodeError as exc:
             raw_id = _raw_id(frame)
             fut = self._waiting.pop(raw_id, None) if raw_id is not None else None
@@ -769,6 +868,13 @@ def _raw_id(frame: bytes | str) -> int | None:
         if isinstance(rid, int) and not isinstance(rid, bool):
             return rid
     return None
+
+
+def _refused_compact(ws: ClientConnection | None) -> bool:
+    """Whether the server closed the connection refusing the hello's `compact` field (a
+    server from before the compact form: 1008 naming the unknown field)."""
+    return (ws is not None and ws.close_code == 1008
+            and "compact" in (ws.close_reason or ""))
 
 
 def _closed_text(ws: ClientConnection | None) -> str:

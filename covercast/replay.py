@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from covercast.client import expand_plain
 from covercast.recording import Entry, Recording, Writer, entry_from_frame
 from server.messages import short_repr
 
@@ -109,6 +110,7 @@ class Tracker:
     def received(self, msg: dict[str, Any] | None) -> None:
         if msg is None:
             return
+        msg = expand_plain(msg)  # a compact set is read as the verbose one it stands for
         scene, revision = msg.get("scene"), msg.get("revision")
         if isinstance(scene, str) and isinstance(revision, int):
             self.first.setdefault(scene, revision)
@@ -358,7 +360,7 @@ def _normal(msg: dict[str, Any], first: dict[str, int]) -> dict[str, Any]:
     """A reply with what legitimately varies taken out (see `compare`)."""
     if msg.get("type") == "welcome":
         return {"type": "welcome", "protocol": msg.get("protocol"), "role": msg.get("role")}
-    out = dict(msg)
+    out = dict(expand_plain(msg))
     scene = out.get("scene")
     if isinstance(out.get("revision"), int) and isinstance(scene, str) and scene in first:
         out["revision"] = out["revision"] - first[scene]

@@ -352,6 +352,10 @@ class Hello(_Strict, frozen=True, tag="hello", tag_field="type"):
     #: A role at most as powerful as the token's (a gm viewing as players do); none: the
     #: token's role.
     role: RoleName | None = None
+    #: Annotation sets in the compact form (docs/protocol.md section 12): modifiers listed
+    #: once per frame and referenced by index, flags as the indices of the true ones. The
+    #: `welcome` says whether it was granted; false (the default): the verbose form.
+    compact: bool = False
     id: ReqId = None
 
 
@@ -680,6 +684,9 @@ class Welcome(Struct, frozen=True, tag="welcome", tag_field="type", omit_default
     #: What this connection may do: "gm" changes scenes; "player" and "overlay" only read
     #: and never see hidden tokens.
     role: str
+    #: The connection's `annotations` come in the compact form (it asked in `hello`);
+    #: omitted (false): the verbose form.
+    compact: bool = False
     id: ReqId = None
 
 
@@ -776,8 +783,54 @@ class FriendlyFireResult(Struct, frozen=True, tag="friendlyfire.result", tag_fie
     id: ReqId = None
 
 
+class CompactExtra(Struct, frozen=True, omit_defaults=True, gc=False):
+    """A compact annotation's optional fields, as the verbose annotation has them (only
+    those present are written; the element is left out when none is)."""
+
+    flankers: list[str] = []
+    lines: list[LineOut] | None = None
+    visible: float | None = None
+
+
+class CompactAnnotationOut(Struct, frozen=True, array_like=True, gc=False):
+    """One annotation in the compact form, an array: attacker, target, mode, loe, cover,
+    the indices of its modifiers in the frame's `modifiers`, the indices of its true flags
+    in the frame's `flags`, and (only when one is present) a map of the optional fields."""
+
+    attacker: str
+    target: str
+    mode: str
+    loe: bool
+    cover: str
+    modifiers: list[int]
+    flags: list[int]
+    extra: CompactExtra | None = None
+
+
+class CompactAnnotations(Struct, frozen=True, tag="annotations", tag_field="type",
+                         omit_defaults=True):
+    """`annotations` in the compact form (docs/protocol.md section 12): the same message,
+    with the modifiers and flag names its annotations use listed once, in the frame."""
+
+    scene: str
+    revision: int
+    full: bool
+    form: Literal["compact"]
+    #: Every flag name, in the order the annotations' flag indices count in.
+    flags: list[str]
+    #: Every distinct modifier the frame's annotations carry, each once.
+    modifiers: list[ModifierOut]
+    annotations: list[CompactAnnotationOut]
+    removed: list[tuple[str, str, str]]
+    breath: list[BreathOut] = []
+    id: ReqId = None
+
+
 Response = (Welcome | Ack | CoverResult | AreaResult | SceneState | Annotations | BreathState
             | Error | FriendlyFireResult | FocusOut)
+#: What a connection that asked for the compact form is sent: `annotations` compact.
+CompactResponse = (Welcome | Ack | CoverResult | AreaResult | SceneState | CompactAnnotations
+                   | BreathState | Error | FriendlyFireResult | FocusOut)
 
 
 # -- decoding -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from server import ahead as ahead_reading
 from server import drowning, durable, friendly_fire
 from server import focus as focusing
 from server import scene as scenes
+from server.compact import encode_annotations
 from server.errors import ClientError, ErrorCode, unavailable
 from server.messages import (
     LIMITS,
@@ -184,6 +185,8 @@ class Connection:
     greeted: bool = False
     role: Role = Role.GM
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    #: It asked in `hello` for `annotations` in the compact form.
+    compact: bool = False
 
 
 #: Batch requests: the scene operation, the documents it changes, the field holding them.
@@ -417,9 +420,10 @@ class Core:
                           f"{PROTOCOL_VERSION}")]
         state.greeted = True
         state.role = role
+        state.compact = request.compact
         welcome = Welcome(PROTOCOL_VERSION, SERVER_NAME, SERVER_VERSION,
                           [r.describe() for r in REGISTRY.all()], LIMITS, role.value,
-                          request.id)
+                          request.compact, request.id)
         return [Send(state.id, encode(welcome, binary))]
 
     def _dispatch(self, state: Connection, request: Any, binary: bool) -> list[Output]:
@@ -523,7 +527,7 @@ class Core:
             sub = conn.subscriptions.pop(sid, None)
             if sub is not None:
                 last = Annotations(sid, scene.revision + 1, True, [], [])
-                out.append(Send(conn.id, encode(last, sub.binary)))
+                out.append(Send(conn.id, encode_annotations(last, sub.binary, sub.compact)))
         return out
 
     def _change(self, state: Connection, sid: str, build: Any, rid: Any,
@@ -1128,7 +1132,7 @@ class Core:
         viewer = state.role.viewer
         _, geom = self._view_key(request.scene, request.lines, viewer)
         sub = open_subscription(request, scene.id, scene.tokens, geom.creatures, viewer,
-                                binary)
+                                binary, state.compact)
         table = self._view_table(request.scene, request.lines, viewer, extra=(sub.filter,))
         frame = full_set(sub, request.scene, scene.revision, table,
                          self._breath_visible(request.scene, viewer), request.id)

@@ -20,6 +20,7 @@ from typing import Any
 from geometry.model import CreatureGeom
 from rulesets.base import AttackMode
 from server import focus as focusing
+from server.compact import encode_annotations
 from server.errors import ClientError, ErrorCode
 from server.messages import (
     LIMITS,
@@ -28,7 +29,6 @@ from server.messages import (
     BreathOut,
     Subscribe,
     TokenDoc,
-    encode,
 )
 
 Key = tuple[str, str, str]
@@ -231,6 +231,8 @@ class Subscription:
     pairs: frozenset[Pair] | None = None
     #: The scene's focus as this subscriber was last sent it (server/focus.py).
     focus_sent: focusing.Focus = focusing.NOBODY
+    #: Its `annotations` frames in the compact form (server/compact.py; asked in hello).
+    compact: bool = False
 
     @property
     def wants(self) -> frozenset[str]:
@@ -239,14 +241,14 @@ class Subscription:
 
 def open_subscription(request: Subscribe, scene_id: str, tokens: Mapping[str, TokenDoc],
                       creatures: Sequence[CreatureGeom], viewer: bool,
-                      binary: bool) -> Subscription:
+                      binary: bool, compact: bool = False) -> Subscription:
     """The subscription a `subscribe` asks for (`creatures`: the scene as the subscriber
     sees it), refused whole (nothing changed) when its filter is bad or its table too big.
     """
     flt = read_filter(request, scene_id, tokens, viewer)
     refuse_too_large(flt, creatures, scene_id, "$.scene" if flt.everything else "$")
     return Subscription(scene_id, request.lines, tuple(AttackMode(m) for m in request.modes),
-                        binary, viewer, flt)
+                        binary, viewer, flt, compact=compact)
 
 
 def view(table: Table, sub: Subscription) -> tuple[frozenset[Pair] | None,
@@ -277,7 +279,7 @@ def full_set(sub: Subscription, sid: str, revision: int, table: Table,
     sub.revision = revision
     sub.breath_sent = air
     msg = Annotations(sid, revision, True, list(sub.sent.values()), [], list(air.values()), rid)
-    return encode(msg, sub.binary)
+    return encode_annotations(msg, sub.binary, sub.compact)
 
 
 def touched_since(table: Table, sub: Subscription) -> list[Key] | None:
@@ -344,12 +346,14 @@ def diff(sub: Subscription, sid: str, revision: int, table: Table,
         return None
     sub.revision = revision
     sub.breath_sent = air
-    return encode(Annotations(sid, revision, False, changed, removed, breath), sub.binary)
+    return encode_annotations(Annotations(sid, revision, False, changed, removed, breath),
+                              sub.binary, sub.compact)
 
 
 #: A shared delta frame's key: (lines, modes, binary, viewer, filter, from revision, from
-#: cache).
-FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, Filter, int, CacheKey | None]
+#: cache, compact form).
+FrameKey = tuple[bool, tuple[AttackMode, ...], bool, bool, Filter, int, CacheKey | None,
+                 bool]
 #: A shared delta frame: the cache, pairs and view it leaves the subscriber with, and the
 #: frame.
 Frame = tuple[CacheKey | None, frozenset[Pair] | None, Mapping[Key, AnnotationOut],
@@ -387,7 +391,7 @@ class Frames:
         if breath:
             return diff(sub, sid, revision, table(), air, breath)
         fkey = (sub.lines, sub.modes, sub.binary, sub.viewer, sub.filter, sub.revision,
-                sub.source)
+                sub.source, sub.compact)
         found = frames.get(fkey)
         if found is not None:
             sub.source, sub.pairs, sub.sent, frame = found

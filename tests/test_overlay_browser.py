@@ -536,3 +536,39 @@ def test_overlay_url_naming_an_absent_token_says_so(page: Any, server: LiveServe
             "document.getElementById('status').textContent")
     finally:
         gm.close()
+
+
+def test_the_overlay_reads_the_compact_form_as_the_verbose_one(page: Any,
+                                                              server: LiveServer) -> None:
+    """The page asks for annotations in the compact form (welcome.compact), and its decoder
+    (clients/overlay/compact.js) turns real compact frames, full set with lines and a move's
+    delta, into exactly the verbose frames a client that did not ask gets."""
+    gm = _gm(server)
+    peers = {form: Peer.open(server.url) for form in ("verbose", "compact")}
+    try:
+        for form, peer in peers.items():
+            hello = {"type": "hello", "protocol": 1, "client": "pytest", "token": GM,
+                     "compact": form == "compact"}
+            peer.send_raw(json.dumps(hello))
+            assert peer.recv()["type"] == "welcome"
+        frames: dict[str, list[str]] = {"verbose": [], "compact": []}
+        for form, peer in peers.items():
+            peer.send_raw(json.dumps({"type": "subscribe", "scene": "demo", "lines": True,
+                                      "id": 1}))
+            frames[form].append(str(peer.ws.recv(10)))  # JSON: text frames
+        gm.request({"type": "token.update", "scene": "demo",
+                    "tokens": [{"_id": "goblin", "x": 700, "y": 300}]})
+        for form, peer in peers.items():
+            frames[form].append(str(peer.ws.recv(10)))  # JSON: text frames
+        page.goto(f"{server.http_url}/overlay?scene=demo#token={OVERLAY}")
+        state = _wait(page, "s.annotationCount > 0", "the demo scene's annotations")
+        assert state["compact"] is True
+        for verbose, compact in zip(frames["verbose"], frames["compact"], strict=True):
+            assert json.loads(compact)["form"] == "compact"
+            got = page.evaluate("(text) => window.CovercastCompact.expand(JSON.parse(text))",
+                                compact)
+            assert got == json.loads(verbose)
+    finally:
+        for peer in peers.values():
+            peer.close()
+        gm.close()

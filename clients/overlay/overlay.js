@@ -1,10 +1,11 @@
 // Covercast live overlay: draws a scene and, live, the cover of the selected pair.
 //
 // It talks the Covercast protocol (docs/protocol.md) in JSON text frames, so no msgpack
-// decoder is needed: hello (with the token from the URL fragment, asking for a viewer role),
-// then scene.get and a subscription to every attack mode of the scene, filtered to the
-// selected attacker's pairs (all it draws: the degree of every token against it, and the
-// pair's panel), made again whenever the attacker changes. Every annotations
+// decoder is needed: hello (with the token from the URL fragment, asking for a viewer role
+// and for annotations in the compact form, read back by compact.js), then scene.get and a
+// subscription to every attack mode of the scene, filtered to the selected attacker's pairs
+// (all it draws: the degree of every token against it, and the pair's panel), made again
+// whenever the attacker changes. Every annotations
 // push brings the scene to a new revision; the page then asks scene.get again (at most one
 // in flight: a burst of moves costs one fetch) and cover.query with lines for the selected
 // pair. Nothing here changes the scene: viewer roles cannot.
@@ -76,6 +77,7 @@
   const state = {
     connected: false,
     role: null,
+    compact: false, // the server sends annotations in the compact form (welcome.compact)
     problem: null,
     scene: null,            // the scene message's `scene` (documents), or null
     sceneRevision: 0,
@@ -116,13 +118,14 @@
     ws = new WebSocket(scheme + location.host + '/');
     setStatus('connecting to ' + location.host + '…');
     ws.onopen = () => {
-      const hello = { type: 'hello', protocol: 1, client: 'covercast-overlay', role: config.role };
+      const hello = { type: 'hello', protocol: 1, client: 'covercast-overlay', role: config.role,
+                      compact: true };
       if (config.token) hello.token = config.token;
       ws.send(JSON.stringify(hello));
     };
     ws.onmessage = (event) => {
       if (typeof event.data !== 'string') return; // we only send text: replies are JSON
-      handle(JSON.parse(event.data));
+      handle(window.CovercastCompact.expand(JSON.parse(event.data)));
     };
     ws.onclose = (event) => {
       state.connected = false;
@@ -197,6 +200,7 @@
       case 'welcome':
         state.connected = true;
         state.role = msg.role || 'gm';
+        state.compact = msg.compact === true;
         state.problem = null;
         backoff = 500;
         follow();
@@ -1098,6 +1102,7 @@
     window.__covercastOverlay = Object.freeze({
       connected: state.connected,
       role: state.role,
+      compact: state.compact,
       problem: state.problem,
       sceneRevision: state.sceneRevision,
       gridType: state.scene ? state.scene.grid.type : null,

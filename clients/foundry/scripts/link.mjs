@@ -1,11 +1,14 @@
 /**
  * One WebSocket connection to the Covercast server, kept open: hello (with the role asked
- * for), welcome, reconnection with jittered backoff, request ids and their replies.
+ * for, and annotations in the compact form, read back here into the verbose one), welcome,
+ * reconnection with jittered backoff, request ids and their replies.
  *
  * Rule of this module: it knows the protocol's framing and handshake, nothing of Foundry or
  * of scenes. Its owner decides what to send after a welcome and what a reply means
  * (`onWelcome`, `onMessage`, `onLost` callbacks).
  */
+
+import { expandAnnotations } from "./util.mjs";
 
 export const VERSION = "0.2.0";
 export const CLIENT_NAME = `foundry-covercast/${VERSION}`;
@@ -102,7 +105,8 @@ export class Link {
     this.state = "connecting";
     ws.onopen = () => {
       const token = this.o.token();
-      this.raw({ type: "hello", protocol: 1, client: CLIENT_NAME, token: token || null, role: this.o.role });
+      this.raw({ type: "hello", protocol: 1, client: CLIENT_NAME, token: token || null, role: this.o.role,
+                 compact: true });
     };
     ws.onmessage = (/** @type {{data: any}} */ event) => this.receive(event.data);
     ws.onclose = (/** @type {{code: number, reason: string}} */ event) => this.closed(ws, event);
@@ -165,7 +169,7 @@ export class Link {
     if (typeof data !== "string") return; // we only ever send JSON, so replies are JSON
     let msg;
     try {
-      msg = JSON.parse(data);
+      msg = expandAnnotations(JSON.parse(data));
     } catch {
       return;
     }

@@ -157,3 +157,30 @@ export class AnnotationStore {
     return this.byKey.values();
   }
 }
+
+/**
+ * The verbose `annotations` message a compact one stands for (docs/protocol.md section 12;
+ * asked for in `hello`): every flag named, true or false, and each modifier in full, exactly
+ * as the server sends a client that did not ask. Any other message is returned as it is.
+ * It mirrors covercast/client.py's `expand_plain` (test/compact.test.mjs compares the two
+ * forms of real frames).
+ * @param {any} msg
+ */
+export function expandAnnotations(msg) {
+  if (!msg || msg.type !== "annotations" || msg.form !== "compact") return msg;
+  /** @type {string[]} */
+  const names = msg.flags;
+  /** @type {any[]} */
+  const table = msg.modifiers;
+  const annotations = msg.annotations.map((/** @type {any[]} */ row) => {
+    /** @type {Record<string, boolean>} */
+    const flags = {};
+    for (const name of names) flags[name] = false;
+    for (const k of row[6]) flags[names[k]] = true;
+    const ann = { attacker: row[0], target: row[1], mode: row[2], loe: row[3], cover: row[4],
+                  modifiers: row[5].map((/** @type {number} */ k) => table[k]), flags };
+    return row.length > 7 ? { ...ann, ...row[7] } : ann;
+  });
+  const { form, flags, modifiers, ...rest } = msg;
+  return { ...rest, annotations };
+}

@@ -75,13 +75,13 @@ export class Server {
 
 /** A bare protocol client (JSON text frames) for checking what the server holds. */
 export class Observer {
-  static async open(url, token, role = null) {
+  static async open(url, token, role = null, compact = false) {
     const obs = new Observer(new WebSocket(url));
     await new Promise((resolve, reject) => {
       obs.ws.onopen = resolve;
       obs.ws.onerror = () => reject(new Error(`cannot connect to ${url}`));
     });
-    const welcome = await obs.request({ type: "hello", protocol: 1, client: "node-observer", token, role });
+    const welcome = await obs.request({ type: "hello", protocol: 1, client: "node-observer", token, role, compact });
     if (welcome.type !== "welcome") throw new Error(JSON.stringify(welcome));
     return obs;
   }

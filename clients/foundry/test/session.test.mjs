@@ -92,6 +92,7 @@ describe("Covercast module in a scripted Foundry session", { skip }, () => {
     for (const hello of hellos) {
       assert.equal(hello.token, TOKEN);
       assert.equal(hello.protocol, 1);
+      assert.equal(hello.compact, true, "annotations asked for in the compact form");
     }
     const load = frames.find((f) => f.type === "scene.load");
     // Foundry's documents go as Foundry gives them (toObject), the actor's size added.
