@@ -702,6 +702,33 @@ def blocks_cross_walls_any(
     return line, wall, side, crossed
 
 
+def block_candidates(starts: FloatArray, ends: FloatArray,
+                     walls: FloatArray) -> tuple[IntArray, IntArray]:
+    """(block, wall) pairs, blocks ascending, for blocks of P x Q lines (starts (B, P, 2),
+    ends (B, Q, 2)): every wall that may touch a line between a start and an end point (the
+    prunes `blocks_cross_walls` applies: bounding boxes and the normal axis, or the grid).
+    The lines of effect between two spaces (geometry.openings) lie in the hull the prunes
+    bound, so these are every wall that may touch one."""
+    if len(starts) == 0 or len(walls) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
+    return _collect(list(_block_candidates(starts, ends, walls, True)))
+
+
+def block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,
+               cw: IntArray) -> tuple[BoolArray, FloatArray]:
+    """Rows of (block cb[k], wall cw[k]): which of the block's P x Q lines the wall blocks
+    (C, P, Q), by the crossing convention, and each start point's orientation to the
+    wall."""
+    return _block_hits(starts, ends, walls, cb, cw)
+
+
+def merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
+    """The walls `which`, axis-parallel ones that touch or overlap end to end merged into
+    one per run (`_merged_runs`): for tests that only ask whether a line crosses any."""
+    return _merged_runs(walls, which)
+
+
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:
     """Foundry's Wall#orientPoint for row-paired walls and points: 0 both, 1 left, 2 right."""
     ax, ay, bx, by = walls[:, 0], walls[:, 1], walls[:, 2], walls[:, 3]

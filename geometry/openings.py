@@ -1,0 +1,420 @@
+"""Line of effect through openings, decided exactly: is there *any* straight line from one
+creature's space to another's that nothing stops?
+
+Rule of this module: pure, vectorised geometry over a Tracer's walls (and blocking terrain's
+borders); rulesets ask it only about pairs their own sample lines found wholly blocked, and
+keep their lines for the degree. Spaces are convex rings (a square creature's space a hair
+inside its border, as the rules' lines start; an area's origin a ring of one repeated point).
+The crossing convention is the kernel's (geometry/kernel.py), applied to each line tried.
+
+How it is decided, in three steps (docs/geometry.md, 'Line of effect through openings'):
+
+1. Spaces that overlap or touch see each other.
+2. Sealed: one wall that stops every line of the pair (solid, both ways, not limited, and with
+   no height band or one hiding both creatures whole; axis-parallel walls touching end to end
+   merged into one, as a room's side drawn in segments and closed doors) crossing the lines
+   between every corner of one ring and every corner of the other separates the two spaces
+   wholly: every line from one to the other crosses it (the lines' crossings with its line
+   run between those of the corner lines). Most blocked pairs end here, at P x Q crossing
+   tests per wall near the pair.
+3. Otherwise, the lines between the two spaces, taken as lines of the plane, fall into cells
+   of the arrangement of the event points (ring corners, wall ends inside the pair's hull,
+   walls' crossings of a ring's border): within a cell, which walls a line's part between
+   the two spaces crosses does not change, so a free line exists exactly when a free cell
+   does, and every cell has such a point on its border. For every two event points, the
+   four lines through points a hair (EPSILON_PX) to either side of each are tried, each
+   clipped to the two rings and tested with the crossing convention; any free one is a
+   witness. A line found free is free (it is tested exactly); what the search could miss is
+   an opening narrower than EPSILON_PX.
+
+In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
+of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
+starts on, and limited walls from the second one crossed, as the rulesets read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from geometry import kernel
+from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import Direction, RegionKind
+from geometry.trace import SOLID_CODE, Tracer
+from geometry.vertical import band_meets, sheet, wall_crossing
+
+#: Pixels: how far to either side of an event point the lines tried pass (far below the
+#: rules' inset of 1/64 px, far above rounding at map scale).
+EPSILON_PX = 2.0 ** -20
+#: Rows (line tried x wall) per chunk of the search.
+_CHUNK_ROWS = 2_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Blockers:
+    """What can stop line of effect, as segments: solid walls (cover hint solid; low walls
+    and arrow slits never stop it) and the borders of blocking terrain. `stops`: the segment
+    stops every line it crosses, from either end, at any height, alone (plain walls merged
+    into runs, terrain borders)."""
+
+    xy: FloatArray
+    stops: BoolArray
+    limited: BoolArray
+    direction: npt.NDArray[np.int8]
+    bottom: FloatArray
+    top: FloatArray
+
+
+_BLOCKERS: dict[int, tuple[Tracer, Blockers]] = {}
+_BLOCKERS_KEPT = 8
+
+
+def blockers(tracer: Tracer) -> Blockers:
+    """The tracer's `Blockers`, built once per tracer (kept for the last few)."""
+    held = _BLOCKERS.get(id(tracer))
+    if held is not None and held[0] is tracer:
+        return held[1]
+    solid = tracer.wall_cover_code == SOLID_CODE
+    plain = np.flatnonzero(tracer.wall_plain)
+    runs = (kernel.merged_runs(tracer.wall_xy, plain) if len(plain)
+            else np.empty((0, 4)))
+    other = np.flatnonzero(solid & ~tracer.wall_plain)
+    sides = [np.asarray(p.exterior.coords, dtype=np.float64)
+             for p, kind in zip(tracer.region_polys, tracer.region_kind, strict=True)
+             if kind is RegionKind.BLOCKING]
+    border = (np.concatenate([np.concatenate([r[:-1], r[1:]], axis=1) for r in sides])
+              if sides else np.empty((0, 4)))
+    n_runs, n_other, n_border = len(runs), len(other), len(border)
+    nan = np.full(n_runs + n_border, np.nan)
+    out = Blockers(
+        xy=np.concatenate([runs, tracer.wall_xy[other], border]).reshape(-1, 4),
+        stops=np.concatenate([np.ones(n_runs, dtype=bool), np.zeros(n_other, dtype=bool),
+                              np.ones(n_border, dtype=bool)]),
+        limited=np.concatenate([np.zeros(n_runs, dtype=bool), tracer.wall_limited[other],
+                                np.zeros(n_border, dtype=bool)]),
+        direction=np.concatenate([np.zeros(n_runs, dtype=np.int8), tracer.wall_dir[other],
+                                  np.zeros(n_border, dtype=np.int8)]),
+        bottom=np.concatenate([nan[:n_runs], tracer.wall_bottom[other], nan[n_runs:]]),
+        top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]))
+    if len(_BLOCKERS) >= _BLOCKERS_KEPT:
+        _BLOCKERS.pop(next(iter(_BLOCKERS)), None)
+    _BLOCKERS[id(tracer)] = (tracer, out)
+    return out
+
+
+def box_rings(boxes: FloatArray, inset_px: float) -> FloatArray:
+    """Rings (N, 4, 2) of boxes (N, 4: x0, y0, x1, y1) moved `inset_px` inside, never past
+    their centre (a box of no area is a ring of one point)."""
+    cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    x0 = np.minimum(boxes[:, 0] + inset_px, cx)
+    x1 = np.maximum(boxes[:, 2] - inset_px, cx)
+    y0 = np.minimum(boxes[:, 1] + inset_px, cy)
+    y1 = np.maximum(boxes[:, 3] - inset_px, cy)
+    out: FloatArray = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1),
+                                np.stack([x1, y1], 1), np.stack([x0, y1], 1)], axis=1)
+    return out
+
+
+def _inward(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per ring (N, V, 2): each side's start point and inward normal (zero for a side of no
+    length), whichever way the ring runs."""
+    nxt = np.roll(ring, -1, axis=1)
+    edge = nxt - ring
+    area = np.sum(ring[..., 0] * nxt[..., 1] - nxt[..., 0] * ring[..., 1], axis=1)
+    sign = np.where(area >= 0, 1.0, -1.0)[:, None]
+    normal = np.stack([-edge[..., 1] * sign, edge[..., 0] * sign], axis=-1)
+    return ring, normal
+
+
+def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
+    """Per pair of convex rings: do they overlap or touch (no side's line, of either,
+    separates them strictly)?"""
+    out = np.ones(len(a), dtype=bool)
+    for ring, other in ((a, b), (b, a)):
+        start, normal = _inward(ring)
+        # The other ring wholly outside one side's line: separated.
+        proj = np.einsum("nvk,nwk->nvw", normal, other) - np.einsum(
+            "nvk,nvk->nv", normal, start)[:, :, None]
+        real = np.any(normal != 0, axis=2)
+        out &= ~((proj.max(axis=2) < 0) & real).any(axis=1)
+    return out
+
+
+def _degenerate(ring: FloatArray) -> BoolArray:
+    """Rings of one point (an area's origin)."""
+    out: BoolArray = (np.ptp(ring, axis=1).max(axis=1) == 0)
+    return out
+
+
+def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                   a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                   t_tall: FloatArray) -> BoolArray:
+    """Per pair k: whether some straight line from a point of ring a_ring[k] (the attacker's
+    space, or an origin) to a point of ring b_ring[k] (the target's) is stopped by nothing:
+    no solid wall whose band fills the sheet of sight between the two vertical extents
+    (a_elev, a_tall; t_elev, t_tall, feet) where it crosses, facing the line's start, no two
+    limited walls, no blocking terrain."""
+    forward, _ = line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
+    return forward
+
+
+def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                        a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                        t_tall: FloatArray) -> tuple[BoolArray, BoolArray]:
+    """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
+    two apart: the same lines are tried and read from either end)."""
+    n = len(a_ring)
+    if n == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    fwd = _overlap(a_ring, b_ring)
+    back = fwd.copy()
+    blk = blockers(tracer)
+    todo = np.flatnonzero(~fwd)
+    if len(todo) == 0:
+        return fwd, back
+    if len(blk.xy) == 0:
+        fwd[todo] = back[todo] = True
+        return fwd, back
+    ar, br = a_ring[todo], b_ring[todo]
+    ext = (a_elev[todo], a_tall[todo], t_elev[todo], t_tall[todo])
+    bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    if len(bi) == 0:
+        fwd[todo] = back[todo] = True
+        return fwd, back
+    sealed = _sealed(blk, ar, br, ext, bi, wi)
+    keep = ~sealed[bi]
+    bi, wi = bi[keep], wi[keep]
+    rest = np.flatnonzero(~sealed)
+    if len(rest):
+        free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest)
+        fwd[todo[rest[free_f]]] = True
+        back[todo[rest[free_b]]] = True
+    return fwd, back
+
+
+def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
+            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+            wi: IntArray) -> BoolArray:
+    """Per pair: one wall near it (rows bi, wi) that stops every line of the pair it
+    crosses, alone, crosses every line between a corner of ring a and a corner of ring b:
+    it separates the two spaces wholly."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    with np.errstate(invalid="ignore"):
+        spans = ((np.isnan(blk.bottom[wi]) | (blk.bottom[wi] <= lo))
+                 & (np.isnan(blk.top[wi]) | (blk.top[wi] >= hi)))
+    always = blk.stops[wi] | (spans & ~blk.limited[wi] & (blk.direction[wi] == 0))
+    sealed = np.zeros(len(ar), dtype=bool)
+    sel = np.flatnonzero(always)
+    step = max(1, 65536 // (ar.shape[1] * br.shape[1]))
+    for c0 in range(0, len(sel), step):
+        rows = sel[c0:c0 + step]
+        hit, _ = kernel.block_hits(ar, br, blk.xy, bi[rows], wi[rows])
+        whole = hit.reshape(len(rows), -1).all(axis=1)
+        sealed[bi[rows[whole]]] = True
+    return sealed
+
+
+def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
+            wi: IntArray, items: IntArray) -> tuple[IntArray, FloatArray]:
+    """(item, point) for every event point of the items, items ascending: ring corners,
+    wall ends that may lie in the hull of the two rings (inside their bounding box and
+    their band across the line between their centres), and walls' crossings of ring
+    sides."""
+    parts_i = [np.repeat(items, ar.shape[1]), np.repeat(items, br.shape[1])]
+    parts_p = [ar[items].reshape(-1, 2), br[items].reshape(-1, 2)]
+    both = np.concatenate([ar, br], axis=1)
+    box_lo, box_hi = both.min(axis=1), both.max(axis=1)
+    axis = ar.mean(axis=1) - br.mean(axis=1)
+    normal = np.column_stack([-axis[:, 1], axis[:, 0]])
+    proj = np.einsum("nvk,nk->nv", both, normal)
+    p_lo, p_hi = proj.min(axis=1), proj.max(axis=1)
+    w = xy[wi]
+    nb = normal[bi]
+    for end in (w[:, 0:2], w[:, 2:4]):
+        at = end[:, 0] * nb[:, 0] + end[:, 1] * nb[:, 1]
+        inside = (((end >= box_lo[bi]) & (end <= box_hi[bi])).all(axis=1)
+                  & (at >= p_lo[bi]) & (at <= p_hi[bi]))
+        parts_i.append(bi[inside])
+        parts_p.append(end[inside])
+    for ring in (ar, br):
+        v = ring[bi]  # (R, V, 2)
+        nxt = np.roll(v, -1, axis=1)
+        a0, a1 = w[:, None, 0:2], w[:, None, 2:4]
+        d1, d2 = a1 - a0, nxt - v
+        den = d1[..., 0] * d2[..., 1] - d1[..., 1] * d2[..., 0]
+        diff = v - a0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = (diff[..., 0] * d2[..., 1] - diff[..., 1] * d2[..., 0]) / den
+            u = (diff[..., 0] * d1[..., 1] - diff[..., 1] * d1[..., 0]) / den
+        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1)
+        r, k = np.nonzero(ok)
+        if len(r):
+            parts_i.append(bi[r])
+            parts_p.append(a0[r, 0] + d1[r, 0] * s[r, k][:, None])
+    item = np.concatenate(parts_i)
+    pts = np.concatenate(parts_p)
+    order = np.argsort(item, kind="stable")
+    return item[order], pts[order]
+
+
+def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
+          normal: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per line p0 + t d and convex ring (row-paired, as its sides' starts and inward
+    normals, `_inward`): the interval of t inside the ring (empty when lo > hi)."""
+    a = normal[..., 0] * d[:, None, 0] + normal[..., 1] * d[:, None, 1]
+    rel = p0[:, None, :] - start
+    b = normal[..., 0] * rel[..., 0] + normal[..., 1] * rel[..., 1]
+    # a t + b >= 0 on every side.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = -b / a
+    lo = np.where(a > 0, ratio, -np.inf).max(axis=1)
+    hi = np.where(a < 0, ratio, np.inf).min(axis=1)
+    outside = ((a == 0) & (b < 0)).any(axis=1)
+    lo = np.where(outside, np.inf, lo)
+    return lo, hi
+
+
+def _candidate_lines(ar: FloatArray, ev_item: IntArray, ev_pt: FloatArray, items: IntArray,
+                     ) -> tuple[IntArray, FloatArray, FloatArray]:
+    """(item, p0, p1): the lines tried, through two points of each item's event points each
+    moved EPSILON_PX to either side of the line through them (four lines a pair); from an
+    origin (a ring of one point), the lines from it towards each event point turned a hair
+    either way (the cells of lines through a point are the turns between those)."""
+    count = np.bincount(ev_item, minlength=len(ar))
+    first = np.cumsum(count) - count
+    point_a = _degenerate(ar)
+    s_i: list[IntArray] = []
+    s_p: list[FloatArray] = []
+    s_q: list[FloatArray] = []
+    for e in np.unique(count[items]).tolist():
+        its = items[(count[items] == e) & ~point_a[items]]
+        if e < 2 or len(its) == 0:
+            continue
+        ii, jj = np.triu_indices(e, 1)
+        base = first[its][:, None]
+        p = ev_pt[base + ii[None, :]].reshape(-1, 2)
+        q = ev_pt[base + jj[None, :]].reshape(-1, 2)
+        it = np.repeat(its, len(ii))
+        d = q - p
+        norm = np.hypot(d[:, 0], d[:, 1])
+        ok = norm > 4 * EPSILON_PX
+        p, q, it, d, norm = p[ok], q[ok], it[ok], d[ok], norm[ok]
+        nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        for s1, s2 in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+            s_i.append(it)
+            s_p.append(p + s1 * nrm)
+            s_q.append(q + s2 * nrm)
+    single = point_a[ev_item]
+    if single.any():
+        sel = np.flatnonzero(single)
+        it = ev_item[sel]
+        o = ar[it, 0]
+        d = ev_pt[sel] - o
+        norm = np.hypot(d[:, 0], d[:, 1])
+        ok = norm > 4 * EPSILON_PX
+        it, o, d, norm = it[ok], o[ok], d[ok], norm[ok]
+        nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        for s2 in (1, -1):
+            s_i.append(it)
+            s_p.append(o)
+            s_q.append(o + d + s2 * nrm)
+    if not s_i:
+        return np.empty(0, dtype=np.intp), np.empty((0, 2)), np.empty((0, 2))
+    return np.concatenate(s_i), np.concatenate(s_p), np.concatenate(s_q)
+
+
+def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
+            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+            wi: IntArray, items: IntArray) -> tuple[BoolArray, BoolArray]:
+    """Per item in `items` (ascending): whether one of the lines tried
+    (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
+    from b's."""
+    free_f = np.zeros(len(ar), dtype=bool)
+    free_b = np.zeros(len(ar), dtype=bool)
+    ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
+    li, p0, p1 = _candidate_lines(ar, ev_item, ev_pt, items)
+    if len(li) == 0:
+        return free_f[items], free_b[items]
+    d = p1 - p0
+    sa, na = _inward(ar)
+    sb, nb = _inward(br)
+    a_lo, a_hi = _clip(p0, d, sa[li], na[li])
+    b_lo, b_hi = _clip(p0, d, sb[li], nb[li])
+    single = _degenerate(ar)[li]
+    a_lo = np.where(single, 0.0, a_lo)
+    a_hi = np.where(single, 0.0, a_hi)
+    ok = (a_lo <= a_hi) & (b_lo <= b_hi)
+    fwd = ok & (a_hi < b_lo)
+    back = ok & (b_hi < a_lo) & ~single
+    use = fwd | back
+    ta = np.where(fwd, a_hi, a_lo)[use]
+    tb = np.where(fwd, b_lo, b_hi)[use]
+    li, p0, d = li[use], p0[use], d[use]
+    starts = p0 + ta[:, None] * d
+    ends = p0 + tb[:, None] * d
+    blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(ar))
+    free_f[li[~blocked_f]] = True
+    free_b[li[~blocked_b]] = True
+    return free_f[items], free_b[items]
+
+
+def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+             bi: IntArray, wi: IntArray, li: IntArray, starts: FloatArray, ends: FloatArray,
+             n_items: int) -> tuple[BoolArray, BoolArray]:
+    """Per line tried (of item li[k], from starts[k] in ring a to ends[k] in ring b):
+    whether the walls near its item (rows bi, wi, ascending by item) stop it, read from
+    its start and from its end."""
+    w_first = np.searchsorted(bi, np.arange(n_items))
+    w_count = np.searchsorted(bi, np.arange(n_items), side="right") - w_first
+    per = w_count[li]
+    total = int(per.sum())
+    blocked = [np.zeros(len(li), dtype=bool), np.zeros(len(li), dtype=bool)]
+    limited_hits: list[list[tuple[IntArray, FloatArray]]] = [[], []]
+    cum = np.concatenate([[0], np.cumsum(per)])
+    bounds = np.searchsorted(cum, np.arange(0, total + _CHUNK_ROWS, _CHUNK_ROWS))
+    bounds = np.unique(np.clip(bounds, 0, len(li)))
+    for k0, k1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        c = per[k0:k1]
+        line = np.repeat(np.arange(k0, k1), c)
+        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        row = w_first[li[line]] + within
+        w = wi[row]
+        s, e = starts[line], ends[line]
+        wxy = blk.xy[w]
+        hit = kernel.cross_paired(s, e, wxy)
+        line, w, s, e, wxy, row = line[hit], w[hit], s[hit], e[hit], wxy[hit], row[hit]
+        stops = blk.stops[w]
+        for k in (0, 1):
+            blocked[k][line[stops]] = True
+        rest = np.flatnonzero(~stops)
+        if len(rest) == 0:
+            continue
+        wr, wxr = w[rest], wxy[rest]
+        frac = wall_crossing(s[rest], e[rest], wxr)
+        it = bi[row[rest]]
+        lo, hi = sheet(frac, ext[0][it], ext[1][it], ext[2][it], ext[3][it])
+        _, whole = band_meets(blk.bottom[wr], blk.top[wr], lo, hi)
+        lim = blk.limited[wr]
+        one_way = blk.direction[wr] != Direction.BOTH
+        for k, origin in ((0, s[rest]), (1, e[rest])):
+            facing = np.ones(len(rest), dtype=bool)
+            if one_way.any():
+                side = kernel.foundry_side(wxr[one_way], origin[one_way])
+                facing[one_way] = side != blk.direction[wr][one_way]
+            fills = facing & whole
+            blocked[k][line[rest[fills & ~lim]]] = True
+            sel = fills & lim
+            if sel.any():
+                limited_hits[k].append((line[rest[sel]], np.round(frac[sel], 9)))
+    for k in (0, 1):
+        if limited_hits[k]:
+            ln = np.concatenate([h[0] for h in limited_hits[k]])
+            where = np.concatenate([h[1] for h in limited_hits[k]])
+            order = np.lexsort((where, ln))
+            ln, where = ln[order], where[order]
+            new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
+            blocked[k] |= np.bincount(ln[new], minlength=len(li)) >= 2
+    return blocked[0], blocked[1]
