@@ -581,12 +581,17 @@ _ROUND_CELLS = 1
 
 def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
                  out: BoolArray, step: int, hulls: _Hulls | None = None,
-                 cell: float | None = None) -> None:
+                 cell: float | None = None, sealed: BoolArray | None = None) -> None:
     """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
     Only whether a line crosses one matters, so a block whose lines are all crossed is
     looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
     at a time, in rounds, until it is or its cells run out (a wall seen in two cells is
-    tested twice, which changes nothing: no dedupe)."""
+    tested twice, which changes nothing: no dedupe).
+
+    With `sealed` (B,), also sets sealed[block] where one (merged) wall tested crosses
+    every line of the block: it separates the block's two hulls of points wholly
+    (geometry.openings, 'Sealed'). A block may be done before its sealing wall is tested:
+    sealed is a subset of the blocks that are."""
     if len(which) == 0 or len(starts) == 0:
         return
     walls = _merged_runs(walls, which)
@@ -622,6 +627,8 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
             cb = bi[c0:c0 + step]
             hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
             _or_runs(out, cb, hit)
+            if sealed is not None:
+                sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
         blocks = pb[rows]  # ascending
         act = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
         done[act] = out[act].reshape(len(act), -1).all(axis=1)
@@ -629,7 +636,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
 
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
-        still: BoolArray | None = None,
+        still: BoolArray | None = None, sealed: BoolArray | None = None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
     """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
     reads the hits: it only asks whether a line crosses any of them) are not listed hit by
@@ -638,7 +645,10 @@ def blocks_cross_walls_any(
 
     With `still` (walls that matter to the reader even on a line that crosses an alike
     wall), a line that crosses an alike wall lists no other hits than those of `still`
-    walls: a block whose every line crosses one is tested against nothing else."""
+    walls: a block whose every line crosses one is tested against nothing else.
+
+    With `sealed` (B,), sets sealed[block] where one alike wall (or merged run of them)
+    tested crosses every line of the block (`_crossed_any`): a subset of such blocks."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -651,7 +661,8 @@ def blocks_cross_walls_any(
     hulls = _hulls(starts, ends)
     passes: list[tuple[IntArray | None, IntArray]] = []  # (blocks or all, walls)
     if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
-        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
+        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls,
+                     sealed=sealed)
         listed = np.flatnonzero(~alike)
         if still is not None and len(listed):
             # Blocks whose every line is crossed meet only the `still` walls.
@@ -678,6 +689,8 @@ def blocks_cross_walls_any(
                     cb = ab[c0:c0 + step]
                     hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
                     _or_runs(any_alike, cb, hit)
+                    if sealed is not None:
+                        sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
                 bi, wi = bi[~same], wi[~same]
             for c0 in range(0, len(bi), step):
                 cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]

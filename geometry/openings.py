@@ -197,9 +197,9 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
             wi: IntArray) -> BoolArray:
-    """Per pair: one wall near it (rows bi, wi) that stops every line of the pair it
-    crosses, alone, crosses every line between a corner of ring a and a corner of ring b:
-    it separates the two spaces wholly."""
+    """Per pair: walls near it (rows bi, wi, ascending by pair) that stop every line of the
+    pair they cross, alone, separate its two spaces wholly: one crossing every line between
+    a corner of ring a and a corner of ring b, or a chain of them (`_chains`)."""
     lo = np.minimum(ext[0], ext[2])[bi]
     hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
     with np.errstate(invalid="ignore"):
@@ -208,13 +208,131 @@ def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
     always = blk.stops[wi] | (spans & ~blk.limited[wi] & (blk.direction[wi] == 0))
     sealed = np.zeros(len(ar), dtype=bool)
     sel = np.flatnonzero(always)
-    step = max(1, 65536 // (ar.shape[1] * br.shape[1]))
+    per = ar.shape[1] * br.shape[1]
+    hits = np.zeros((len(sel), per), dtype=bool)
+    step = max(1, 65536 // per)
     for c0 in range(0, len(sel), step):
         rows = sel[c0:c0 + step]
         hit, _ = kernel.block_hits(ar, br, blk.xy, bi[rows], wi[rows])
-        whole = hit.reshape(len(rows), -1).all(axis=1)
-        sealed[bi[rows[whole]]] = True
+        hits[c0:c0 + len(rows)] = hit.reshape(len(rows), -1)
+    sealed[bi[sel[hits.all(axis=1)]]] = True
+    left = ~sealed[bi[sel]]
+    if left.any():
+        sealed |= _chains(ar, br, blk.xy, bi[sel[left]], wi[sel[left]], hits[left])
     return sealed
+
+
+def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: IntArray,
+            hits: BoolArray) -> BoolArray:
+    """Per pair: a chain of walls (rows bi, wi, ascending by pair, each stopping alone
+    every line of the pair it crosses; hits: which corner lines each crosses) that meet
+    one another at points inside the hull of the two rings, touch neither ring, and reach
+    across the hull from one of its two sides between the rings to the other, separates
+    the two spaces: any line from one to the other meets the chain, at a point of its
+    interior, and where it meets a wall of the chain along that wall's length it meets
+    the walls the chain continues with at the ends, across (a room's corner, a wall
+    ending on another, a door frame).
+
+    The hull's sides between the rings are the corner lines with every corner on one
+    side of them (two of them, or several on one line)."""
+    out = np.zeros(len(ar), dtype=bool)
+    # Only the pairs with rows here, renumbered densely (bi ascending).
+    items, bi = np.unique(bi, return_inverse=True)
+    bi = bi.reshape(-1)
+    ar, br = ar[items], br[items]
+    pts = np.concatenate([ar, br], axis=1)  # (N, V + W, 2)
+    v_n, w_n = ar.shape[1], br.shape[1]
+    # Corner lines (a's p to b's q, as block lines number them) and the side of each
+    # corner.
+    ps = np.repeat(ar, w_n, axis=1)
+    qs = np.tile(br, (1, v_n, 1))
+    d = qs - ps  # (N, L, 2)
+    rel = pts[:, None, :, :] - ps[:, :, None, :]  # (N, L, K, 2)
+    o = d[..., None, 0] * rel[..., 1] - d[..., None, 1] * rel[..., 0]  # (N, L, K)
+    real = np.hypot(d[..., 0], d[..., 1]) > 0
+    side1 = (o >= 0).all(axis=2) & real  # every corner left of (or on) the line
+    side2 = (o <= 0).all(axis=2) & real
+    # Hull sides: lines through two corners (any two) with every corner on one side.
+    ii, jj = np.triu_indices(pts.shape[1], 1)
+    hp, hq = pts[:, ii], pts[:, jj]
+    hd = hq - hp
+    hrel = pts[:, None, :, :] - hp[:, :, None, :]
+    ho = hd[..., None, 0] * hrel[..., 1] - hd[..., None, 1] * hrel[..., 0]
+    hreal = np.hypot(hd[..., 0], hd[..., 1]) > 0
+    h_left = (ho >= 0).all(axis=2) & hreal
+    h_right = (ho <= 0).all(axis=2) & hreal & ~h_left
+    rows = len(bi)
+    cross1 = (hits & side1[bi]).any(axis=1)
+    cross2 = (hits & side2[bi]).any(axis=1)
+    w = xy[wi]
+    seg = np.stack([w[:, 0:2], w[:, 2:4]], axis=1)
+    clear = ~_overlap(ar[bi], seg) & ~_overlap(br[bi], seg)
+    reaches = np.zeros((2, len(ar)), dtype=bool)
+    reaches[0, bi[clear & cross1]] = True
+    reaches[1, bi[clear & cross2]] = True
+    useful = clear & (reaches[0] & reaches[1])[bi]
+    if not useful.any():
+        return out
+    idx = np.flatnonzero(useful)
+    # Pairs of rows of one pair: where their walls meet.
+    first = np.searchsorted(bi[idx], bi[idx], side="left")
+    count = np.searchsorted(bi[idx], bi[idx], side="right") - first
+    u = np.repeat(np.arange(len(idx)), count)
+    v = np.repeat(first, count) + (np.arange(int(count.sum()))
+                                   - np.repeat(np.cumsum(count) - count, count))
+    keep = u < v
+    u, v = idx[u[keep]], idx[v[keep]]
+    meet, point = _meeting(w[u], w[v])
+    u, v, point = u[meet], v[meet], point[meet]
+    # Meeting points inside the hull (on the inner side of every hull side, or on it).
+    item = bi[u]
+    rel = point[:, None, :] - hp[item]
+    po = hd[item][..., 0] * rel[..., 1] - hd[item][..., 1] * rel[..., 0]
+    inside = ~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1)
+    u, v = u[inside], v[inside]
+    label = np.arange(rows)
+    for _ in range(64):
+        low = np.minimum(label[u], label[v])
+        before = label.copy()
+        np.minimum.at(label, u, low)
+        np.minimum.at(label, v, low)
+        label = label[label]
+        if (label == before).all():
+            break
+    comp1 = np.zeros(rows, dtype=bool)
+    comp2 = np.zeros(rows, dtype=bool)
+    comp1[label[cross1 & useful]] = True
+    comp2[label[cross2 & useful]] = True
+    both = comp1 & comp2
+    out[items[bi[both[label] & useful]]] = True
+    return out
+
+
+def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
+    """Row-paired segments (x0, y0, x1, y1): whether they meet (closed segments), and a
+    point where they do."""
+    p, r = a[:, 0:2], a[:, 2:4] - a[:, 0:2]
+    q, s = b[:, 0:2], b[:, 2:4] - b[:, 0:2]
+    den = r[:, 0] * s[:, 1] - r[:, 1] * s[:, 0]
+    qp = q - p
+    t_num = qp[:, 0] * s[:, 1] - qp[:, 1] * s[:, 0]
+    u_num = qp[:, 0] * r[:, 1] - qp[:, 1] * r[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t, u = t_num / den, u_num / den
+    crossing = (den != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
+    point = np.where(crossing[:, None], p + np.where(crossing, t, 0.0)[:, None] * r, np.nan)
+    # Parallel: collinear and overlapping; the meeting point an end of one on the other.
+    para = (den == 0) & (t_num == 0)
+    met = crossing.copy()
+    if para.any():
+        # The overlap of the two boxes: on collinear segments, their common stretch.
+        lo = np.maximum(np.minimum(a[:, 0:2], a[:, 2:4]), np.minimum(b[:, 0:2], b[:, 2:4]))
+        hi = np.minimum(np.maximum(a[:, 0:2], a[:, 2:4]), np.maximum(b[:, 0:2], b[:, 2:4]))
+        for end in (b[:, 0:2], b[:, 2:4], a[:, 0:2], a[:, 2:4]):
+            on = para & ~met & ((end >= lo) & (end <= hi)).all(axis=1)
+            point[on] = end[on]
+            met |= on
+    return met, point
 
 
 def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
@@ -418,3 +536,55 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
             new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
             blocked[k] |= np.bincount(ln[new], minlength=len(li)) >= 2
     return blocked[0], blocked[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Spaces:
+    """Every creature's space as convex rings (a square creature's, or an area origin's,
+    one; a creature on a hex grid one per hex of its footprint), a hair inside: rings
+    (K, V, 2), creature c's rings first[c] .. first[c] + count[c]."""
+
+    rings: FloatArray
+    first: IntArray
+    count: IntArray
+
+
+def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
+    """The tracer's creatures' spaces as `Spaces`: their boxes on a square grid, their hex
+    footprints' hexes on a hex grid, each moved `inset_px` towards its centre (as the rules'
+    sample points are)."""
+    n = len(tracer.creatures)
+    if tracer.creature_polys is None:
+        return Spaces(box_rings(tracer.boxes.reshape(-1, 4), inset_px),
+                      np.arange(n, dtype=np.intp), np.ones(n, dtype=np.intp))
+    verts = tracer.cell_verts
+    centre = verts.mean(axis=1, keepdims=True)
+    d = centre - verts
+    dist = np.hypot(d[..., 0], d[..., 1])[..., None]
+    moved = verts + d / np.maximum(dist, 1e-12) * np.minimum(inset_px, dist)
+    return Spaces(moved, tracer.cell_start, tracer.cell_count)
+
+
+def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
+                         origin: tuple[float, float] | None = None) -> BoolArray:
+    """Per pair (a[k], t[k]) of the tracer's creatures: `line_of_effect` from a's space to
+    t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
+    attacker's vertical extent (an area's origin)."""
+    out = np.zeros(len(a), dtype=bool)
+    if len(a) == 0:
+        return out
+    ca, ct = spaces.count[a], spaces.count[t]
+    per = ca * ct
+    pair = np.repeat(np.arange(len(a)), per)
+    within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    ra = spaces.first[a][pair] + within // ct[pair]
+    rt = spaces.first[t][pair] + within % ct[pair]
+    aa, tt = a[pair], t[pair]
+    if origin is None:
+        a_elev, a_tall = tracer.elev[aa], tracer.tall[aa]
+    else:
+        a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
+    seen = line_of_effect(tracer, spaces.rings[ra], spaces.rings[rt], a_elev, a_tall,
+                          tracer.elev[tt], tracer.tall[tt])
+    out[pair[seen]] = True
+    return out

@@ -33,13 +33,13 @@ from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
+    INSET_PX,
     Box,
     adjacent,
     centre,
     corners,
     corners_many,
     grid_steps_many,
-    INSET_PX,
     inset,
     inset_many,
     segment_grid_feet,
@@ -1260,7 +1260,8 @@ class CornerEngine:
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
             row_level_reach = reduce_segments(
                 np.minimum, self._probe_levels(*self._levels(table, at, kind), pstart), rstart)
-        row_level, row_level_reach = self._through_openings(plan, row_level, row_level_reach)
+        row_level, row_level_reach = self._through_openings(plan, real.sealed, row_level,
+                                                            row_level_reach)
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)
 
@@ -1270,16 +1271,22 @@ class CornerEngine:
     #: "Line of effect through openings").
     OPEN_LEVEL: int = IMPROVED
 
-    def _through_openings(self, plan: PlanArrays, row_level: npt.NDArray[np.int8],
+    def _through_openings(self, plan: PlanArrays, sealed: BoolArray | None,
+                          row_level: npt.NDArray[np.int8],
                           row_level_reach: npt.NDArray[np.int8] | None,
                           ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
         """Rows at TOTAL whose two spaces still see each other through an opening no corner
         line passes (geometry.openings, exact): raised to OPEN_LEVEL. Total cover needs no
-        line of effect at all ("se non avete alcuna linea di visuale")."""
+        line of effect at all ("se non avete alcuna linea di visuale"). Rows whose pair's
+        block of lines the tracer found sealed by one plain wall (`sealed`, per traced
+        line) are total for certain and not looked at again."""
         shut = row_level == TOTAL
         if row_level_reach is not None:
             shut |= row_level_reach == TOTAL
         rows = np.flatnonzero(shut)
+        if len(rows) and sealed is not None:
+            lines = plan.virt_real[plan.probe_start[plan.row_probe_start[rows]]]
+            rows = rows[~sealed[lines]]
         if len(rows) == 0:
             return row_level, row_level_reach
         first = plan.probe_start[plan.row_probe_start[rows]]
