@@ -168,6 +168,16 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    # The search draws lines through a point ring as its first ring: a pair whose second
+    # ring only is a point is looked at the other way round.
+    swap = _degenerate(b_ring) & ~_degenerate(a_ring)
+    if swap.any():
+        w = swap[:, None, None]
+        a2, b2 = np.where(w, b_ring, a_ring), np.where(w, a_ring, b_ring)
+        a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
+        t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
+        f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t)
+        return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
     back = fwd.copy()
     blk = blockers(tracer)
@@ -395,12 +405,13 @@ def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
     return lo, hi
 
 
-def _candidate_lines(ar: FloatArray, ev_item: IntArray, ev_pt: FloatArray, items: IntArray,
-                     ) -> tuple[IntArray, FloatArray, FloatArray]:
+def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: FloatArray,
+                     items: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
     """(item, p0, p1): the lines tried, through two points of each item's event points each
     moved EPSILON_PX to either side of the line through them (four lines a pair); from an
     origin (a ring of one point), the lines from it towards each event point turned a hair
-    either way (the cells of lines through a point are the turns between those)."""
+    either way (the cells of lines through a point are the turns between those); from a
+    point to a point, the line between them."""
     count = np.bincount(ev_item, minlength=len(ar))
     first = np.cumsum(count) - count
     point_a = _degenerate(ar)
@@ -425,6 +436,12 @@ def _candidate_lines(ar: FloatArray, ev_item: IntArray, ev_pt: FloatArray, items
             s_i.append(it)
             s_p.append(p + s1 * nrm)
             s_q.append(q + s2 * nrm)
+    # Point to point: the one line between them.
+    both = items[point_a[items] & _degenerate(br)[items]]
+    if len(both):
+        s_i.append(both)
+        s_p.append(ar[both, 0])
+        s_q.append(br[both, 0])
     single = point_a[ev_item]
     if single.any():
         sel = np.flatnonzero(single)
@@ -453,7 +470,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
-    li, p0, p1 = _candidate_lines(ar, ev_item, ev_pt, items)
+    li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
     if len(li) == 0:
         return free_f[items], free_b[items]
     d = p1 - p0
@@ -464,6 +481,10 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     single = _degenerate(ar)[li]
     a_lo = np.where(single, 0.0, a_lo)
     a_hi = np.where(single, 0.0, a_hi)
+    # A point target (only ever with a point origin): the line ends on it.
+    point_b = _degenerate(br)[li]
+    b_lo = np.where(point_b, 1.0, b_lo)
+    b_hi = np.where(point_b, 1.0, b_hi)
     ok = (a_lo <= a_hi) & (b_lo <= b_hi)
     fwd = ok & (a_hi < b_lo)
     back = ok & (b_hi < a_lo) & ~single

@@ -108,7 +108,7 @@ def test_one_way_wall_stops_one_direction() -> None:
 def test_limited_walls_stop_from_the_second() -> None:
     one = [_wall(0, (500, -1000, 500, 1000), limited=True)]
     assert _loe(_scene(one, A_B))
-    two = one + [_wall(1, (700, -1000, 700, 1000), limited=True)]
+    two = [*one, _wall(1, (700, -1000, 700, 1000), limited=True)]
     assert not _loe(_scene(two, A_B))
 
 
@@ -138,6 +138,10 @@ def test_origin_point_through_a_slit() -> None:
         got = openings.line_of_effect(tr, point, rings, zero, zero, tr.elev[1:2],
                                       tr.tall[1:2])
         assert bool(got[0]) is seen
+        # The same pair the other way round (the point as the second ring).
+        fwd, back = openings.line_of_effect_both(tr, rings, point, tr.elev[1:2],
+                                                 tr.tall[1:2], zero, zero)
+        assert bool(back[0]) is seen and bool(fwd[0]) is seen
 
 
 def _dense_free(tr: Tracer, a: np.ndarray, b: np.ndarray, k: int) -> bool:
