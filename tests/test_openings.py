@@ -5,6 +5,8 @@ missed and that the quick proofs (sealed, chains) never contradict the exact sea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,8 +35,8 @@ def _wall(k: int, c: tuple[float, float, float, float], *, limited: bool = False
                     cover=cover, bottom=None, top=top)
 
 
-def _scene(walls: list[tuple[float, float, float, float]] | list[WallGeom],
-           boxes: list[tuple[float, float, int]]) -> SceneGeom:
+def _scene(walls: Sequence[tuple[float, float, float, float] | WallGeom],
+           boxes: Sequence[tuple[float, float, int]]) -> SceneGeom:
     ws = tuple(w if isinstance(w, WallGeom) else _wall(k, w) for k, w in enumerate(walls))
     cs = tuple(CreatureGeom(f"c{k}", x, y, size, size,
                             Size.MEDIUM if size == 1 else Size.LARGE, 5.0,
