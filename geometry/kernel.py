@@ -617,7 +617,9 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     done = np.zeros(b, dtype=bool)
     for k in range(len(cuts) - 1):
         rows = order[cuts[k]:cuts[k + 1]]
-        rows = rows[~done[pb[rows]]]
+        # With `sealed`, a block done but not sealed goes on: its sealing wall may lie in a
+        # cell not reached yet (the later rounds' rows of such blocks only).
+        rows = rows[~(done & sealed)[pb[rows]] if sealed is not None else ~done[pb[rows]]]
         if len(rows) == 0:
             continue
         bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])

@@ -275,8 +275,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     cross1 = (hits & side1[bi]).any(axis=1)
     cross2 = (hits & side2[bi]).any(axis=1)
     w = xy[wi]
-    seg = np.stack([w[:, 0:2], w[:, 2:4]], axis=1)
-    clear = ~_overlap(ar[bi], seg) & ~_overlap(br[bi], seg)
+    clear = ~_touches(ar, bi, w) & ~_touches(br, bi, w)
     reaches = np.zeros((2, len(ar)), dtype=bool)
     reaches[0, bi[clear & cross1]] = True
     reaches[1, bi[clear & cross2]] = True
@@ -315,6 +314,21 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     comp2[label[cross2 & useful]] = True
     both = comp1 & comp2
     out[items[bi[both[label] & useful]]] = True
+    return out
+
+
+def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
+    """Per row: whether wall w[k] (x0, y0, x1, y1) touches ring rings[bi[k]] (closed):
+    boxes apart never do; the rest by separating axes."""
+    lo, hi = rings.min(axis=1)[bi], rings.max(axis=1)[bi]
+    near = ((np.minimum(w[:, 0], w[:, 2]) <= hi[:, 0]) & (np.maximum(w[:, 0], w[:, 2]) >= lo[:, 0])
+            & (np.minimum(w[:, 1], w[:, 3]) <= hi[:, 1])
+            & (np.maximum(w[:, 1], w[:, 3]) >= lo[:, 1]))
+    out = np.zeros(len(bi), dtype=bool)
+    k = np.flatnonzero(near)
+    if len(k):
+        seg = np.stack([w[k, 0:2], w[k, 2:4]], axis=1)
+        out[k] = _overlap(rings[bi[k]], seg)
     return out
 
 
@@ -384,8 +398,12 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
             parts_p.append(a0[r, 0] + d1[r, 0] * s[r, k][:, None])
     item = np.concatenate(parts_i)
     pts = np.concatenate(parts_p)
-    order = np.argsort(item, kind="stable")
-    return item[order], pts[order]
+    # Each point once per item (walls meeting end to end share their ends).
+    order = np.lexsort((pts[:, 1], pts[:, 0], item))
+    item, pts = item[order], pts[order]
+    new = np.ones(len(item), dtype=bool)
+    new[1:] = (item[1:] != item[:-1]) | (pts[1:] != pts[:-1]).any(axis=1)
+    return item[new], pts[new]
 
 
 def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
