@@ -40,25 +40,27 @@ Result = dict[str, Any]
 def baseline() -> Iterator[None]:
     """The engine as it was before exact line of effect: no openings test, no sealed marks
     looked for in the kernel."""
-    saved = (CornerEngine._through_openings, _Context._through_openings,
-             _Context._origin_sees, kernel.blocks_cross_walls_any)
+    patches: list[tuple[Any, str, Any]] = [
+        (CornerEngine, "_through_openings", lambda self, plan, sealed, level, reach:
+         (level, reach)),
+        (_Context, "_through_openings", lambda self, a, t, open_any: open_any),
+        (_Context, "_origin_sees", lambda self, origin, t: False),
+    ]
     original_any = kernel.blocks_cross_walls_any
 
     def no_sealed(*args: Any, **kw: Any) -> Any:
         kw.pop("sealed", None)
         return original_any(*args, **kw)
 
-    CornerEngine._through_openings = (  # type: ignore[method-assign]
-        lambda self, plan, sealed, level, reach: (level, reach))
-    _Context._through_openings = (  # type: ignore[method-assign]
-        lambda self, a, t, open_any: open_any)
-    _Context._origin_sees = lambda self, origin, t: False  # type: ignore[method-assign]
-    kernel.blocks_cross_walls_any = no_sealed
+    patches.append((kernel, "blocks_cross_walls_any", no_sealed))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, value in patches:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        (CornerEngine._through_openings, _Context._through_openings,
-         _Context._origin_sees, kernel.blocks_cross_walls_any) = saved
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -730,6 +730,24 @@ def block_candidates(starts: FloatArray, ends: FloatArray,
     return _collect(list(_block_candidates(starts, ends, walls, True)))
 
 
+def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
+                  which: IntArray) -> BoolArray:
+    """Per block of P x Q lines (starts (B, P, 2), ends (B, Q, 2)): whether one of the walls
+    `which` (axis-parallel ones touching end to end merged into runs) crosses every line of
+    the block, found as `_crossed_any` finds them (the grid, in rounds). Only for walls
+    that stop a line alone (plain ones): such a wall separates the block's two hulls of
+    points wholly (geometry.openings, 'Sealed')."""
+    b = len(starts)
+    sealed = np.zeros(b, dtype=bool)
+    if b == 0 or len(which) == 0:
+        return sealed
+    p_n, q_n = starts.shape[1], ends.shape[1]
+    out = np.zeros((b, p_n, q_n), dtype=bool)
+    _crossed_any(starts, ends, walls, which, out, max(1, 65536 // (p_n * q_n)),
+                 _hulls(starts, ends), sealed=sealed)
+    return sealed
+
+
 def block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,
                cw: IntArray) -> tuple[BoolArray, FloatArray]:
     """Rows of (block cb[k], wall cw[k]): which of the block's P x Q lines the wall blocks

@@ -187,6 +187,12 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     if len(blk.xy) == 0:
         fwd[todo] = back[todo] = True
         return fwd, back
+    # Sealed by one plain wall, found by the kernel's grid walk over the corner lines.
+    plain = np.flatnonzero(tracer.wall_plain)
+    if len(plain):
+        todo = todo[~kernel.sealed_blocks(a_ring[todo], b_ring[todo], tracer.wall_xy, plain)]
+        if len(todo) == 0:
+            return fwd, back
     ar, br = a_ring[todo], b_ring[todo]
     ext = (a_elev[todo], a_tall[todo], t_elev[todo], t_tall[todo])
     bi, wi = kernel.block_candidates(ar, br, blk.xy)
@@ -608,22 +614,35 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
                          origin: tuple[float, float] | None = None) -> BoolArray:
     """Per pair (a[k], t[k]) of the tracer's creatures: `line_of_effect` from a's space to
     t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
-    attacker's vertical extent (an area's origin)."""
+    attacker's vertical extent (an area's origin). Each unordered pair is looked at once,
+    both ways."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
         return out
-    ca, ct = spaces.count[a], spaces.count[t]
+    n = len(tracer.creatures)
+    if origin is None:
+        lo, hi = np.minimum(a, t), np.maximum(a, t)
+    else:
+        lo, hi = a, t
+    keys, back = np.unique(lo * n + hi, return_inverse=True)
+    back = back.reshape(-1)
+    ua, ut = keys // n, keys % n
+    ca, ct = spaces.count[ua], spaces.count[ut]
     per = ca * ct
-    pair = np.repeat(np.arange(len(a)), per)
+    pair = np.repeat(np.arange(len(ua)), per)
     within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
-    ra = spaces.first[a][pair] + within // ct[pair]
-    rt = spaces.first[t][pair] + within % ct[pair]
-    aa, tt = a[pair], t[pair]
+    ra = spaces.first[ua][pair] + within // ct[pair]
+    rt = spaces.first[ut][pair] + within % ct[pair]
+    aa, tt = ua[pair], ut[pair]
     if origin is None:
         a_elev, a_tall = tracer.elev[aa], tracer.tall[aa]
     else:
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
-    seen = line_of_effect(tracer, spaces.rings[ra], spaces.rings[rt], a_elev, a_tall,
-                          tracer.elev[tt], tracer.tall[tt])
-    out[pair[seen]] = True
+    fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
+                                   a_tall, tracer.elev[tt], tracer.tall[tt])
+    seen_f = np.zeros(len(ua), dtype=bool)
+    seen_b = np.zeros(len(ua), dtype=bool)
+    seen_f[pair[fwd]] = True
+    seen_b[pair[bwd]] = True
+    out = np.where(a == ua[back], seen_f[back], seen_b[back])
     return out
