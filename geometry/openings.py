@@ -67,15 +67,18 @@ class Blockers:
     top: FloatArray
 
 
-_BLOCKERS: dict[int, tuple[Tracer, Blockers]] = {}
+# Per walls array (the tracer's, shared by every snapshot of the same walls: a token moving
+# keeps it) and regions: the array is held, so its id stays unique.
+_BLOCKERS: dict[int, tuple[FloatArray, tuple[object, ...], Blockers]] = {}
 _BLOCKERS_KEPT = 8
 
 
 def blockers(tracer: Tracer) -> Blockers:
-    """The tracer's `Blockers`, built once per tracer (kept for the last few)."""
-    held = _BLOCKERS.get(id(tracer))
-    if held is not None and held[0] is tracer:
-        return held[1]
+    """The tracer's `Blockers`, built once per set of walls and regions (kept for the last
+    few)."""
+    held = _BLOCKERS.get(id(tracer.wall_xy))
+    if held is not None and held[0] is tracer.wall_xy and held[1] == tracer.regions:
+        return held[2]
     solid = tracer.wall_cover_code == SOLID_CODE
     plain = np.flatnonzero(tracer.wall_plain)
     runs = (kernel.merged_runs(tracer.wall_xy, plain) if len(plain)
@@ -100,7 +103,7 @@ def blockers(tracer: Tracer) -> Blockers:
         top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]))
     if len(_BLOCKERS) >= _BLOCKERS_KEPT:
         _BLOCKERS.pop(next(iter(_BLOCKERS)), None)
-    _BLOCKERS[id(tracer)] = (tracer, out)
+    _BLOCKERS[id(tracer.wall_xy)] = (tracer.wall_xy, tuple(tracer.regions), out)
     return out
 
 
@@ -162,9 +165,12 @@ def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 
 def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                         a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
-                        t_tall: FloatArray) -> tuple[BoolArray, BoolArray]:
+                        t_tall: FloatArray, walked: bool = False,
+                        ) -> tuple[BoolArray, BoolArray]:
     """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
-    two apart: the same lines are tried and read from either end)."""
+    two apart: the same lines are tried and read from either end). With `walked`, the
+    kernel has already looked for a plain wall sealing each pair's corner lines (the corner
+    engine's trace, `LineHits.sealed`) and found none: that step is not repeated."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -176,7 +182,7 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         a2, b2 = np.where(w, b_ring, a_ring), np.where(w, a_ring, b_ring)
         a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
         t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
-        f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t)
+        f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
         return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
     back = fwd.copy()
@@ -189,7 +195,7 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         return fwd, back
     # Sealed by one plain wall, found by the kernel's grid walk over the corner lines.
     plain = np.flatnonzero(tracer.wall_plain)
-    if len(plain):
+    if len(plain) and not walked:
         todo = todo[~kernel.sealed_blocks(a_ring[todo], b_ring[todo], tracer.wall_xy, plain)]
         if len(todo) == 0:
             return fwd, back
@@ -306,14 +312,23 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     inside = ~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1)
     u, v = u[inside], v[inside]
     label = np.arange(rows)
-    for _ in range(64):
-        low = np.minimum(label[u], label[v])
-        before = label.copy()
-        np.minimum.at(label, u, low)
-        np.minimum.at(label, v, low)
-        label = label[label]
-        if (label == before).all():
-            break
+    if len(u):
+        # Each row's smallest label over its meetings, by one sort (ufunc.at is slow),
+        # then pointer jumping, until nothing changes.
+        ends = np.concatenate([u, v])
+        other = np.concatenate([v, u])
+        order = np.argsort(ends, kind="stable")
+        ends, other = ends[order], other[order]
+        starts = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1]])
+        nodes = ends[starts]
+        for _ in range(64):
+            before = label
+            best = np.minimum.reduceat(label[other], starts)
+            label = label.copy()
+            label[nodes] = np.minimum(label[nodes], best)
+            label = label[label]
+            if (label == before).all():
+                break
     comp1 = np.zeros(rows, dtype=bool)
     comp2 = np.zeros(rows, dtype=bool)
     comp1[label[cross1 & useful]] = True

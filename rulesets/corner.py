@@ -1299,7 +1299,7 @@ class CornerEngine:
         fwd, bwd = openings.line_of_effect_both(
             self.tracer, openings.box_rings(self._boxes(ua), INSET_PX),
             openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua], self._tall[ua],
-            self._elev[ut], self._tall[ut])
+            self._elev[ut], self._tall[ut], walked=sealed is not None)
         back = back.reshape(-1)
         seen = np.where(a <= t, fwd[back], bwd[back])
         if not seen.any():
