@@ -36,8 +36,10 @@ import numpy as np
 import numpy.typing as npt
 from shapely.geometry import LineString, Polygon, box
 
+from geometry import openings
 from geometry.model import Direction, SceneGeom, WallCover
 from geometry.square import INSET_PX, segment_grid_feet
+from geometry.trace import Tracer
 from rulesets import dnd35 as dnd35_module
 from rulesets.base import Annotation, AttackMode, Degree
 from rulesets.corner import CornerEngine, CornerOptions, PairFacts
@@ -129,6 +131,7 @@ class Naive:
         eps = 1e-6  # the open box: grazing a corner or running along an edge is not entering
         self.boxes: list[Polygon] = [box(s[0] + eps, s[1] + eps, s[2] - eps, s[3] - eps)
                                      for s in self.f.spaces]
+        self.geom = geom
 
     def pair(self, a: int, t: int) -> int:
         f = self.f
@@ -180,6 +183,8 @@ class Naive:
                     all_blocked = False
                     corner_level = max(corner_level, level)
             best = min(best, TOTAL if all_blocked else corner_level)
+        if best == TOTAL:
+            return int(open_total(self.geom, np.array([[a, t]]), np.array([best]))[0])
         return best
 
 
@@ -251,6 +256,22 @@ def brute_ranged(geom: SceneGeom, chunk_cells: int = BRUTE_CHUNK_CELLS) -> npt.N
         level[low] = COVER
         level[slit] = IMPROVED
         out[p0:p0 + step] = _reduce(level, blocked)
+    return open_total(geom, pairs, out)
+
+
+def open_total(geom: SceneGeom, pairs: npt.NDArray[np.intp],
+               level: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
+    """Pairs at TOTAL whose spaces still see each other through an opening no corner line
+    passes (geometry.openings, as the engine decides it): improved cover, as the engine
+    says (docs/rulesets.md, "Line of effect through openings")."""
+    shut = np.flatnonzero(level == TOTAL)
+    if len(shut) == 0:
+        return level
+    tracer = Tracer(geom)
+    seen = openings.pairs_line_of_effect(tracer, openings.spaces_of(tracer, INSET_PX),
+                                         pairs[shut, 0], pairs[shut, 1])
+    out = level.copy()
+    out[shut[seen]] = IMPROVED
     return out
 
 

@@ -581,12 +581,17 @@ _ROUND_CELLS = 1
 
 def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which: IntArray,
                  out: BoolArray, step: int, hulls: _Hulls | None = None,
-                 cell: float | None = None) -> None:
+                 cell: float | None = None, sealed: BoolArray | None = None) -> None:
     """Sets out[block, p, q] where line (p, q) of a block crosses any of the walls `which`.
     Only whether a line crosses one matters, so a block whose lines are all crossed is
     looked at no further: the walls of its cells (`_block_cells`) are tested a few cells
     at a time, in rounds, until it is or its cells run out (a wall seen in two cells is
-    tested twice, which changes nothing: no dedupe)."""
+    tested twice, which changes nothing: no dedupe).
+
+    With `sealed` (B,), also sets sealed[block] where one (merged) wall tested crosses
+    every line of the block: it separates the block's two hulls of points wholly
+    (geometry.openings, 'Sealed'). A block may be done before its sealing wall is tested:
+    sealed is a subset of the blocks that are."""
     if len(which) == 0 or len(starts) == 0:
         return
     walls = _merged_runs(walls, which)
@@ -612,7 +617,9 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     done = np.zeros(b, dtype=bool)
     for k in range(len(cuts) - 1):
         rows = order[cuts[k]:cuts[k + 1]]
-        rows = rows[~done[pb[rows]]]
+        # With `sealed`, a block done but not sealed goes on: its sealing wall may lie in a
+        # cell not reached yet (the later rounds' rows of such blocks only).
+        rows = rows[~(done & sealed)[pb[rows]] if sealed is not None else ~done[pb[rows]]]
         if len(rows) == 0:
             continue
         bi, wi = _cell_walls(grid, pb[rows], pc[rows], cnt[rows])
@@ -622,6 +629,8 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
             cb = bi[c0:c0 + step]
             hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
             _or_runs(out, cb, hit)
+            if sealed is not None:
+                sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
         blocks = pb[rows]  # ascending
         act = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
         done[act] = out[act].reshape(len(act), -1).all(axis=1)
@@ -629,7 +638,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
 
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
-        still: BoolArray | None = None,
+        still: BoolArray | None = None, sealed: BoolArray | None = None,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
     """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
     reads the hits: it only asks whether a line crosses any of them) are not listed hit by
@@ -638,7 +647,10 @@ def blocks_cross_walls_any(
 
     With `still` (walls that matter to the reader even on a line that crosses an alike
     wall), a line that crosses an alike wall lists no other hits than those of `still`
-    walls: a block whose every line crosses one is tested against nothing else."""
+    walls: a block whose every line crosses one is tested against nothing else.
+
+    With `sealed` (B,), sets sealed[block] where one alike wall (or merged run of them)
+    tested crosses every line of the block (`_crossed_any`): a subset of such blocks."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -651,7 +663,8 @@ def blocks_cross_walls_any(
     hulls = _hulls(starts, ends)
     passes: list[tuple[IntArray | None, IntArray]] = []  # (blocks or all, walls)
     if any_alike is not None and alike is not None and _use_grid(b, m) and alike.any():
-        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls)
+        _crossed_any(starts, ends, walls, np.flatnonzero(alike), any_alike, step, hulls,
+                     sealed=sealed)
         listed = np.flatnonzero(~alike)
         if still is not None and len(listed):
             # Blocks whose every line is crossed meet only the `still` walls.
@@ -678,6 +691,8 @@ def blocks_cross_walls_any(
                     cb = ab[c0:c0 + step]
                     hit, _ = _block_hits(starts, ends, walls, cb, aw[c0:c0 + step])
                     _or_runs(any_alike, cb, hit)
+                    if sealed is not None:
+                        sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
                 bi, wi = bi[~same], wi[~same]
             for c0 in range(0, len(bi), step):
                 cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
@@ -700,6 +715,51 @@ def blocks_cross_walls_any(
         keep = ~any_alike.reshape(-1)[line] | still[wall]
         line, wall, side = line[keep], wall[keep], side[keep]
     return line, wall, side, crossed
+
+
+def block_candidates(starts: FloatArray, ends: FloatArray,
+                     walls: FloatArray) -> tuple[IntArray, IntArray]:
+    """(block, wall) pairs, blocks ascending, for blocks of P x Q lines (starts (B, P, 2),
+    ends (B, Q, 2)): every wall that may touch a line between a start and an end point (the
+    prunes `blocks_cross_walls` applies: bounding boxes and the normal axis, or the grid).
+    The lines of effect between two spaces (geometry.openings) lie in the hull the prunes
+    bound, so these are every wall that may touch one."""
+    if len(starts) == 0 or len(walls) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
+    return _collect(list(_block_candidates(starts, ends, walls, True)))
+
+
+def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
+                  which: IntArray) -> BoolArray:
+    """Per block of P x Q lines (starts (B, P, 2), ends (B, Q, 2)): whether one of the walls
+    `which` (axis-parallel ones touching end to end merged into runs) crosses every line of
+    the block, found as `_crossed_any` finds them (the grid, in rounds). Only for walls
+    that stop a line alone (plain ones): such a wall separates the block's two hulls of
+    points wholly (geometry.openings, 'Sealed')."""
+    b = len(starts)
+    sealed = np.zeros(b, dtype=bool)
+    if b == 0 or len(which) == 0:
+        return sealed
+    p_n, q_n = starts.shape[1], ends.shape[1]
+    out = np.zeros((b, p_n, q_n), dtype=bool)
+    _crossed_any(starts, ends, walls, which, out, max(1, 65536 // (p_n * q_n)),
+                 _hulls(starts, ends), sealed=sealed)
+    return sealed
+
+
+def block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,
+               cw: IntArray) -> tuple[BoolArray, FloatArray]:
+    """Rows of (block cb[k], wall cw[k]): which of the block's P x Q lines the wall blocks
+    (C, P, Q), by the crossing convention, and each start point's orientation to the
+    wall."""
+    return _block_hits(starts, ends, walls, cb, cw)
+
+
+def merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
+    """The walls `which`, axis-parallel ones that touch or overlap end to end merged into
+    one per run (`_merged_runs`): for tests that only ask whether a line crosses any."""
+    return _merged_runs(walls, which)
 
 
 def foundry_side(walls: FloatArray, points: FloatArray) -> npt.NDArray[np.int8]:

@@ -48,6 +48,10 @@ class LineHits:
     #: Foundry side of each wall hit's line start, when one-way walls are not yet applied
     #: (block tracing serves both directions of a pair); None: already applied.
     wall_side: npt.NDArray[np.int8] | None = None
+    #: Per line, when known (block tracing): its block of lines is sealed, one plain wall
+    #: (or run of them) crossing every line of it, which separates its two hulls of points
+    #: wholly (geometry.openings). False says nothing.
+    sealed: BoolArray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +131,17 @@ def concat_hits(parts: list[tuple[int, LineHits]], n: int) -> LineHits:
         return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.intp)
 
     sides = [h.wall_side for _, h in parts if h.wall_side is not None]
+    sealed = None
+    if any(h.sealed is not None for _, h in parts):
+        sealed = np.zeros(n, dtype=bool)
+        for off, h in parts:
+            if h.sealed is not None:
+                sealed[off:off + h.n] = h.sealed
     return LineHits(n, cat("wall_line", True), cat("wall_idx", False),
                     cat("creature_line", True), cat("creature_idx", False),
                     cat("region_line", True), cat("region_idx", False),
                     np.concatenate(sides).astype(np.int8) if sides else
-                    np.empty(0, dtype=np.int8))
+                    np.empty(0, dtype=np.int8), sealed)
 
 
 def _cut(group: BlockGroup, p_n: int, q_n: int) -> tuple[list[FloatArray], IntArray]:
@@ -159,8 +169,10 @@ def _cut(group: BlockGroup, p_n: int, q_n: int) -> tuple[list[FloatArray], IntAr
     return cut, dest.reshape(-1)
 
 
-def _renumbered(hits: LineHits, dest: IntArray, n: int) -> LineHits:
-    """Hits of a traced batch with each line renumbered by `dest` (-1: dropped)."""
+def _renumbered(hits: LineHits, dest: IntArray, n: int, whole: int = 0) -> LineHits:
+    """Hits of a traced batch with each line renumbered by `dest` (-1: dropped). Only its
+    first `whole` lines (blocks traced whole, not cut) keep their `sealed` marks: a cut of
+    a sealed block says nothing of the block it was cut from."""
     def keep(line: IntArray) -> tuple[IntArray, BoolArray]:
         d = dest[line]
         k = d >= 0
@@ -169,9 +181,13 @@ def _renumbered(hits: LineHits, dest: IntArray, n: int) -> LineHits:
     wl, wk = keep(hits.wall_line)
     cl, ck = keep(hits.creature_line)
     rl, rk = keep(hits.region_line)
+    sealed = None
+    if hits.sealed is not None and whole:
+        sealed = np.zeros(n, dtype=bool)
+        sealed[dest[:whole]] = hits.sealed[:whole]
     return LineHits(n, wl, hits.wall_idx[wk], cl, hits.creature_idx[ck], rl,
                     hits.region_idx[rk],
-                    None if hits.wall_side is None else hits.wall_side[wk])
+                    None if hits.wall_side is None else hits.wall_side[wk], sealed)
 
 
 #: Batches of at most this many blocks (of one shape) reuse earlier wall hits (a move's
@@ -181,7 +197,7 @@ _BlockHits = tuple[IntArray, IntArray, npt.NDArray[np.int8]]
 #: One block's hits as held: the traced batch's sorted hits, where the block's run starts
 #: and ends in them, and the line offset of the block in that batch (cut when read: most
 #: blocks held are never read again).
-_HeldBlock = tuple[_BlockHits, int, int, int]
+_HeldBlock = tuple[_BlockHits, int, int, int, bool | None]
 
 
 @dataclass(slots=True)
@@ -248,6 +264,20 @@ class Tracer:
         self.side: FloatArray = cols.side
         #: Creatures stand at several elevations: lines may pass over or under creatures.
         self.raised = bool(len(self.elev) and np.ptp(self.elev) > 0)
+
+    @property
+    def cell_verts(self) -> FloatArray:
+        """Hex grids: the corners (K, 6, 2) of every creature's hexes, creature by creature
+        (`cell_start`, `cell_count`)."""
+        return self._cell_verts
+
+    @property
+    def cell_start(self) -> IntArray:
+        return self._cell_start
+
+    @property
+    def cell_count(self) -> IntArray:
+        return self._cell_count
 
     def trace(self, starts: FloatArray, ends: FloatArray,
               group_start: IntArray | None = None,
@@ -342,9 +372,9 @@ class Tracer:
         not for drawing it."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         if b <= REUSE_MAX_BLOCKS:
-            wl, wi, side = self._walls_reused(starts, ends, every_wall)
+            wl, wi, side, sealed = self._walls_reused(starts, ends, every_wall)
         else:
-            wl, wi, side = self._walls(starts, ends, every_wall)
+            wl, wi, side, sealed = self._walls(starts, ends, every_wall)
         skip = None
         if not every_wall and self.wall_plain.any():
             # Lines a plain wall stops: no creature can matter on them.
@@ -360,7 +390,8 @@ class Tracer:
             cl, ci = self.exact_footprints(flat_s, flat_e, cl, ci)
             if self.region_polys:
                 rl, ri = kernel.segments_enter_polygons(flat_s, flat_e, self.region_polys)
-        return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side)
+        return LineHits(b * p_n * q_n, wl, wi, cl, ci, rl, ri, side,
+                        None if sealed is None else np.repeat(sealed, p_n * q_n))
 
     def trace_block_groups(self, groups: list[BlockGroup], n: int,
                            every_wall: bool = True) -> LineHits:
@@ -393,24 +424,29 @@ class Tracer:
         s_in, e_in, s_raw, e_raw = (np.concatenate([part[i] for part in parts])
                                     for i in range(4))
         merged = _renumbered(self.trace_blocks(s_in, e_in, s_raw, e_raw, every_wall),
-                             np.concatenate(dests), n)
+                             np.concatenate(dests), n, size[main])
         return concat_hits([(0, merged), *alone], n)
 
     def _walls(self, starts: FloatArray, ends: FloatArray,
-               every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
-        """Wall hits of blocks, plain walls collapsed to one per line unless every_wall."""
+               every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
+                                          BoolArray | None]:
+        """Wall hits of blocks, plain walls collapsed to one per line unless every_wall;
+        and then also which blocks one plain wall (or run) seals
+        (`kernel.blocks_cross_walls_any`; None: not looked for)."""
         if every_wall or not self.wall_plain.any():
-            return kernel.blocks_cross_walls(starts, ends, self.wall_xy)
+            return (*kernel.blocks_cross_walls(starts, ends, self.wall_xy), None)
+        sealed = np.zeros(len(starts), dtype=bool)
         wl, wi, side, crossed = kernel.blocks_cross_walls_any(
-            starts, ends, self.wall_xy, self.wall_plain, self.wall_improved)
+            starts, ends, self.wall_xy, self.wall_plain, self.wall_improved, sealed=sealed)
         first_plain = int(np.argmax(self.wall_plain))
         return (np.concatenate([wl, crossed]),
                 np.concatenate([wi, np.full(len(crossed), first_plain, dtype=np.intp)]),
-                np.concatenate([side, np.ones(len(crossed), dtype=np.int8)]))
+                np.concatenate([side, np.ones(len(crossed), dtype=np.int8)]), sealed)
 
     def _walls_reused(self, starts: FloatArray, ends: FloatArray,
-                      every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8]]:
-        """`kernel.blocks_cross_walls`, reusing the hits of blocks traced for this scene
+                      every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
+                                                 BoolArray | None]:
+        """`_walls`, reusing the hits of blocks traced for this scene
         geometry or the one before it over the same walls (a token moving changes what
         creatures are in the way of other pairs' lines, never which walls those lines
         cross). Nothing older is kept: a token moving back to where it stood two changes
@@ -432,31 +468,38 @@ class Tracer:
         todo = [k for k, f in enumerate(found) if f is None]
         per = p_n * q_n
         fresh: _BlockHits | None = None
+        fresh_sealed: BoolArray | None = None
         if todo:
-            wl, wi, side = self._walls(starts[todo], ends[todo], every_wall)
+            wl, wi, side, fresh_sealed = self._walls(starts[todo], ends[todo], every_wall)
             blk = wl // per
             order = np.argsort(blk, kind="stable")
             fresh = (wl[order], wi[order], side[order])
             cuts = np.searchsorted(blk[order], np.arange(len(todo) + 1)).tolist()
+            marks = ([None] * len(todo) if fresh_sealed is None
+                     else fresh_sealed.tolist())
             for j, k in enumerate(todo):
-                found[k] = (fresh, cuts[j], cuts[j + 1], j * per)
+                found[k] = (fresh, cuts[j], cuts[j + 1], j * per, marks[j])
         complete = [f for f in found if f is not None]  # every block, now
         current.update(zip(keys, complete, strict=True))
         if len(_BLOCK_HITS) >= _BLOCK_HITS_SLOTS and slot not in _BLOCK_HITS:
             del _BLOCK_HITS[next(iter(_BLOCK_HITS))]
         _BLOCK_HITS[slot] = held
         if fresh is not None and len(todo) == b:
-            return fresh  # nothing reused: the batch's hits, block by block, as traced
+            # Nothing reused: the batch's hits, block by block, as traced.
+            return (*fresh, fresh_sealed)
+        marked = [f[4] for f in complete]
+        sealed = (None if any(m is None for m in marked)
+                  else np.array(marked, dtype=bool))
         parts = []
-        for k, (arrays, lo, hi, offset) in enumerate(complete):
+        for k, (arrays, lo, hi, offset, _) in enumerate(complete):
             if hi > lo:
                 parts.append((arrays[0][lo:hi] - offset + k * per, arrays[1][lo:hi],
                               arrays[2][lo:hi]))
         if not parts:
             return (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
-                    np.empty(0, dtype=np.int8))
+                    np.empty(0, dtype=np.int8), sealed)
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]))
+                np.concatenate([p[2] for p in parts]), sealed)
 
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
         """Per line: whether any of its hits (given by line indices) passes `mask`."""

@@ -27,12 +27,13 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
-from geometry import kernel
+from geometry import kernel, openings
 from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
+    INSET_PX,
     Box,
     adjacent,
     centre,
@@ -1259,8 +1260,59 @@ class CornerEngine:
             kind = np.where(plan.kind == RANGED_LINE, REACH_LINE, plan.kind).astype(np.int8)
             row_level_reach = reduce_segments(
                 np.minimum, self._probe_levels(*self._levels(table, at, kind), pstart), rstart)
+        row_level, row_level_reach = self._through_openings(plan, real.sealed, row_level,
+                                                            row_level_reach)
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)
+
+    #: The level of a row whose every line is blocked while a line of effect still passes
+    #: between the two spaces (an opening narrower than the corners' spacing): the best
+    #: cover short of total the rules give, an arrow slit's (docs/rulesets.md, dnd35
+    #: "Line of effect through openings").
+    OPEN_LEVEL: int = IMPROVED
+
+    def _through_openings(self, plan: PlanArrays, sealed: BoolArray | None,
+                          row_level: npt.NDArray[np.int8],
+                          row_level_reach: npt.NDArray[np.int8] | None,
+                          ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
+        """Rows at TOTAL whose two spaces still see each other through an opening no corner
+        line passes (geometry.openings, exact): raised to OPEN_LEVEL. Total cover needs no
+        line of effect at all ("se non avete alcuna linea di visuale"). Rows whose pair's
+        block of lines the tracer found sealed by one plain wall (`sealed`, per traced
+        line) are total for certain and not looked at again."""
+        shut = row_level == TOTAL
+        if row_level_reach is not None:
+            shut |= row_level_reach == TOTAL
+        rows = np.flatnonzero(shut)
+        if len(rows) and sealed is not None:
+            lines = plan.virt_real[plan.probe_start[plan.row_probe_start[rows]]]
+            rows = rows[~sealed[lines]]
+        if len(rows) == 0:
+            return row_level, row_level_reach
+        first = plan.probe_start[plan.row_probe_start[rows]]
+        a, t = plan.att[first], plan.tgt[first]
+        n = len(self.cs)
+        # Each pair once, both ways (the same lines, read from either end).
+        low, high = np.minimum(a, t), np.maximum(a, t)
+        keys, back = np.unique(low * n + high, return_inverse=True)
+        ua, ut = keys // n, keys % n
+        fwd, bwd = openings.line_of_effect_both(
+            self.tracer, openings.box_rings(self._boxes(ua), INSET_PX),
+            openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua], self._tall[ua],
+            self._elev[ut], self._tall[ut], walked=sealed is not None)
+        back = back.reshape(-1)
+        seen = np.where(a <= t, fwd[back], bwd[back])
+        if not seen.any():
+            return row_level, row_level_reach
+        opened = rows[seen]
+        row_level = row_level.copy()
+        row_level[opened] = np.where(row_level[opened] == TOTAL, self.OPEN_LEVEL,
+                                     row_level[opened])
+        if row_level_reach is not None:
+            row_level_reach = row_level_reach.copy()
+            row_level_reach[opened] = np.where(row_level_reach[opened] == TOTAL,
+                                               self.OPEN_LEVEL, row_level_reach[opened])
+        return row_level, row_level_reach
 
     def _reach_facts(self, a: IntArray, t: IntArray, mode_code: npt.NDArray[np.int8],
                      ) -> tuple[BoolArray, BoolArray]:
@@ -1307,6 +1359,10 @@ class CornerEngine:
             best: tuple[Probe, ...] = ()
             traced = None
             tied = [p for p in range(rstart_l[r], rend_l[r]) if plevel_l[p] == lvl]
+            if not tied:
+                # Raised from total through an opening (`_through_openings`): no probe reached
+                # the level; every probe of the row stands for it.
+                tied = list(range(rstart_l[r], rend_l[r]))
             if lvl == COVER and want_probes:
                 best = tuple(self._probe(plan, p, popen_l[p], pn_l[p]) for p in tied)
             if want_lines:

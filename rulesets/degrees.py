@@ -35,7 +35,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
-from geometry import kernel
+from geometry import kernel, openings
 from geometry.columns import columns
 from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
@@ -495,10 +495,30 @@ class _Context:
             np.maximum.at(level, cl[keep],
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
+        open_any = self._through_openings(a, t, open_any)
         level[~open_any] = TOTAL
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None
         return level, lines
+
+    def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray) -> BoolArray:
+        """`open_any` (per pair: some 'any part' line is unblocked) with the pairs whose
+        every sample line is blocked looked at exactly: a line of effect through an opening
+        narrower than the samples' spacing still exists (geometry.openings), and the pair's
+        degree is then its centre line's, as for any pair with line of effect."""
+        shut = np.flatnonzero(~open_any)
+        if shut.size == 0:
+            return open_any
+        out = open_any.copy()
+        out[shut] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[shut],
+                                                  t[shut])
+        return out
+
+    @functools.cached_property
+    def loe_spaces(self) -> openings.Spaces:
+        """Every creature's space for the exact line of effect, a hair inside (as the 'any
+        part' samples)."""
+        return openings.spaces_of(self.tracer, INSET_PX)
 
     def _trace_lines(self, starts: FloatArray, ends: FloatArray,
                      creatures: bool = True) -> LineHits:
@@ -788,6 +808,8 @@ class _Context:
         first = np.concatenate([[0], np.nonzero(np.diff(group_a))[0] + 1])
         open_any = np.zeros(len(pairs), dtype=bool)
         np.logical_or.at(open_any, group_a, ~blocked)
+        pa = np.array(pairs, dtype=np.intp).reshape(-1, 2)
+        open_any = self._through_openings(pa[:, 0], pa[:, 1], open_any)
         rows = []
         for k, (a, t) in enumerate(pairs):
             line = int(first[k])
@@ -926,7 +948,7 @@ class _Context:
         tgt = np.full(len(ends), t, dtype=np.intp)
         # Templates carry no elevation: the origin is a point on the ground.
         blocked, roles, _ = self._solid(hits, tgt, tgt, starts, ends, origin=(0.0, 0.0))
-        if blocked.all():
+        if blocked.all() and not self._origin_sees(origin, t):
             return None
         line = len(ends) - 1  # the centre sample
         count = 0
@@ -934,6 +956,19 @@ class _Context:
             count += int(np.count_nonzero((hits.wall_line == line) & (roles >= 0)))
         count += self._squares_with_obstructions(origin, self.centres[t], t)
         return count
+
+    def _origin_sees(self, origin: tuple[float, float], t: int) -> bool:
+        """Whether a line of effect runs from an area's origin (on the ground) to any part
+        of the target's space, exactly (geometry.openings): the samples can miss an opening
+        narrower than their spacing."""
+        sp = self.loe_spaces
+        rings = sp.rings[sp.first[t]:sp.first[t] + sp.count[t]]
+        k = len(rings)
+        point = np.broadcast_to(np.array(origin, dtype=np.float64), rings.shape).copy()
+        zero = np.zeros(k)
+        seen = openings.line_of_effect(self.tracer, point, rings, zero, zero,
+                                       np.full(k, self.elev[t]), np.full(k, self.tall[t]))
+        return bool(seen.any())
 
     def _passage(self, p: tuple[float, float], q: tuple[float, float],
                  cells: npt.NDArray[np.object_]) -> tuple[FloatArray, FloatArray]:

@@ -64,6 +64,11 @@ class CoverLines(CornerEngine):
     SOFT where only a source the PHB names as half cover crosses it (a low wall; a creature
     under "half"), which never counts towards three-quarters."""
 
+    #: Every line of every corner blocked while a line of effect still passes between the
+    #: two spaces (an opening narrower than the corners' spacing): three-quarters, the DMG's
+    #: "three or four blocked with the target still reachable" (docs/rulesets.md, dnd5e).
+    OPEN_LEVEL: int = THREE_QUARTERS_LEVEL
+
     def __init__(self, scene: SceneGeom, options: Dnd5eOptions) -> None:
         super().__init__(scene, _ENGINE_OPTIONS)
         self.rules = options

@@ -24,7 +24,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
-from geometry import kernel
+from geometry import kernel, openings
 from geometry.kernel import FloatArray
 from geometry.model import (
     CreatureGeom,
@@ -37,6 +37,7 @@ from geometry.model import (
     WallGeom,
 )
 from geometry.square import (
+    INSET_PX,
     feet_many,
     grid_steps_many,
     space,
@@ -150,9 +151,19 @@ class Realms(Ruleset):
         in_reach = in_reach_by_mode(sx, sy, reach, sz)
         adjacent = np.maximum(np.maximum(sx, sy), sz) <= 1
         out = []
+        measures = [ctx.best_measure(a, t) for a, t in idx]
+        degrees = [self.degree_of(m.covered) for m in measures]
+        # Full cover from every viewpoint, yet a line of effect through an opening from
+        # elsewhere in the attacker's space (geometry.openings): three-quarters.
+        full = np.array([d is Degree.TOTAL for d in degrees], dtype=bool)
+        if full.any():
+            seen = openings.pairs_line_of_effect(
+                ctx.tracer, openings.spaces_of(ctx.tracer, INSET_PX), at[full, 0], at[full, 1])
+            for k in np.flatnonzero(full)[seen].tolist():
+                degrees[k] = Degree.THREE_QUARTERS
         for k, (a, t) in enumerate(idx):
-            m = ctx.best_measure(a, t)
-            degree = self.floored(self.degree_of(m.covered), scene.creatures[t].cover_floor)
+            m = measures[k]
+            degree = self.floored(degrees[k], scene.creatures[t].cover_floor)
             penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
             for mode in modes:
                 out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines,

@@ -1,0 +1,663 @@
+"""Line of effect through openings, decided exactly: is there *any* straight line from one
+creature's space to another's that nothing stops?
+
+Rule of this module: pure, vectorised geometry over a Tracer's walls (and blocking terrain's
+borders); rulesets ask it only about pairs their own sample lines found wholly blocked, and
+keep their lines for the degree. Spaces are convex rings (a square creature's space a hair
+inside its border, as the rules' lines start; an area's origin a ring of one repeated point).
+The crossing convention is the kernel's (geometry/kernel.py), applied to each line tried.
+
+How it is decided, in three steps (docs/geometry.md, 'Line of effect through openings'):
+
+1. Spaces that overlap or touch see each other.
+2. Sealed: one wall that stops every line of the pair (solid, both ways, not limited, and with
+   no height band or one hiding both creatures whole; axis-parallel walls touching end to end
+   merged into one, as a room's side drawn in segments and closed doors) crossing the lines
+   between every corner of one ring and every corner of the other separates the two spaces
+   wholly: every line from one to the other crosses it (the lines' crossings with its line
+   run between those of the corner lines). Most blocked pairs end here, at P x Q crossing
+   tests per wall near the pair.
+3. Otherwise, the lines between the two spaces, taken as lines of the plane, fall into cells
+   of the arrangement of the event points (ring corners, wall ends inside the pair's hull,
+   walls' crossings of a ring's border): within a cell, which walls a line's part between
+   the two spaces crosses does not change, so a free line exists exactly when a free cell
+   does, and every cell has such a point on its border. For every two event points, the
+   four lines through points a hair (EPSILON_PX) to either side of each are tried, each
+   clipped to the two rings and tested with the crossing convention; any free one is a
+   witness. A line found free is free (it is tested exactly); what the search could miss is
+   an opening narrower than EPSILON_PX.
+
+In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
+of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
+starts on, and limited walls from the second one crossed, as the rulesets read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from geometry import kernel
+from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import Direction, RegionKind
+from geometry.trace import SOLID_CODE, Tracer
+from geometry.vertical import band_meets, sheet, wall_crossing
+
+#: Pixels: how far to either side of an event point the lines tried pass (far below the
+#: rules' inset of 1/64 px, far above rounding at map scale).
+EPSILON_PX = 2.0 ** -20
+#: Rows (line tried x wall) per chunk of the search.
+_CHUNK_ROWS = 2_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Blockers:
+    """What can stop line of effect, as segments: solid walls (cover hint solid; low walls
+    and arrow slits never stop it) and the borders of blocking terrain. `stops`: the segment
+    stops every line it crosses, from either end, at any height, alone (plain walls merged
+    into runs, terrain borders)."""
+
+    xy: FloatArray
+    stops: BoolArray
+    limited: BoolArray
+    direction: npt.NDArray[np.int8]
+    bottom: FloatArray
+    top: FloatArray
+
+
+# Per walls array (the tracer's, shared by every snapshot of the same walls: a token moving
+# keeps it) and regions: the array is held, so its id stays unique.
+_BLOCKERS: dict[int, tuple[FloatArray, tuple[object, ...], Blockers]] = {}
+_BLOCKERS_KEPT = 8
+
+
+def blockers(tracer: Tracer) -> Blockers:
+    """The tracer's `Blockers`, built once per set of walls and regions (kept for the last
+    few)."""
+    held = _BLOCKERS.get(id(tracer.wall_xy))
+    if held is not None and held[0] is tracer.wall_xy and held[1] == tracer.regions:
+        return held[2]
+    solid = tracer.wall_cover_code == SOLID_CODE
+    plain = np.flatnonzero(tracer.wall_plain)
+    runs = (kernel.merged_runs(tracer.wall_xy, plain) if len(plain)
+            else np.empty((0, 4)))
+    other = np.flatnonzero(solid & ~tracer.wall_plain)
+    sides = [np.asarray(p.exterior.coords, dtype=np.float64)
+             for p, kind in zip(tracer.region_polys, tracer.region_kind, strict=True)
+             if kind is RegionKind.BLOCKING]
+    border = (np.concatenate([np.concatenate([r[:-1], r[1:]], axis=1) for r in sides])
+              if sides else np.empty((0, 4)))
+    n_runs, n_other, n_border = len(runs), len(other), len(border)
+    nan = np.full(n_runs + n_border, np.nan)
+    out = Blockers(
+        xy=np.concatenate([runs, tracer.wall_xy[other], border]).reshape(-1, 4),
+        stops=np.concatenate([np.ones(n_runs, dtype=bool), np.zeros(n_other, dtype=bool),
+                              np.ones(n_border, dtype=bool)]),
+        limited=np.concatenate([np.zeros(n_runs, dtype=bool), tracer.wall_limited[other],
+                                np.zeros(n_border, dtype=bool)]),
+        direction=np.concatenate([np.zeros(n_runs, dtype=np.int8), tracer.wall_dir[other],
+                                  np.zeros(n_border, dtype=np.int8)]),
+        bottom=np.concatenate([nan[:n_runs], tracer.wall_bottom[other], nan[n_runs:]]),
+        top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]))
+    if len(_BLOCKERS) >= _BLOCKERS_KEPT:
+        _BLOCKERS.pop(next(iter(_BLOCKERS)), None)
+    _BLOCKERS[id(tracer.wall_xy)] = (tracer.wall_xy, tuple(tracer.regions), out)
+    return out
+
+
+def box_rings(boxes: FloatArray, inset_px: float) -> FloatArray:
+    """Rings (N, 4, 2) of boxes (N, 4: x0, y0, x1, y1) moved `inset_px` inside, never past
+    their centre (a box of no area is a ring of one point)."""
+    cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    x0 = np.minimum(boxes[:, 0] + inset_px, cx)
+    x1 = np.maximum(boxes[:, 2] - inset_px, cx)
+    y0 = np.minimum(boxes[:, 1] + inset_px, cy)
+    y1 = np.maximum(boxes[:, 3] - inset_px, cy)
+    out: FloatArray = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1),
+                                np.stack([x1, y1], 1), np.stack([x0, y1], 1)], axis=1)
+    return out
+
+
+def _inward(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per ring (N, V, 2): each side's start point and inward normal (zero for a side of no
+    length), whichever way the ring runs."""
+    nxt = np.roll(ring, -1, axis=1)
+    edge = nxt - ring
+    area = np.sum(ring[..., 0] * nxt[..., 1] - nxt[..., 0] * ring[..., 1], axis=1)
+    sign = np.where(area >= 0, 1.0, -1.0)[:, None]
+    normal = np.stack([-edge[..., 1] * sign, edge[..., 0] * sign], axis=-1)
+    return ring, normal
+
+
+def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
+    """Per pair of convex rings: do they overlap or touch (no side's line, of either,
+    separates them strictly)?"""
+    out = np.ones(len(a), dtype=bool)
+    for ring, other in ((a, b), (b, a)):
+        start, normal = _inward(ring)
+        # The other ring wholly outside one side's line: separated.
+        proj = np.einsum("nvk,nwk->nvw", normal, other) - np.einsum(
+            "nvk,nvk->nv", normal, start)[:, :, None]
+        real = np.any(normal != 0, axis=2)
+        out &= ~((proj.max(axis=2) < 0) & real).any(axis=1)
+    return out
+
+
+def _degenerate(ring: FloatArray) -> BoolArray:
+    """Rings of one point (an area's origin)."""
+    out: BoolArray = (np.ptp(ring, axis=1).max(axis=1) == 0)
+    return out
+
+
+def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                   a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                   t_tall: FloatArray) -> BoolArray:
+    """Per pair k: whether some straight line from a point of ring a_ring[k] (the attacker's
+    space, or an origin) to a point of ring b_ring[k] (the target's) is stopped by nothing:
+    no solid wall whose band fills the sheet of sight between the two vertical extents
+    (a_elev, a_tall; t_elev, t_tall, feet) where it crosses, facing the line's start, no two
+    limited walls, no blocking terrain."""
+    forward, _ = line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
+    return forward
+
+
+def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                        a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                        t_tall: FloatArray, walked: bool = False,
+                        ) -> tuple[BoolArray, BoolArray]:
+    """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
+    two apart: the same lines are tried and read from either end). With `walked`, the
+    kernel has already looked for a plain wall sealing each pair's corner lines (the corner
+    engine's trace, `LineHits.sealed`) and found none: that step is not repeated."""
+    n = len(a_ring)
+    if n == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    # The search draws lines through a point ring as its first ring: a pair whose second
+    # ring only is a point is looked at the other way round.
+    swap = _degenerate(b_ring) & ~_degenerate(a_ring)
+    if swap.any():
+        w = swap[:, None, None]
+        a2, b2 = np.where(w, b_ring, a_ring), np.where(w, a_ring, b_ring)
+        a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
+        t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
+        f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
+        return np.where(swap, b, f), np.where(swap, f, b)
+    fwd = _overlap(a_ring, b_ring)
+    back = fwd.copy()
+    blk = blockers(tracer)
+    todo = np.flatnonzero(~fwd)
+    if len(todo) == 0:
+        return fwd, back
+    if len(blk.xy) == 0:
+        fwd[todo] = back[todo] = True
+        return fwd, back
+    # Sealed by one plain wall, found by the kernel's grid walk over the corner lines.
+    plain = np.flatnonzero(tracer.wall_plain)
+    if len(plain) and not walked:
+        todo = todo[~kernel.sealed_blocks(a_ring[todo], b_ring[todo], tracer.wall_xy, plain)]
+        if len(todo) == 0:
+            return fwd, back
+    ar, br = a_ring[todo], b_ring[todo]
+    ext = (a_elev[todo], a_tall[todo], t_elev[todo], t_tall[todo])
+    bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    if len(bi) == 0:
+        fwd[todo] = back[todo] = True
+        return fwd, back
+    sealed = _sealed(blk, ar, br, ext, bi, wi)
+    keep = ~sealed[bi]
+    bi, wi = bi[keep], wi[keep]
+    rest = np.flatnonzero(~sealed)
+    if len(rest):
+        free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest)
+        fwd[todo[rest[free_f]]] = True
+        back[todo[rest[free_b]]] = True
+    return fwd, back
+
+
+def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
+            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+            wi: IntArray) -> BoolArray:
+    """Per pair: walls near it (rows bi, wi, ascending by pair) that stop every line of the
+    pair they cross, alone, separate its two spaces wholly: one crossing every line between
+    a corner of ring a and a corner of ring b, or a chain of them (`_chains`)."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    with np.errstate(invalid="ignore"):
+        spans = ((np.isnan(blk.bottom[wi]) | (blk.bottom[wi] <= lo))
+                 & (np.isnan(blk.top[wi]) | (blk.top[wi] >= hi)))
+    always = blk.stops[wi] | (spans & ~blk.limited[wi] & (blk.direction[wi] == 0))
+    sealed = np.zeros(len(ar), dtype=bool)
+    sel = np.flatnonzero(always)
+    per = ar.shape[1] * br.shape[1]
+    hits = np.zeros((len(sel), per), dtype=bool)
+    step = max(1, 65536 // per)
+    for c0 in range(0, len(sel), step):
+        rows = sel[c0:c0 + step]
+        hit, _ = kernel.block_hits(ar, br, blk.xy, bi[rows], wi[rows])
+        hits[c0:c0 + len(rows)] = hit.reshape(len(rows), -1)
+    sealed[bi[sel[hits.all(axis=1)]]] = True
+    left = ~sealed[bi[sel]]
+    if left.any():
+        sealed |= _chains(ar, br, blk.xy, bi[sel[left]], wi[sel[left]], hits[left])
+    return sealed
+
+
+def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: IntArray,
+            hits: BoolArray) -> BoolArray:
+    """Per pair: a chain of walls (rows bi, wi, ascending by pair, each stopping alone
+    every line of the pair it crosses; hits: which corner lines each crosses) that meet
+    one another at points inside the hull of the two rings, touch neither ring, and reach
+    across the hull from one of its two sides between the rings to the other, separates
+    the two spaces: any line from one to the other meets the chain, at a point of its
+    interior, and where it meets a wall of the chain along that wall's length it meets
+    the walls the chain continues with at the ends, across (a room's corner, a wall
+    ending on another, a door frame).
+
+    The hull's sides between the rings are the corner lines with every corner on one
+    side of them (two of them, or several on one line)."""
+    out = np.zeros(len(ar), dtype=bool)
+    # Only the pairs with rows here, renumbered densely (bi ascending).
+    items, bi = np.unique(bi, return_inverse=True)
+    bi = bi.reshape(-1)
+    ar, br = ar[items], br[items]
+    pts = np.concatenate([ar, br], axis=1)  # (N, V + W, 2)
+    v_n, w_n = ar.shape[1], br.shape[1]
+    # Corner lines (a's p to b's q, as block lines number them) and the side of each
+    # corner.
+    ps = np.repeat(ar, w_n, axis=1)
+    qs = np.tile(br, (1, v_n, 1))
+    d = qs - ps  # (N, L, 2)
+    rel = pts[:, None, :, :] - ps[:, :, None, :]  # (N, L, K, 2)
+    o = d[..., None, 0] * rel[..., 1] - d[..., None, 1] * rel[..., 0]  # (N, L, K)
+    real = np.hypot(d[..., 0], d[..., 1]) > 0
+    side1 = (o >= 0).all(axis=2) & real  # every corner left of (or on) the line
+    side2 = (o <= 0).all(axis=2) & real
+    # Hull sides: lines through two corners (any two) with every corner on one side.
+    ii, jj = np.triu_indices(pts.shape[1], 1)
+    hp, hq = pts[:, ii], pts[:, jj]
+    hd = hq - hp
+    hrel = pts[:, None, :, :] - hp[:, :, None, :]
+    ho = hd[..., None, 0] * hrel[..., 1] - hd[..., None, 1] * hrel[..., 0]
+    hreal = np.hypot(hd[..., 0], hd[..., 1]) > 0
+    h_left = (ho >= 0).all(axis=2) & hreal
+    h_right = (ho <= 0).all(axis=2) & hreal & ~h_left
+    rows = len(bi)
+    cross1 = (hits & side1[bi]).any(axis=1)
+    cross2 = (hits & side2[bi]).any(axis=1)
+    w = xy[wi]
+    clear = ~_touches(ar, bi, w) & ~_touches(br, bi, w)
+    reaches = np.zeros((2, len(ar)), dtype=bool)
+    reaches[0, bi[clear & cross1]] = True
+    reaches[1, bi[clear & cross2]] = True
+    useful = clear & (reaches[0] & reaches[1])[bi]
+    if not useful.any():
+        return out
+    idx = np.flatnonzero(useful)
+    # Pairs of rows of one pair: where their walls meet.
+    first = np.searchsorted(bi[idx], bi[idx], side="left")
+    count = np.searchsorted(bi[idx], bi[idx], side="right") - first
+    u = np.repeat(np.arange(len(idx)), count)
+    v = np.repeat(first, count) + (np.arange(int(count.sum()))
+                                   - np.repeat(np.cumsum(count) - count, count))
+    keep = u < v
+    u, v = idx[u[keep]], idx[v[keep]]
+    meet, point = _meeting(w[u], w[v])
+    u, v, point = u[meet], v[meet], point[meet]
+    # Meeting points inside the hull (on the inner side of every hull side, or on it).
+    item = bi[u]
+    rel = point[:, None, :] - hp[item]
+    po = hd[item][..., 0] * rel[..., 1] - hd[item][..., 1] * rel[..., 0]
+    inside = ~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1)
+    u, v = u[inside], v[inside]
+    label = np.arange(rows)
+    if len(u):
+        # Each row's smallest label over its meetings, by one sort (ufunc.at is slow),
+        # then pointer jumping, until nothing changes.
+        ends = np.concatenate([u, v])
+        other = np.concatenate([v, u])
+        order = np.argsort(ends, kind="stable")
+        ends, other = ends[order], other[order]
+        starts = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1]])
+        nodes = ends[starts]
+        for _ in range(64):
+            before = label
+            best = np.minimum.reduceat(label[other], starts)
+            label = label.copy()
+            label[nodes] = np.minimum(label[nodes], best)
+            label = label[label]
+            if (label == before).all():
+                break
+    comp1 = np.zeros(rows, dtype=bool)
+    comp2 = np.zeros(rows, dtype=bool)
+    comp1[label[cross1 & useful]] = True
+    comp2[label[cross2 & useful]] = True
+    both = comp1 & comp2
+    out[items[bi[both[label] & useful]]] = True
+    return out
+
+
+def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
+    """Per row: whether wall w[k] (x0, y0, x1, y1) touches ring rings[bi[k]] (closed):
+    boxes apart never do; the rest by separating axes."""
+    lo, hi = rings.min(axis=1)[bi], rings.max(axis=1)[bi]
+    near = ((np.minimum(w[:, 0], w[:, 2]) <= hi[:, 0]) & (np.maximum(w[:, 0], w[:, 2]) >= lo[:, 0])
+            & (np.minimum(w[:, 1], w[:, 3]) <= hi[:, 1])
+            & (np.maximum(w[:, 1], w[:, 3]) >= lo[:, 1]))
+    out = np.zeros(len(bi), dtype=bool)
+    k = np.flatnonzero(near)
+    if len(k):
+        seg = np.stack([w[k, 0:2], w[k, 2:4]], axis=1)
+        out[k] = _overlap(rings[bi[k]], seg)
+    return out
+
+
+def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
+    """Row-paired segments (x0, y0, x1, y1): whether they meet (closed segments), and a
+    point where they do."""
+    p, r = a[:, 0:2], a[:, 2:4] - a[:, 0:2]
+    q, s = b[:, 0:2], b[:, 2:4] - b[:, 0:2]
+    den = r[:, 0] * s[:, 1] - r[:, 1] * s[:, 0]
+    qp = q - p
+    t_num = qp[:, 0] * s[:, 1] - qp[:, 1] * s[:, 0]
+    u_num = qp[:, 0] * r[:, 1] - qp[:, 1] * r[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t, u = t_num / den, u_num / den
+    crossing = (den != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
+    point = np.where(crossing[:, None], p + np.where(crossing, t, 0.0)[:, None] * r, np.nan)
+    # Parallel: collinear and overlapping; the meeting point an end of one on the other.
+    para = (den == 0) & (t_num == 0)
+    met = crossing.copy()
+    if para.any():
+        # The overlap of the two boxes: on collinear segments, their common stretch.
+        lo = np.maximum(np.minimum(a[:, 0:2], a[:, 2:4]), np.minimum(b[:, 0:2], b[:, 2:4]))
+        hi = np.minimum(np.maximum(a[:, 0:2], a[:, 2:4]), np.maximum(b[:, 0:2], b[:, 2:4]))
+        for end in (b[:, 0:2], b[:, 2:4], a[:, 0:2], a[:, 2:4]):
+            on = para & ~met & ((end >= lo) & (end <= hi)).all(axis=1)
+            point[on] = end[on]
+            met |= on
+    return met, point
+
+
+def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
+            wi: IntArray, items: IntArray) -> tuple[IntArray, FloatArray]:
+    """(item, point) for every event point of the items, items ascending: ring corners,
+    wall ends that may lie in the hull of the two rings (inside their bounding box and
+    their band across the line between their centres), and walls' crossings of ring
+    sides."""
+    parts_i = [np.repeat(items, ar.shape[1]), np.repeat(items, br.shape[1])]
+    parts_p = [ar[items].reshape(-1, 2), br[items].reshape(-1, 2)]
+    both = np.concatenate([ar, br], axis=1)
+    box_lo, box_hi = both.min(axis=1), both.max(axis=1)
+    axis = ar.mean(axis=1) - br.mean(axis=1)
+    normal = np.column_stack([-axis[:, 1], axis[:, 0]])
+    proj = np.einsum("nvk,nk->nv", both, normal)
+    p_lo, p_hi = proj.min(axis=1), proj.max(axis=1)
+    w = xy[wi]
+    nb = normal[bi]
+    for end in (w[:, 0:2], w[:, 2:4]):
+        at = end[:, 0] * nb[:, 0] + end[:, 1] * nb[:, 1]
+        inside = (((end >= box_lo[bi]) & (end <= box_hi[bi])).all(axis=1)
+                  & (at >= p_lo[bi]) & (at <= p_hi[bi]))
+        parts_i.append(bi[inside])
+        parts_p.append(end[inside])
+    for ring in (ar, br):
+        v = ring[bi]  # (R, V, 2)
+        nxt = np.roll(v, -1, axis=1)
+        a0, a1 = w[:, None, 0:2], w[:, None, 2:4]
+        d1, d2 = a1 - a0, nxt - v
+        den = d1[..., 0] * d2[..., 1] - d1[..., 1] * d2[..., 0]
+        diff = v - a0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = (diff[..., 0] * d2[..., 1] - diff[..., 1] * d2[..., 0]) / den
+            u = (diff[..., 0] * d1[..., 1] - diff[..., 1] * d1[..., 0]) / den
+        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1)
+        r, k = np.nonzero(ok)
+        if len(r):
+            parts_i.append(bi[r])
+            parts_p.append(a0[r, 0] + d1[r, 0] * s[r, k][:, None])
+    item = np.concatenate(parts_i)
+    pts = np.concatenate(parts_p)
+    # Each point once per item (walls meeting end to end share their ends).
+    order = np.lexsort((pts[:, 1], pts[:, 0], item))
+    item, pts = item[order], pts[order]
+    new = np.ones(len(item), dtype=bool)
+    new[1:] = (item[1:] != item[:-1]) | (pts[1:] != pts[:-1]).any(axis=1)
+    return item[new], pts[new]
+
+
+def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
+          normal: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per line p0 + t d and convex ring (row-paired, as its sides' starts and inward
+    normals, `_inward`): the interval of t inside the ring (empty when lo > hi)."""
+    a = normal[..., 0] * d[:, None, 0] + normal[..., 1] * d[:, None, 1]
+    rel = p0[:, None, :] - start
+    b = normal[..., 0] * rel[..., 0] + normal[..., 1] * rel[..., 1]
+    # a t + b >= 0 on every side.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = -b / a
+    lo = np.where(a > 0, ratio, -np.inf).max(axis=1)
+    hi = np.where(a < 0, ratio, np.inf).min(axis=1)
+    outside = ((a == 0) & (b < 0)).any(axis=1)
+    lo = np.where(outside, np.inf, lo)
+    return lo, hi
+
+
+def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: FloatArray,
+                     items: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+    """(item, p0, p1): the lines tried, through two points of each item's event points each
+    moved EPSILON_PX to either side of the line through them (four lines a pair); from an
+    origin (a ring of one point), the lines from it towards each event point turned a hair
+    either way (the cells of lines through a point are the turns between those); from a
+    point to a point, the line between them."""
+    count = np.bincount(ev_item, minlength=len(ar))
+    first = np.cumsum(count) - count
+    point_a = _degenerate(ar)
+    s_i: list[IntArray] = []
+    s_p: list[FloatArray] = []
+    s_q: list[FloatArray] = []
+    for e in np.unique(count[items]).tolist():
+        its = items[(count[items] == e) & ~point_a[items]]
+        if e < 2 or len(its) == 0:
+            continue
+        ii, jj = np.triu_indices(e, 1)
+        base = first[its][:, None]
+        p = ev_pt[base + ii[None, :]].reshape(-1, 2)
+        q = ev_pt[base + jj[None, :]].reshape(-1, 2)
+        it = np.repeat(its, len(ii))
+        d = q - p
+        norm = np.hypot(d[:, 0], d[:, 1])
+        ok = norm > 4 * EPSILON_PX
+        p, q, it, d, norm = p[ok], q[ok], it[ok], d[ok], norm[ok]
+        nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        for s1, s2 in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+            s_i.append(it)
+            s_p.append(p + s1 * nrm)
+            s_q.append(q + s2 * nrm)
+    # Point to point: the one line between them.
+    both = items[point_a[items] & _degenerate(br)[items]]
+    if len(both):
+        s_i.append(both)
+        s_p.append(ar[both, 0])
+        s_q.append(br[both, 0])
+    single = point_a[ev_item]
+    if single.any():
+        sel = np.flatnonzero(single)
+        it = ev_item[sel]
+        o = ar[it, 0]
+        d = ev_pt[sel] - o
+        norm = np.hypot(d[:, 0], d[:, 1])
+        ok = norm > 4 * EPSILON_PX
+        it, o, d, norm = it[ok], o[ok], d[ok], norm[ok]
+        nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        for s2 in (1, -1):
+            s_i.append(it)
+            s_p.append(o)
+            s_q.append(o + d + s2 * nrm)
+    if not s_i:
+        return np.empty(0, dtype=np.intp), np.empty((0, 2)), np.empty((0, 2))
+    return np.concatenate(s_i), np.concatenate(s_p), np.concatenate(s_q)
+
+
+def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
+            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+            wi: IntArray, items: IntArray) -> tuple[BoolArray, BoolArray]:
+    """Per item in `items` (ascending): whether one of the lines tried
+    (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
+    from b's."""
+    free_f = np.zeros(len(ar), dtype=bool)
+    free_b = np.zeros(len(ar), dtype=bool)
+    ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
+    li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
+    if len(li) == 0:
+        return free_f[items], free_b[items]
+    d = p1 - p0
+    sa, na = _inward(ar)
+    sb, nb = _inward(br)
+    a_lo, a_hi = _clip(p0, d, sa[li], na[li])
+    b_lo, b_hi = _clip(p0, d, sb[li], nb[li])
+    single = _degenerate(ar)[li]
+    a_lo = np.where(single, 0.0, a_lo)
+    a_hi = np.where(single, 0.0, a_hi)
+    # A point target (only ever with a point origin): the line ends on it.
+    point_b = _degenerate(br)[li]
+    b_lo = np.where(point_b, 1.0, b_lo)
+    b_hi = np.where(point_b, 1.0, b_hi)
+    ok = (a_lo <= a_hi) & (b_lo <= b_hi)
+    fwd = ok & (a_hi < b_lo)
+    back = ok & (b_hi < a_lo) & ~single
+    use = fwd | back
+    ta = np.where(fwd, a_hi, a_lo)[use]
+    tb = np.where(fwd, b_lo, b_hi)[use]
+    li, p0, d = li[use], p0[use], d[use]
+    starts = p0 + ta[:, None] * d
+    ends = p0 + tb[:, None] * d
+    blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(ar))
+    free_f[li[~blocked_f]] = True
+    free_b[li[~blocked_b]] = True
+    return free_f[items], free_b[items]
+
+
+def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+             bi: IntArray, wi: IntArray, li: IntArray, starts: FloatArray, ends: FloatArray,
+             n_items: int) -> tuple[BoolArray, BoolArray]:
+    """Per line tried (of item li[k], from starts[k] in ring a to ends[k] in ring b):
+    whether the walls near its item (rows bi, wi, ascending by item) stop it, read from
+    its start and from its end."""
+    w_first = np.searchsorted(bi, np.arange(n_items))
+    w_count = np.searchsorted(bi, np.arange(n_items), side="right") - w_first
+    per = w_count[li]
+    total = int(per.sum())
+    blocked = [np.zeros(len(li), dtype=bool), np.zeros(len(li), dtype=bool)]
+    limited_hits: list[list[tuple[IntArray, FloatArray]]] = [[], []]
+    cum = np.concatenate([[0], np.cumsum(per)])
+    bounds = np.searchsorted(cum, np.arange(0, total + _CHUNK_ROWS, _CHUNK_ROWS))
+    bounds = np.unique(np.clip(bounds, 0, len(li)))
+    for k0, k1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        c = per[k0:k1]
+        line = np.repeat(np.arange(k0, k1), c)
+        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        row = w_first[li[line]] + within
+        w = wi[row]
+        s, e = starts[line], ends[line]
+        wxy = blk.xy[w]
+        hit = kernel.cross_paired(s, e, wxy)
+        line, w, s, e, wxy, row = line[hit], w[hit], s[hit], e[hit], wxy[hit], row[hit]
+        stops = blk.stops[w]
+        for k in (0, 1):
+            blocked[k][line[stops]] = True
+        rest = np.flatnonzero(~stops)
+        if len(rest) == 0:
+            continue
+        wr, wxr = w[rest], wxy[rest]
+        frac = wall_crossing(s[rest], e[rest], wxr)
+        it = bi[row[rest]]
+        lo, hi = sheet(frac, ext[0][it], ext[1][it], ext[2][it], ext[3][it])
+        _, whole = band_meets(blk.bottom[wr], blk.top[wr], lo, hi)
+        lim = blk.limited[wr]
+        one_way = blk.direction[wr] != Direction.BOTH
+        for k, origin in ((0, s[rest]), (1, e[rest])):
+            facing = np.ones(len(rest), dtype=bool)
+            if one_way.any():
+                side = kernel.foundry_side(wxr[one_way], origin[one_way])
+                facing[one_way] = side != blk.direction[wr][one_way]
+            fills = facing & whole
+            blocked[k][line[rest[fills & ~lim]]] = True
+            sel = fills & lim
+            if sel.any():
+                limited_hits[k].append((line[rest[sel]], np.round(frac[sel], 9)))
+    for k in (0, 1):
+        if limited_hits[k]:
+            ln = np.concatenate([h[0] for h in limited_hits[k]])
+            where = np.concatenate([h[1] for h in limited_hits[k]])
+            order = np.lexsort((where, ln))
+            ln, where = ln[order], where[order]
+            new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
+            blocked[k] |= np.bincount(ln[new], minlength=len(li)) >= 2
+    return blocked[0], blocked[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Spaces:
+    """Every creature's space as convex rings (a square creature's, or an area origin's,
+    one; a creature on a hex grid one per hex of its footprint), a hair inside: rings
+    (K, V, 2), creature c's rings first[c] .. first[c] + count[c]."""
+
+    rings: FloatArray
+    first: IntArray
+    count: IntArray
+
+
+def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
+    """The tracer's creatures' spaces as `Spaces`: their boxes on a square grid, their hex
+    footprints' hexes on a hex grid, each moved `inset_px` towards its centre (as the rules'
+    sample points are)."""
+    n = len(tracer.creatures)
+    if tracer.creature_polys is None:
+        return Spaces(box_rings(tracer.boxes.reshape(-1, 4), inset_px),
+                      np.arange(n, dtype=np.intp), np.ones(n, dtype=np.intp))
+    verts = tracer.cell_verts
+    centre = verts.mean(axis=1, keepdims=True)
+    d = centre - verts
+    dist = np.hypot(d[..., 0], d[..., 1])[..., None]
+    moved = verts + d / np.maximum(dist, 1e-12) * np.minimum(inset_px, dist)
+    return Spaces(moved, tracer.cell_start, tracer.cell_count)
+
+
+def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
+                         origin: tuple[float, float] | None = None) -> BoolArray:
+    """Per pair (a[k], t[k]) of the tracer's creatures: `line_of_effect` from a's space to
+    t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
+    attacker's vertical extent (an area's origin). Each unordered pair is looked at once,
+    both ways."""
+    out = np.zeros(len(a), dtype=bool)
+    if len(a) == 0:
+        return out
+    n = len(tracer.creatures)
+    if origin is None:
+        lo, hi = np.minimum(a, t), np.maximum(a, t)
+    else:
+        lo, hi = a, t
+    keys, back = np.unique(lo * n + hi, return_inverse=True)
+    back = back.reshape(-1)
+    ua, ut = keys // n, keys % n
+    ca, ct = spaces.count[ua], spaces.count[ut]
+    per = ca * ct
+    pair = np.repeat(np.arange(len(ua)), per)
+    within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    ra = spaces.first[ua][pair] + within // ct[pair]
+    rt = spaces.first[ut][pair] + within % ct[pair]
+    aa, tt = ua[pair], ut[pair]
+    if origin is None:
+        a_elev, a_tall = tracer.elev[aa], tracer.tall[aa]
+    else:
+        a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
+    fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
+                                   a_tall, tracer.elev[tt], tracer.tall[tt])
+    seen_f = np.zeros(len(ua), dtype=bool)
+    seen_b = np.zeros(len(ua), dtype=bool)
+    seen_f[pair[fwd]] = True
+    seen_b[pair[bwd]] = True
+    out = np.where(a == ua[back], seen_f[back], seen_b[back])
+    return out
