@@ -60,8 +60,8 @@ from rulesets.base import (
     in_reach_by_mode,
     pair_indices,
 )
-from rulesets.corner import shadow_polygons
 from rulesets.obstacles import wall_roles
+from rulesets.shadows import shadow_polygons
 
 M = Modifier
 _AREA = "vs area effects"
