@@ -169,16 +169,6 @@ def _pairs_within(group: IntArray, n_groups: int) -> tuple[IntArray, IntArray]:
     return i.astype(np.intp), (i + 1 + within).astype(np.intp)
 
 
-def _expand(group: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
-    """For items each of one group: every (item, member of its group) pair, where the
-    groups' members are numbered contiguously (members of group g: starts[g] ...)."""
-    starts = np.cumsum(counts) - counts
-    c = counts[group]
-    item = np.repeat(np.arange(len(group)), c)
-    member = np.repeat(starts[group], c) + (np.arange(len(item)) - np.repeat(np.cumsum(c) - c, c))
-    return item.astype(np.intp), member.astype(np.intp)
-
-
 def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
     """Distance along unit rays u (from the origin) to the lines through x with direction
     d (rows paired)."""
@@ -219,9 +209,16 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     A = a - p[seg_req]
     B = b - p[seg_req]
     D = B - A
+    # Each segment's angular span within its body's cone (a segment passing behind p is
+    # given the whole cone: the ray tests below settle it).
+    aa, ab = angle(seg_req, A), angle(seg_req, B)
+    s_lo, s_hi = np.minimum(aa, ab), np.maximum(aa, ab)
+    behind = s_hi - s_lo > np.pi
+    s_lo = np.where(behind, lo[seg_req], np.maximum(s_lo, lo[seg_req]))
+    s_hi = np.where(behind, hi[seg_req], np.minimum(s_hi, hi[seg_req]))
     # Breakpoints: body corners, segment ends, segment x body side, segment x segment.
     bp_r = [rr, seg_req, seg_req]
-    bp_t = [phi.reshape(-1), angle(seg_req, A), angle(seg_req, B)]
+    bp_t = [phi.reshape(-1), aa, ab]
     edge0 = v
     edge_d = np.roll(v, -1, axis=1) - v
     sr = np.repeat(np.arange(len(seg_req)), k)
@@ -232,6 +229,9 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     bp_r.append(req_e[hit])
     bp_t.append(angle(req_e[hit], pt))
     i, j = _pairs_within(seg_req, n)
+    # Only segments whose spans overlap can cross where it matters.
+    overlap = (s_lo[i] <= s_hi[j]) & (s_lo[j] <= s_hi[i])
+    i, j = i[overlap], j[overlap]
     if len(i):
         hit, pt = _segments_cross(A[i], D[i], A[j], D[j])
         bp_r.append(seg_req[i][hit])
@@ -271,9 +271,13 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     rin, rout = near_d.max(axis=1), far_d.min(axis=1)
     ne0, ned = edge0[ir, near_e], edge_d[ir, near_e]
     fe0, fed = edge0[ir, far_e], edge_d[ir, far_e]
-    # Each interval against each segment of its request: distance along the middle ray.
-    counts = np.bincount(seg_req, minlength=n)
-    it, sg = _expand(ir, counts)
+    # Each segment against the intervals within its span (found by merging the spans'
+    # ends into the sorted intervals): distance along each interval's middle ray.
+    first = _count_before(ir, tm, seg_req, s_lo, strict=True)
+    last = _count_before(ir, tm, seg_req, s_hi, strict=False)
+    reps = np.maximum(last - first, 0)
+    sg = np.repeat(np.arange(len(seg_req)), reps)
+    it = np.repeat(first, reps) + (np.arange(len(sg)) - np.repeat(np.cumsum(reps) - reps, reps))
     den = _cross(um[it], D[sg])
     with np.errstate(divide="ignore", invalid="ignore"):
         tt = _cross(A[sg], D[sg]) / den
@@ -305,6 +309,25 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     return out
 
 
+def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray,
+                  strict: bool) -> IntArray:
+    """For each query (request, angle): the index, among intervals sorted by (request,
+    middle angle), of the first interval of that request whose middle is at (strict: or
+    after) the angle... precisely, the number of intervals before it in that order."""
+    m, nq = len(ir), len(q_req)
+    req = np.concatenate([ir, q_req])
+    ang = np.concatenate([tm, q_t])
+    # Ties: a query for the start of a span sorts before an interval at its angle, one for
+    # the end after it.
+    tie = np.concatenate([np.ones(m), np.full(nq, 0.0 if strict else 2.0)])
+    order = np.lexsort((tie, ang, req))
+    is_interval = order < m
+    before: IntArray = np.cumsum(is_interval) - is_interval
+    out = np.empty(nq, dtype=np.intp)
+    out[order[~is_interval] - m] = before[~is_interval]
+    return out
+
+
 def _segments_cross(a0: FloatArray, ad: FloatArray, b0: FloatArray, bd: FloatArray,
                     ) -> tuple[BoolArray, FloatArray]:
     """Where segments a0 + s ad and b0 + u bd (rows paired) cross or touch (not parallel),
@@ -327,3 +350,4 @@ def point_segment_distance(p: FloatArray, seg: FloatArray) -> FloatArray:
     closest = a + d * np.clip(u, 0.0, 1.0)[:, None]
     out: FloatArray = np.hypot(p[:, 0] - closest[:, 0], p[:, 1] - closest[:, 1])
     return out
+
