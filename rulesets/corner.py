@@ -52,6 +52,7 @@ from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 from rulesets.shadows import (
+    front_sides,
     grouped_union,
     hidden_areas,
     hulls,
@@ -836,6 +837,7 @@ class CornerEngine:
         req: list[IntArray] = []
         key: list[IntArray] = []
         segs: list[FloatArray] = []
+        groups: list[IntArray] = []
         banded_at: tuple[IntArray, IntArray] | None = None
         n_walls = len(tr.walls)
         if n_walls:
@@ -854,6 +856,7 @@ class CornerEngine:
                 req.append(r[keep])
                 key.append(n_walls + w[keep])
                 segs.append(tr.wall_xy[w[keep]])
+                groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
                 banded = facing & ~flat
                 if banded.any():
                     banded_at = (r[banded], w[banded])
@@ -864,9 +867,11 @@ class CornerEngine:
             req.append(rs)
             key.append(2 * n_walls + order * (1 << 40) + np.arange(len(rs), dtype=np.intp))
             segs.append(sides)
+            groups.append(np.full(len(rs), order, dtype=np.intp))
         seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
         seg_key = np.concatenate(key) if key else np.empty(0, dtype=np.intp)
         seg = np.concatenate(segs) if segs else np.empty((0, 4))
+        seg_group = np.concatenate(groups) if groups else np.empty(0, dtype=np.intp)
         # Which requests the exact sum cannot take: a truncated shadow, the point inside
         # (or on) a region whose part of the square counts whole, or on a segment.
         slow = np.zeros(n, dtype=bool)
@@ -882,13 +887,19 @@ class CornerEngine:
         fast = ~slow
         if len(seg) and fast.any():
             on = fast[seg_req]
+            # Of a region's sides, those whose outer face the point sees are enough (the
+            # point is outside the region on these requests).
+            for order, k in enumerate(shading):
+                mine = np.flatnonzero(on & (seg_group == order))
+                on[mine] = front_sides(tr.region_polys[k], seg_req[mine], seg[mine], p)
             renum = np.cumsum(fast) - 1
             sel = np.flatnonzero(fast)
             sr = renum[seg_req[on]]
             by_req = np.argsort(sr, kind="stable")
             s = seg[on][by_req]
             hidden = hidden_areas(p[sel], corners4[sel], sr[by_req], s[:, 0:2], s[:, 2:4],
-                                  np.ones(len(s)), np.ones(1))[:, 0]
+                                  np.ones(len(s)), np.ones(1),
+                                  seg_group[on][by_req])[:, 0]
             area = (boxes[sel, 2] - boxes[sel, 0]) * (boxes[sel, 3] - boxes[sel, 1])
             out[sel] = 1.0 - hidden / area
         if slow.any():

@@ -61,7 +61,13 @@ from rulesets.base import (
     pair_indices,
 )
 from rulesets.obstacles import wall_roles
-from rulesets.shadows import hidden_areas, meeting, shadow_polygons, wall_lines
+from rulesets.shadows import (
+    front_sides,
+    hidden_areas,
+    meeting,
+    shadow_polygons,
+    wall_lines,
+)
 
 M = Modifier
 _AREA = "vs area effects"
@@ -592,6 +598,7 @@ class RealmsContext:
         req: list[IntArray] = []
         segs: list[FloatArray] = []
         weights: list[FloatArray] = []
+        groups: list[IntArray] = []
         if len(tr.walls):
             lines, tree = wall_lines(tr.walls, tr.wall_xy)
             r, w = meeting(tree, hull)
@@ -614,7 +621,8 @@ class RealmsContext:
                 req.append(r[keep])
                 segs.append(tr.wall_xy[w[keep]])
                 weights.append(weight[keep])
-        for region, poly in zip(tr.regions, tr.region_polys, strict=True):
+                groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
+        for number, (region, poly) in enumerate(zip(tr.regions, tr.region_polys, strict=True)):
             hides_r = Realms.REGION_HIDES[region.kind]
             if hides_r <= 0:
                 continue
@@ -626,23 +634,29 @@ class RealmsContext:
             rs = eligible[rs]
             far = shapely.distance(shapely.linestrings(sides.reshape(-1, 2, 2)),
                                    points[rs]) > 1e-6
+            # The viewpoint is outside the region: the sides whose outer face it sees
+            # cast every shadow the others would.
+            far &= front_sides(poly, rs, sides, p)
             req.append(rs[far])
             segs.append(sides[far])
             weights.append(np.full(int(far.sum()), hides_r))
+            groups.append(np.full(int(far.sum()), number, dtype=np.intp))
         seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
         seg = np.concatenate(segs) if segs else np.empty((0, 4))
         seg_w = np.concatenate(weights) if weights else np.empty(0)
+        seg_g = np.concatenate(groups) if groups else np.empty(0, dtype=np.intp)
         covered = np.zeros(n)
         fast = ~slow
         live = fast[seg_req] & (seg_w > 0)
         if live.any():
-            seg_req, seg, seg_w = seg_req[live], seg[live], seg_w[live]
+            seg_req, seg, seg_w, seg_g = seg_req[live], seg[live], seg_w[live], seg_g[live]
             levels = np.unique(seg_w)[::-1]
             # One request per cell of the target; each cell sees its request's segments.
             cell_ok = fast[cell_req]
             cr, cat = cell_req[cell_ok], cell_at[cell_ok]
             seg_order = np.argsort(seg_req, kind="stable")
-            seg_req, seg, seg_w = seg_req[seg_order], seg[seg_order], seg_w[seg_order]
+            seg_req, seg, seg_w, seg_g = (seg_req[seg_order], seg[seg_order],
+                                          seg_w[seg_order], seg_g[seg_order])
             sc = np.bincount(seg_req, minlength=n)
             s_start = np.cumsum(sc) - sc
             cell_seg_n = sc[cr]
@@ -651,7 +665,7 @@ class RealmsContext:
                 np.arange(len(cell_of)) - np.repeat(np.cumsum(cell_seg_n) - cell_seg_n,
                                                     cell_seg_n))
             hidden = hidden_areas(p[cr], self._cells[cat], cell_of, seg[seg_of, 0:2],
-                                  seg[seg_of, 2:4], seg_w[seg_of], levels)
+                                  seg[seg_of, 2:4], seg_w[seg_of], levels, seg_g[seg_of])
             step = levels - np.append(levels[1:], 0.0)
             per_cell = hidden @ step
             total = np.zeros(n)

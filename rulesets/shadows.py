@@ -158,15 +158,25 @@ def _cross(u: FloatArray, v: FloatArray) -> FloatArray:
     return out
 
 
-def _pairs_within(group: IntArray, n_groups: int) -> tuple[IntArray, IntArray]:
-    """Every (i, j), i < j, of items of one group (items sorted by group)."""
-    counts = np.bincount(group, minlength=n_groups)
-    starts = np.cumsum(counts) - counts
-    pos = np.arange(len(group)) - starts[group]
-    after = counts[group] - pos - 1
-    i = np.repeat(np.arange(len(group)), after)
+def _pairs_within(group: IntArray, block: IntArray, n_groups: int,
+                  ) -> tuple[IntArray, IntArray]:
+    """Every (i, j) of items of one group (items sorted by group) that are not both of one
+    block (a block >= 0: sides of one ring, which never cross but at their ends)."""
+    # Within each group, items by block, every item of no block (-1) a block of its own.
+    own = np.where(block < 0, -1 - np.arange(len(group)), block)
+    perm = np.lexsort((own, group))
+    g, o = group[perm], own[perm]
+    counts = np.bincount(g, minlength=n_groups)
+    ends = np.cumsum(counts)
+    # Where each item's block ends: the next item of another block or group.
+    change = np.flatnonzero((g[1:] != g[:-1]) | (o[1:] != o[:-1])) + 1
+    block_end = np.append(change, len(g))[np.searchsorted(change, np.arange(len(g)),
+                                                          side="right")]
+    after = ends[g] - block_end
+    i = np.repeat(np.arange(len(g)), after)
     within = np.arange(len(i)) - np.repeat(np.cumsum(after) - after, after)
-    return i.astype(np.intp), (i + 1 + within).astype(np.intp)
+    j = np.repeat(block_end, after) + within
+    return perm[i].astype(np.intp), perm[j].astype(np.intp)
 
 
 def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
@@ -178,7 +188,8 @@ def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
 
 
 def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArray,
-                 b: FloatArray, weight: FloatArray, levels: FloatArray) -> FloatArray:
+                 b: FloatArray, weight: FloatArray, levels: FloatArray,
+                 group: IntArray | None = None) -> FloatArray:
     """Per request r (viewpoint p[r], a convex body with vertices body[r] (R, K, 2), in ring
     order) and threshold levels[l] (descending): the area of the body hidden from p by the
     union of the shadows of the request's segments (rows of seg_req, a-b, weight) with a
@@ -187,7 +198,9 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     (between the angles of body corners, segment ends and the crossings of segments with
     each other and with the body's sides) in each of which the hidden part lies between two
     fixed lines, a sum of triangles. The caller keeps p outside each body and off every
-    segment's line through it."""
+    segment's line through it. Segments of one `group` (>= 0: the sides of one simple
+    ring) meet only at their ends, which are breakpoints already: their crossings are not
+    looked for."""
     n, k = len(p), body.shape[1]
     n_levels = len(levels)
     out: FloatArray = np.zeros((n, n_levels))
@@ -228,7 +241,8 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     hit, pt = _segments_cross(A[sr], D[sr], e0, ed)
     bp_r.append(req_e[hit])
     bp_t.append(angle(req_e[hit], pt))
-    i, j = _pairs_within(seg_req, n)
+    i, j = _pairs_within(seg_req, np.full(len(seg_req), -1, dtype=np.intp)
+                         if group is None else group, n)
     # Only segments whose spans overlap can cross where it matters.
     overlap = (s_lo[i] <= s_hi[j]) & (s_lo[j] <= s_hi[i])
     i, j = i[overlap], j[overlap]
@@ -351,3 +365,17 @@ def point_segment_distance(p: FloatArray, seg: FloatArray) -> FloatArray:
     out: FloatArray = np.hypot(p[:, 0] - closest[:, 0], p[:, 1] - closest[:, 1])
     return out
 
+
+
+def front_sides(poly: shapely.Polygon, rows: IntArray, sides: FloatArray, p: FloatArray,
+                ) -> BoolArray:
+    """Per side of a region's polygon (rows paired with viewpoints p[rows]): whether p sees
+    its outer face. Seen from a point outside the polygon every ray enters it through such a
+    side before it leaves through any other, so the shadows of these sides alone are the
+    shadows of all of them (a simple ring; any other keeps every side)."""
+    if not (poly.is_valid and poly.geom_type == "Polygon" and not poly.interiors):
+        return np.ones(len(rows), dtype=bool)
+    turn = 1.0 if poly.exterior.is_ccw else -1.0
+    d = sides[:, 2:4] - sides[:, 0:2]
+    out: BoolArray = _cross(d, p[rows] - sides[:, 0:2]) * turn < 0
+    return out
