@@ -74,6 +74,8 @@ MOVE_RULESETS = ("dnd35", "degrees", "pf2")
 PARITY_CONFIGS = [(100, 1000, False), (100, 1000, True), (200, 5000, False),
                   (200, 5000, True)]
 QUICK_PARITY_CONFIGS = [(40, 200, False)]
+#: Above this tokens x walls, one run per figure and a smaller equality sample.
+PARITY_BIG = 200_000
 #: Within this factor of dnd35 on squares (issue 15, item 1).
 TARGET_PARITY = 1.5
 
@@ -222,6 +224,10 @@ def run_plan(plan: Plan) -> None:
                 args.append("--dressed")
             if plan.quick:
                 args += ["--max-runs", "1", "--kinds", "2"]
+            elif tokens * walls > PARITY_BIG:
+                # One run each and a smaller equality sample: a cold realms matrix there
+                # takes tens of seconds.
+                args += ["--max-runs", "1", "--sample-targets", "3"]
             res = _worker(plan, "bench.parity", args, what)
             res.update(tokens=tokens, walls=walls, dressed=dressed)
             r["parity"].append(res)

@@ -74,13 +74,13 @@ def _compare(fast: Sequence[Annotation], ref: Sequence[Annotation]) -> tuple[int
 
 
 def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: int,
-                   full_reference: bool) -> Result:
+                   full_reference: bool, sample_targets: int = SAMPLE_TARGETS) -> Result:
     out: Result = {}
     n = len(geom.creatures)
     ids = [c.id for c in geom.creatures]
     rng = random.Random(seed)
     targets = list(range(n)) if full_reference else sorted(rng.sample(range(n),
-                                                                      min(n, SAMPLE_TARGETS)))
+                                                                      min(n, sample_targets)))
     sample = [(ids[a], ids[t]) for t in targets for a in range(n) if a != t]
     movers = [(7 * m + 3) % n for m in range(MOVES)]
     for name in names:
@@ -95,12 +95,11 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
             times, anns = timed_runs(full, max_runs)
             row["full_s"] = statistics.median(times)
             row["full_times"] = times
-            # One move at a time, each from the scene before it (warm, as the server is).
+            # One move at a time, each from the scene before it (warm from the full matrix
+            # just measured, as the server is after a subscription).
             move_times, compared, mismatches, examples, sizes = [], 0, 0, [], []
             ref = _reference(ruleset)
             for k in movers:
-                _cold(name)
-                ruleset.evaluate(geom, opts)
                 after = moved(geom, k)
                 affected = affected_pairs(geom, after)
                 pairs = sorted(affected) if affected is not None else None
@@ -139,7 +138,8 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
 
 
 def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequence[GridKind],
-            max_runs: int = 3, full_reference: bool = False) -> Result:
+            max_runs: int = 3, full_reference: bool = False,
+            sample_targets: int = SAMPLE_TARGETS) -> Result:
     geom = generate(tokens, walls, seed).geom
     if dressed:
         geom = dress(geom, seed)
@@ -149,11 +149,13 @@ def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequenc
                    "layouts": {}}
     # Warm up (imports, caches of the geometry modules) before anything is timed.
     REGISTRY.get("dnd35").evaluate(generate(8, 20, seed).geom, REGISTRY.get("dnd35").Options())
+    out["sample_targets"] = sample_targets
     out["layouts"]["SQUARE"] = measure_layout(geom, SQUARE_RULESETS, seed, max_runs,
-                                              full_reference)
+                                              full_reference, sample_targets)
     for kind in kinds:
         out["layouts"][kind.name] = measure_layout(on_hex(geom, kind, seed), HEX_RULESETS,
-                                                   seed, max_runs, full_reference)
+                                                   seed, max_runs, full_reference,
+                                                   sample_targets)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
@@ -167,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kinds", type=int, nargs="*", default=[int(k) for k in DEFAULT_HEX],
                    help="hex layouts (2-5: Foundry's hex grid types)")
     p.add_argument("--max-runs", type=int, default=3)
+    p.add_argument("--sample-targets", type=int, default=SAMPLE_TARGETS,
+                   help="targets of the sampled equality check (every attacker against each)")
     p.add_argument("--full-reference", action="store_true",
                    help="check every target against the reference (slow), not a sample")
     p.add_argument("--out", required=True)
@@ -174,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_process()  # as the server runs (server/memory.py)
     kinds = [k for k in HEX_KINDS if int(k) in args.kinds]
     result = measure(args.tokens, args.walls, args.seed, dressed=args.dressed, kinds=kinds,
-                     max_runs=args.max_runs, full_reference=args.full_reference)
+                     max_runs=args.max_runs, full_reference=args.full_reference,
+                     sample_targets=args.sample_targets)
     with open(args.out, "w") as fh:
         json.dump(result, fh)
     return 0

@@ -118,10 +118,11 @@ def hulls(points: FloatArray, corners: FloatArray) -> npt.NDArray[np.object_]:
 
 def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_]) -> tuple[IntArray, IntArray]:
     """(row, item) pairs of the tree's items that meet each area, sorted by row then item
-    (the order a per-row computation sees them in)."""
+    (the order a per-row computation sees them in); the areas are prepared first."""
     if len(areas) == 0:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty
+    shapely.prepare(areas)
     row, item = tree.query(areas, predicate="intersects")
     order = np.lexsort((item, row))
     return row[order].astype(np.intp), item[order].astype(np.intp)
@@ -379,3 +380,4 @@ def front_sides(poly: shapely.Polygon, rows: IntArray, sides: FloatArray, p: Flo
     d = sides[:, 2:4] - sides[:, 0:2]
     out: BoolArray = _cross(d, p[rows] - sides[:, 0:2]) * turn < 0
     return out
+
