@@ -886,6 +886,11 @@ def parity_targets(parity: list[Result]) -> list[Target]:
                 worst_full = (full, where)
             if move is not None and move > worst_move[0]:
                 worst_move = (move, where)
+    if not worst_full[1] and not worst_move[1]:
+        failed = ", ".join(f"{_degrees_scene(m)}: {m.get('error', 'no figures')}"
+                           for m in parity)
+        return [Target(f"every ruleset on every grid within {TARGET_PARITY:g}x of dnd35 on "
+                       "squares", "not measured", failed)]
     detail = (f"worst full matrix {worst_full[0]:.2f}x ({worst_full[1]}), worst move "
               f"{worst_move[0]:.2f}x ({worst_move[1]})")
     if over:

@@ -884,6 +884,13 @@ class CornerEngine:
         if len(seg):
             near = point_segment_distance(p[seg_req], seg) <= 1e-6
             slow[seg_req[near]] = True
+        # A point (nearly) on the square's border sees it across (nearly) half a turn: the
+        # angular sum is ill-conditioned there, the union settles it.
+        v = corners4 - p[:, None, :]
+        mid = v.mean(axis=1)
+        cos = np.einsum("rkj,rj->rk", v, mid) / np.maximum(
+            np.hypot(v[..., 0], v[..., 1]) * np.hypot(mid[:, 0], mid[:, 1])[:, None], 1e-300)
+        slow |= cos.min(axis=1) < 0.5
         fast = ~slow
         if len(seg) and fast.any():
             on = fast[seg_req]
