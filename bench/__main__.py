@@ -19,7 +19,11 @@ measured in the same run, on the same scenes):
 - centre-line rulesets: degrees and pf2 full matrix next to dnd35's on the same scenes
   (plain and dressed with the third dimension, terrain, water and mounts), against their
   pair-by-pair `reference` (the "before" figure, and an equality check of the whole
-  matrix), and one move through the Core in each of the three rulesets (bench/degrees.py).
+  matrix), and one move through the Core in each of the three rulesets (bench/degrees.py);
+- parity: every ruleset on every grid (pf1, degrees, pf2, realms on squares; degrees, pf2,
+  realms on a row and a column hex layout) next to dnd35 on squares, full matrix and one
+  move, on 100x1,000 and 200x5,000, plain and dressed, as ratios to dnd35 measured in the
+  same worker, each checked against its pair-by-pair `reference` (bench/parity.py).
 
 Each full-matrix size and each Core figure runs in a worker process under a memory limit
 (--mem-limit-gb) and a timeout, so a blow-up is reported instead of taking the machine
@@ -66,6 +70,14 @@ DEGREES_CONFIGS = [(50, 300, False), (100, 1000, False), (100, 1000, True),
 QUICK_DEGREES_CONFIGS = [(50, 300, False), (50, 300, True)]
 REFERENCE_MAX = 2e7
 MOVE_RULESETS = ("dnd35", "degrees", "pf2")
+#: Every ruleset on every grid next to dnd35: (tokens, walls, dressed).
+PARITY_CONFIGS = [(100, 1000, False), (100, 1000, True), (200, 5000, False),
+                  (200, 5000, True)]
+QUICK_PARITY_CONFIGS = [(40, 200, False)]
+#: Above this tokens x walls, one run per figure and a smaller equality sample.
+PARITY_BIG = 200_000
+#: Within this factor of dnd35 on squares (issue 15, item 1).
+TARGET_PARITY = 1.5
 
 TARGET_NAIVE = 100.0
 TARGET_BRUTE = 2.0
@@ -79,6 +91,7 @@ class Plan:
     sections: set[str]
     configs: list[tuple[int, int]]
     degrees_configs: list[tuple[int, int, bool]]
+    parity_configs: list[tuple[int, int, bool]]
     seed: int
     live_tokens: int
     live_walls: int
@@ -200,6 +213,24 @@ def run_plan(plan: Plan) -> None:
             r["degrees"]["move"][name] = _worker(
                 plan, "bench.live", ["move", *live_args, "--moves", str(plan.core_moves),
                                      "--ruleset", name], f"move {name}")
+    if "parity" in plan.sections:
+        r["parity"] = []
+        for tokens, walls, dressed in plan.parity_configs:
+            what = f"{tokens} tokens x {walls} walls" + (", dressed" if dressed else "")
+            _say(f"[bench] every ruleset on every grid next to dnd35, {what} ...")
+            _load(plan, f"parity {tokens}x{walls}" + (" dressed" if dressed else ""))
+            args = ["--tokens", str(tokens), "--walls", str(walls), "--seed", str(plan.seed)]
+            if dressed:
+                args.append("--dressed")
+            if plan.quick:
+                args += ["--max-runs", "1", "--kinds", "2"]
+            elif tokens * walls > PARITY_BIG:
+                # One run each and a smaller equality sample: a cold realms matrix there
+                # takes tens of seconds.
+                args += ["--max-runs", "1", "--sample-targets", "3"]
+            res = _worker(plan, "bench.parity", args, what)
+            res.update(tokens=tokens, walls=walls, dressed=dressed)
+            r["parity"].append(res)
     if "compression" in plan.sections:
         _load(plan, "compression")
         _say(f"[bench] permessage-deflate on/off, {plan.clients} clients ...")
@@ -450,6 +481,7 @@ def targets(plan: Plan) -> list[Target]:
                           "scene (our own yardstick, not an issue target)",
                           "not met" if slower else "met",
                           (f"slower: {', '.join(slower)}; " if slower else "") + detail))
+    out += parity_targets(r.get("parity", []))
     big = [m for m in matrix if (m["tokens"], m["walls"]) == (200, 5000)]
     if big:
         t = _engine_s(big[0])
@@ -509,6 +541,19 @@ def problems(plan: Plan) -> tuple[list[str], list[str]]:
         elif not move.get("view_matches_fresh", True):
             wrong.append(f"move {name}: the subscriber's view differs from a fresh evaluation "
                          f"in {move['view_mismatches']} annotations")
+    for m in plan.results.get("parity", []):
+        name = _degrees_scene(m)
+        if "error" in m:
+            failed.append(f"parity {name}: {m['error']}")
+        for layout, rows in m.get("layouts", {}).items():
+            for ruleset, res in rows.items():
+                if "error" in res:
+                    failed.append(f"parity {name} {layout} {ruleset}: {res['error']} (at "
+                                  f"{res.get('where')})")
+                if res.get("mismatches"):
+                    wrong.append(f"{ruleset} {layout} {name}: {res['mismatches']} of "
+                                 f"{res['compared']} annotations differ from the reference; "
+                                 f"e.g. {res['examples'][:1]}")
     for name in ("memory", "e2e", "compression"):
         res = plan.results.get(name)
         if res is not None and "error" in res:
@@ -714,6 +759,9 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
     if deg:
         lines += _degrees_report(deg)
 
+    if r.get("parity"):
+        lines += _parity_report(r["parity"])
+
     comp = r.get("compression")
     if comp:
         lines += ["## permessage-deflate", ""]
@@ -803,14 +851,107 @@ def _degrees_report(deg: Result) -> list[str]:
     return lines
 
 
+def _parity_ratios(m: Result) -> list[tuple[str, str, float | None, float | None]]:
+    """(layout, ruleset, full-matrix ratio, move ratio) to dnd35 on squares, one scene."""
+    layouts = m.get("layouts", {})
+    base = layouts.get("SQUARE", {}).get("dnd35", {})
+    out = []
+    for layout, rows in layouts.items():
+        for name, res in rows.items():
+            if layout == "SQUARE" and name == "dnd35":
+                continue
+            full = (res["full_s"] / base["full_s"]) if "full_s" in res and base.get("full_s") \
+                else None
+            move = (res["move_s"] / base["move_s"]) if "move_s" in res and base.get("move_s") \
+                else None
+            out.append((layout, name, full, move))
+    return out
+
+
+def parity_targets(parity: list[Result]) -> list[Target]:
+    if not parity:
+        return [Target(f"every ruleset on every grid within {TARGET_PARITY:g}x of dnd35 on "
+                       "squares", "not measured", "")]
+    over: list[str] = []
+    worst_full: tuple[float, str] = (0.0, "")
+    worst_move: tuple[float, str] = (0.0, "")
+    for m in parity:
+        scene = _degrees_scene(m)
+        for layout, name, full, move in _parity_ratios(m):
+            where = f"{name} {layout.lower()} {scene}"
+            for kind, v in (("matrix", full), ("move", move)):
+                if v is None or v > TARGET_PARITY:
+                    over.append(f"{where} {kind} {'n/a' if v is None else f'{v:.2f}x'}")
+            if full is not None and full > worst_full[0]:
+                worst_full = (full, where)
+            if move is not None and move > worst_move[0]:
+                worst_move = (move, where)
+    if not worst_full[1] and not worst_move[1]:
+        failed = ", ".join(f"{_degrees_scene(m)}: {m.get('error', 'no figures')}"
+                           for m in parity)
+        return [Target(f"every ruleset on every grid within {TARGET_PARITY:g}x of dnd35 on "
+                       "squares", "not measured", failed)]
+    detail = (f"worst full matrix {worst_full[0]:.2f}x ({worst_full[1]}), worst move "
+              f"{worst_move[0]:.2f}x ({worst_move[1]})")
+    if over:
+        detail += f"; over {TARGET_PARITY:g}x: " + ", ".join(over)
+    return [Target(f"every ruleset on every grid within {TARGET_PARITY:g}x of dnd35 on squares "
+                   "(full matrix and one move; issue 15 item 1)",
+                   "not met" if over else "met", detail)]
+
+
+def _parity_report(parity: list[Result]) -> list[str]:
+    lines = [
+        "## Every ruleset on every grid next to dnd35 on squares", "",
+        "bench/parity.py, one worker per scene: the full matrix (every ordered pair, melee + "
+        "reach + ranged) through `evaluate` from cold (realms' table of covered fractions "
+        "emptied before each run, as on a first subscription), median of the runs in "
+        "parentheses; one move: a token steps one square (one hex) and the pairs "
+        "`affected_pairs` names, widened by the ruleset, are evaluated on the scene after it "
+        "(warm from the scene before it, as in the server), median of 3 movers. Ratios are "
+        "to dnd35 on squares in the same worker on the same scene (dressed: bench/dressing.py, "
+        "GM floors left out). Equality: `evaluate` against the ruleset's pair-by-pair "
+        "`reference` (pf1: each visible fraction from its own Shapely union; realms: each "
+        "covered fraction from its own Shapely shadows), annotation by annotation, on every "
+        "attacker against a sample of targets and on every move's pairs.", "",
+        "| scene | grid | ruleset | full matrix | vs dnd35 | one move | vs dnd35 | reference "
+        "(sampled pairs) | fast = reference |",
+        "| --- | --- | --- | --- | ---: | --- | ---: | --- | --- |"]
+    for m in parity:
+        scene = _degrees_scene(m)
+        if "error" in m and "layouts" not in m:
+            lines.append(f"| {scene} | | | FAILED: {m['error']} | | | | | |")
+            continue
+        ratios = {(lay, name): (f, mv) for lay, name, f, mv in _parity_ratios(m)}
+        for layout, rows in m.get("layouts", {}).items():
+            for name, res in rows.items():
+                if "error" in res:
+                    lines.append(f"| {scene} | {layout.lower()} | {name} | FAILED: "
+                                 f"{res['error']} | | | | | |")
+                    continue
+                full, move = ratios.get((layout, name), (1.0, 1.0))
+                eq = "n/a (the baseline)" if "compared" not in res else (
+                    f"MISMATCH {res['mismatches']}/{res['compared']}" if res["mismatches"]
+                    else f"equal {res['compared']}")
+                ref = (f"{_s(res['reference_s'])} ({res['reference_pairs']} pairs)"
+                       if "reference_s" in res else "")
+                lines.append(
+                    f"| {scene} | {layout.lower()} | {name} | {_s(res['full_s'])} "
+                    f"({len(res['full_times'])}) | {_x(full)} | {_ms(res['move_s'])} | "
+                    f"{_x(move)} | {ref} | {eq} |")
+    lines.append("")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few runs (a minute), to check everything works")
-    p.add_argument("--sections", default="matrix,move,memory,e2e,compression,degrees",
+    p.add_argument("--sections",
+                   default="matrix,move,memory,e2e,compression,degrees,parity",
                    help="comma-separated subset of matrix,move,memory,e2e,compression,"
-                        "degrees")
+                        "degrees,parity")
     p.add_argument("--configs", help="full-matrix sizes, e.g. 50x100,200x5000 "
                    "(default: 50/100/200 tokens x 100/1000/5000 walls)")
     p.add_argument("--seed", type=int, default=1)
@@ -839,13 +980,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         configs = QUICK_CONFIGS if quick else FULL_CONFIGS
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    unknown = sections - {"matrix", "move", "memory", "e2e", "compression", "degrees"}
+    unknown = sections - {"matrix", "move", "memory", "e2e", "compression", "degrees",
+                          "parity"}
     if unknown:
         p.error(f"unknown sections: {', '.join(sorted(unknown))}")
     out = Path(args.out) if args.out else (None if quick else RESULTS)
     plan = Plan(
         quick=quick, sections=sections, configs=configs,
-        degrees_configs=QUICK_DEGREES_CONFIGS if quick else DEGREES_CONFIGS, seed=args.seed,
+        degrees_configs=QUICK_DEGREES_CONFIGS if quick else DEGREES_CONFIGS,
+        parity_configs=QUICK_PARITY_CONFIGS if quick else PARITY_CONFIGS, seed=args.seed,
         live_tokens=50 if quick else 100, live_walls=300 if quick else 1000,
         clients=args.clients or (20 if quick else 50),
         core_moves=6 if quick else 20,

@@ -909,6 +909,21 @@ def polygon_sides_meeting(poly: shapely.Polygon, area: shapely.Geometry) -> Floa
     return take_rows(index.sides, idx.astype(np.intp))
 
 
+def polygon_sides_meeting_many(poly: shapely.Polygon, areas: npt.NDArray[Any],
+                               ) -> tuple[IntArray, FloatArray]:
+    """`polygon_sides_meeting` for many areas in one query: (area, side) rows, each area's
+    sides in ring order, areas in order."""
+    index = _polygon_index(poly)
+    if index.tree is None:
+        ring = np.asarray(poly.exterior.coords, dtype=np.float64)
+        sides = np.concatenate([ring[:-1], ring[1:]], axis=1)
+        which = np.repeat(np.arange(len(areas), dtype=np.intp), len(sides))
+        return which, np.tile(sides, (len(areas), 1))
+    row, side = index.tree.query(areas, predicate="intersects")
+    order = np.lexsort((side, row))
+    return row[order].astype(np.intp), take_rows(index.sides, side[order].astype(np.intp))
+
+
 def _enter_polygon(lines: npt.NDArray[Any], starts: FloatArray, ends: FloatArray,
                    poly: shapely.Polygon) -> IntArray:
     """Indices of the lines whose interior meets the polygon's interior.

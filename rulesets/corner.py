@@ -52,6 +52,17 @@ from geometry.trace import LOW_CODE, SOLID_CODE, BlockGroup, LineHits, Tracer
 from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
+from rulesets.shadows import (
+    front_sides,
+    grouped_union,
+    hidden_areas,
+    hulls,
+    meeting,
+    point_segment_distance,
+    shadow_polygons,
+    truncated_shadows,
+    wall_lines,
+)
 
 # Per-line levels, ordered by how much they help the target.
 NONE, SOFT, COVER, IMPROVED, TOTAL = 0, 1, 2, 3, 4
@@ -313,66 +324,33 @@ def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
     return pts[np.sort(first)]
 
 
-def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
-                    reach: float) -> FloatArray:
-    """Rings (N, 6, 2) of the shadows segments a-b cast from point p, out to `reach` (at least
-    as far as anything that matters). Each runs a, b, b's far point, a far point on the
-    bisector, a's far point: with the bisector point the far side never cuts into a shadow
-    that spans a wide angle (at most 90 degrees per far edge, so at 2x the distance it stays
-    beyond `reach`). A segment seen edge-on gives an empty (invalid) ring."""
-    ua, ub = a - p, b - p
-    la = np.hypot(ua[:, 0], ua[:, 1])[:, None]
-    lb = np.hypot(ub[:, 0], ub[:, 1])[:, None]
-    ua, ub = ua / np.maximum(la, 1e-12), ub / np.maximum(lb, 1e-12)
-    far = 2.0 * reach
-    mid = ua + ub
-    norm = np.hypot(mid[:, 0], mid[:, 1])[:, None]
-    # Seen from a point on the segment itself the bisector vanishes: use the normal.
-    normal = np.column_stack([-ua[:, 1], ua[:, 0]])
-    mid = np.where(norm > 1e-9, mid / np.maximum(norm, 1e-12), normal)
-    # An end already beyond `far` is its own far point (recomputing it as p + u * |a - p|
-    # lands a rounding error away and makes the ring cross itself).
-    a_far = np.where(la >= far, a, p + ua * far)
-    b_far = np.where(lb >= far, b, p + ub * far)
-    m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
-    rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
-    return rings
+
+def _band_stretches_rows(bottom: FloatArray, top: FloatArray, a_elev: FloatArray,
+                         a_tall: FloatArray, t_elev: FloatArray, t_tall: FloatArray,
+                         ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """`geometry.vertical.band_stretches` with one pair of creatures per band (row-paired
+    arrays), equal to it row by row."""
+    b = np.where(np.isnan(bottom), -np.inf, bottom)
+    t = np.where(np.isnan(top), np.inf, top)
+    lo0, dlo = a_elev, t_elev - a_elev
+    hi0, dhi = a_elev + a_tall, t_elev + t_tall - a_elev - a_tall
+    meet = _where_positive_rows([(hi0 - b, dhi), (t - lo0, -dlo)], strict=True)
+    whole = _where_positive_rows([(lo0 - b, dlo), (t - hi0, -dhi)], strict=False)
+    return meet[0], meet[1], whole[0], whole[1]
 
 
-def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
-                      s1: FloatArray, reach: float) -> npt.NDArray[np.object_]:
-    """Polygons of the parts of the shadows segments a-b cast from p that lie where the
-    segment is crossed between s0 and s1 of the way from p (0 < s1 <= 1): the points q
-    whose line p-q crosses the segment at a fraction s of its length in [s0, s1], between
-    the segment scaled from p by 1 / s1 and by 1 / s0 (to `reach` when s0 is 0 or the far
-    edge lies beyond it)."""
-    ua, ub = a - p, b - p
-    near = 1.0 / s1[:, None]
-    na, nb = p + ua * near, p + ub * near
-    # How far from p the segment passes: its scaled copy at 1 / s0 is beyond `reach` when
-    # that distance times 1 / s0 is.
-    d = b - a
-    length2 = np.maximum(np.einsum("ij,ij->i", d, d), 1e-24)
-    u = np.clip(np.einsum("ij,ij->i", -ua, d) / length2, 0.0, 1.0)
-    closest = ua + d * u[:, None]
-    gap = np.hypot(closest[:, 0], closest[:, 1])
-    # The far scale is capped: a far edge that far out is beyond `reach` unless p is on
-    # the wall's line, where the shadow has no area anyway.
-    with np.errstate(divide="ignore", over="ignore"):
-        far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
-    open_end = (s0 <= 0) | (far * gap >= reach)
-    out = np.empty(len(a), dtype=object)
-    if open_end.any():
-        out[open_end] = shapely.polygons(shadow_polygons(p, na[open_end], nb[open_end],
-                                                         reach))
-    closed = ~open_end
-    if closed.any():
-        f = far[closed][:, None]
-        fa, fb = p + ua[closed] * f, p + ub[closed] * f
-        rings = np.stack([na[closed], nb[closed], fb, fa, na[closed]], axis=1)
-        out[closed] = shapely.polygons(rings)
-    return out
-
+def _where_positive_rows(terms: list[tuple[FloatArray, FloatArray]], strict: bool,
+                         ) -> tuple[FloatArray, FloatArray]:
+    """`geometry.vertical._where_positive` with a slope per row."""
+    s0: FloatArray = np.zeros(np.shape(terms[0][0]))
+    s1: FloatArray = np.ones_like(s0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for alpha, beta in terms:
+            ratio = -alpha / beta
+            s0 = np.where(beta > 0, np.maximum(s0, ratio), s0)
+            s1 = np.where(beta < 0, np.minimum(s1, ratio), s1)
+            s1 = np.where((beta == 0) & ~((alpha > 0) if strict else (alpha >= 0)), -1.0, s1)
+    return np.clip(s0, 0.0, 1.0), np.clip(s1, -1.0, 1.0)
 
 def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     """Where each wanted point sits in `points`."""
@@ -514,6 +492,10 @@ class CornerEngine:
         self._before_stacks: dict[tuple[str, tuple[int, ...]], _Stack] = {}
         self._moved: list[int] = []
         self._regions_on: dict[tuple[int, Box], shapely.Geometry] = {}
+        #: Measure visible fractions request by request (`visible_fraction`), as before
+        #: they were batched: the reference the batched path is checked against.
+        self.reference_shadows = False
+        self._visible: dict[tuple[int, int, tuple[float, float], Box], float] = {}
         kept = list(_LAST_STACKS)
         for grid, cs, stacks in kept:
             if grid != self.grid or len(cs) != len(self.cs):
@@ -806,6 +788,230 @@ class CornerEngine:
         hidden = shapely.union_all(np.concatenate([shadows, np.array(regions, dtype=object)]))
         hidden_area = float(shapely.area(shapely.intersection(hidden, target)))
         return 1.0 - hidden_area / float(target.area)
+
+    def measure_visible(self, requests: Sequence[tuple[int, int, tuple[float, float], Box]],
+                        ) -> None:
+        """Measure the visible fractions of these (attacker, target, corner, target square)
+        requests all at once, for `visible_of` to read back."""
+        todo = [q for q in dict.fromkeys(requests) if q not in self._visible]
+        if not todo or self.reference_shadows:
+            return
+        values = self.visible_fractions(
+            np.array([q[0] for q in todo], dtype=np.intp),
+            np.array([q[1] for q in todo], dtype=np.intp),
+            np.array([q[2] for q in todo], dtype=np.float64).reshape(-1, 2),
+            np.array([q[3] for q in todo], dtype=np.float64).reshape(-1, 4))
+        self._visible.update(zip(todo, values.tolist(), strict=True))
+
+    def visible_of(self, a: int, t: int, origin: tuple[float, float], box: Box) -> float:
+        """`visible_fraction`, measured with the batch `measure_visible` ran (or now)."""
+        if self.reference_shadows:
+            return self.visible_fraction(a, t, origin, box)
+        key = (a, t, origin, box)
+        if key not in self._visible:
+            self.measure_visible([key])
+        return self._visible[key]
+
+    def visible_fractions(self, a: IntArray, t: IntArray, origins: FloatArray,
+                          boxes: FloatArray) -> FloatArray:
+        """`visible_fraction` of many (attacker, target, corner, target square) requests at
+        once, equal to it request by request (to rounding): the walls that can shade each
+        square are found in the scene's wall index (those meeting the hull of the point and
+        the square: any other's shadow misses it), and the hidden area is measured exactly
+        by `rulesets.shadows.hidden_areas` (whole-array numpy, no polygon overlay). The few
+        requests it does not cover (a wall with a height band casting a truncated shadow,
+        the point inside a region or on a wall) unite their Shapely shadows as
+        `visible_fraction` does, in one GEOS call for all of them."""
+        tr = self.tracer
+        n = len(a)
+        out: FloatArray = np.ones(n)
+        if n == 0:
+            return out
+        a, t = a.astype(np.intp), t.astype(np.intp)
+        p = inset_many(origins[:, None, :], self._boxes(a))[:, 0, :]
+        corners4 = corners_many(boxes)
+        reach = 2.0 * np.max(np.hypot(corners4[..., 0] - p[:, None, 0],
+                                      corners4[..., 1] - p[:, None, 1]), axis=1) + 1.0
+        hull = hulls(p, corners4)
+        # Segments casting a shadow, as (request, order within the request, segment):
+        # plain walls' then region sides' (visible_fraction's order); banded walls apart.
+        req: list[IntArray] = []
+        key: list[IntArray] = []
+        segs: list[FloatArray] = []
+        groups: list[IntArray] = []
+        banded_at: tuple[IntArray, IntArray] | None = None
+        n_walls = len(tr.walls)
+        if n_walls:
+            _, tree = wall_lines(tr.walls, tr.wall_xy)
+            r, w = meeting(tree, hull)
+            if len(r):
+                solid, low, _ = self._wall_roles(w, t[r])
+                facing = tr.facing(w, p[r])
+                low_ok = np.zeros(len(w), dtype=bool)
+                if low.any():
+                    li = np.flatnonzero(low)
+                    low_ok[li] = self._low_active(np.arange(len(li)), w[li], a[r[li]],
+                                                  t[r[li]], np.ones(len(li), dtype=bool))
+                flat = ~tr.wall_banded[w]
+                keep = facing & flat & ((solid & ~tr.wall_limited[w]) | low_ok)
+                req.append(r[keep])
+                key.append(n_walls + w[keep])
+                segs.append(tr.wall_xy[w[keep]])
+                groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
+                banded = facing & ~flat
+                if banded.any():
+                    banded_at = (r[banded], w[banded])
+        shading = [k for k, kind in enumerate(tr.region_kind)
+                   if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
+        for order, k in enumerate(shading):
+            rs, sides = kernel.polygon_sides_meeting_many(tr.region_polys[k], hull)
+            req.append(rs)
+            key.append(2 * n_walls + order * (1 << 40) + np.arange(len(rs), dtype=np.intp))
+            segs.append(sides)
+            groups.append(np.full(len(rs), order, dtype=np.intp))
+        seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
+        seg_key = np.concatenate(key) if key else np.empty(0, dtype=np.intp)
+        seg = np.concatenate(segs) if segs else np.empty((0, 4))
+        seg_group = np.concatenate(groups) if groups else np.empty(0, dtype=np.intp)
+        # Which requests the exact sum cannot take: a truncated shadow, the point inside
+        # (or on) a region whose part of the square counts whole, or on a segment.
+        slow = np.zeros(n, dtype=bool)
+        if banded_at is not None:
+            slow[banded_at[0]] = True
+        if shading:
+            points = shapely.points(p)
+            for k in shading:
+                slow |= shapely.intersects(tr.region_polys[k], points)
+        if len(seg):
+            near = point_segment_distance(p[seg_req], seg) <= 1e-6
+            slow[seg_req[near]] = True
+        # A point (nearly) on the square's border sees it across (nearly) half a turn: the
+        # angular sum is ill-conditioned there, the union settles it.
+        v = corners4 - p[:, None, :]
+        mid = v.mean(axis=1)
+        cos = np.einsum("rkj,rj->rk", v, mid) / np.maximum(
+            np.hypot(v[..., 0], v[..., 1]) * np.hypot(mid[:, 0], mid[:, 1])[:, None], 1e-300)
+        slow |= cos.min(axis=1) < 0.5
+        fast = ~slow
+        if len(seg) and fast.any():
+            on = fast[seg_req]
+            # Of a region's sides, those whose outer face the point sees are enough (the
+            # point is outside the region on these requests).
+            for order, k in enumerate(shading):
+                mine = np.flatnonzero(on & (seg_group == order))
+                on[mine] = front_sides(tr.region_polys[k], seg_req[mine], seg[mine], p)
+            renum = np.cumsum(fast) - 1
+            sel = np.flatnonzero(fast)
+            sr = renum[seg_req[on]]
+            by_req = np.argsort(sr, kind="stable")
+            s = seg[on][by_req]
+            hidden = hidden_areas(p[sel], corners4[sel], sr[by_req], s[:, 0:2], s[:, 2:4],
+                                  np.ones(len(s)), np.ones(1),
+                                  seg_group[on][by_req])[:, 0]
+            area = (boxes[sel, 2] - boxes[sel, 0]) * (boxes[sel, 3] - boxes[sel, 1])
+            out[sel] = 1.0 - hidden / area
+        if slow.any():
+            out[slow] = self._visible_by_union(a, t, p, boxes, reach, slow, seg_req, seg_key,
+                                               seg, banded_at, len(shading) > 0)
+        return out
+
+    def _visible_by_union(self, a: IntArray, t: IntArray, p: FloatArray, boxes: FloatArray,
+                          reach: FloatArray, wanted: BoolArray, seg_req: IntArray,
+                          seg_key: IntArray, seg: FloatArray,
+                          banded_at: tuple[IntArray, IntArray] | None,
+                          regions: bool) -> FloatArray:
+        """The visible fraction of the wanted requests as `visible_fraction` computes it
+        (the union of the Shapely shadows and region parts), for all of them at once."""
+        tr = self.tracer
+        n = len(a)
+        targets = shapely.box(boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3])
+        on = wanted[seg_req]
+        s = seg[on]
+        all_req = [seg_req[on]]
+        all_key = [seg_key[on]]
+        geoms = [shapely.polygons(shadow_polygons(p[all_req[0]], s[:, 0:2], s[:, 2:4],
+                                                  reach[all_req[0]][:, None]))]
+        if banded_at is not None:
+            br, bw = banded_at
+            pick = wanted[br]
+            rb, wb, shadows = self._banded_shadows_many(a[br[pick]], t[br[pick]], p,
+                                                        br[pick], bw[pick], reach)
+            all_req.append(rb)
+            all_key.append(wb)
+            geoms.append(shadows)
+        req, key, shadows = (np.concatenate(all_req), np.concatenate(all_key),
+                             np.concatenate(geoms))
+        if len(shadows):
+            # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
+            # never dropped (a dropped shadow would show a hidden target).
+            bad = ~shapely.is_valid(shadows)
+            if bad.any():
+                shadows[bad] = shapely.make_valid(shadows[bad])
+            hits = shapely.intersects(shadows, targets[req])
+            req, key, shadows = req[hits], key[hits], shadows[hits]
+        sel = np.flatnonzero(wanted)
+        if regions:
+            # Each region's part on each wanted square, after the shadows.
+            uniq, back = np.unique(boxes[sel], axis=0, return_inverse=True)
+            squares_u = shapely.box(uniq[:, 0], uniq[:, 1], uniq[:, 2], uniq[:, 3])
+            order = 0
+            for k, kind in enumerate(tr.region_kind):
+                if kind not in (RegionKind.BLOCKING, RegionKind.COVER):
+                    continue
+                parts = shapely.intersection(tr.region_polys[k], squares_u)[back.reshape(-1)]
+                req = np.concatenate([req, sel])
+                key = np.concatenate([key, np.full(len(sel), 1 << 62, dtype=np.intp) + order])
+                shadows = np.concatenate([shadows, parts])
+                order += 1
+        result: FloatArray = np.ones(len(sel))
+        some = np.zeros(n, dtype=bool)
+        some[req] = True
+        if not some.any():
+            return result
+        renum = np.cumsum(some) - 1
+        hidden = grouped_union(shadows, renum[req], key, int(some.sum()))
+        united = np.flatnonzero(some)
+        hidden_area = shapely.area(shapely.intersection(hidden, targets[united]))
+        value = 1.0 - hidden_area / shapely.area(targets[united])
+        result[np.searchsorted(sel, united)] = value
+        return result
+
+    def _banded_shadows_many(self, a: IntArray, t: IntArray, p: FloatArray, r: IntArray,
+                             walls: IntArray, reach: FloatArray,
+                             ) -> tuple[IntArray, IntArray, npt.NDArray[np.object_]]:
+        """`_banded_shadows` for row-paired (attacker, target, request, wall) rows: the
+        requests and walls that cast one, and the shadows."""
+        tr = self.tracer
+        ea, ha = self._elev[a], self._tall[a]
+        et, ht = self._elev[t], self._tall[t]
+        bottom, top = tr.wall_bottom[walls], tr.wall_top[walls]
+        m0, m1, w0, w1 = _band_stretches_rows(bottom, top, ea, ha, et, ht)
+        b = np.where(np.isnan(bottom), -np.inf, bottom)
+        tp = np.where(np.isnan(top), np.inf, top)
+        hidden = np.minimum(tp, et + ht) - np.maximum(b, et)
+        by_height = hidden <= ht / 2
+        code = tr.wall_cover_code[walls]
+        limited = tr.wall_limited[walls]
+        low = ((code == LOW_CODE) | by_height) & (hidden > 0)
+        active = np.zeros(len(walls), dtype=bool)
+        if low.any():
+            k = int(low.sum())
+            active[low] = self._low_active(np.arange(k), walls[low], a[low], t[low],
+                                           np.ones(k, dtype=bool))
+        solid_code = code == SOLID_CODE
+        whole_sheet = solid_code & ~limited
+        s0 = np.where(whole_sheet, w0, 1.0)
+        s1 = np.where(whole_sheet, w1, -1.0)
+        meets_counts = (solid_code & ~by_height & ~limited) | (low & active)
+        s0 = np.where(meets_counts, m0, s0)
+        s1 = np.where(meets_counts, m1, s1)
+        some = s1 > s0
+        xy = tr.wall_xy[walls[some]]
+        rs = r[some]
+        shadows = truncated_shadows(p[rs], xy[:, 0:2], xy[:, 2:4], s0[some], s1[some],
+                                    reach[rs])
+        return rs, walls[some], shadows
+
 
     def _region_on(self, k: int, box: Box) -> shapely.Geometry:
         """Region k's part inside the square `box` (cached per engine)."""

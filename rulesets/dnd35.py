@@ -92,13 +92,26 @@ class Dnd35(Ruleset):
     AREA_STATS: ClassVar[frozenset[Stat]] = frozenset({Stat.REFLEX})
     AREA_FLAGS: ClassVar[frozenset[Flag]] = frozenset({Flag.IMPROVED_EVASION})
 
+    #: Whether `_degree` looks closer at rows the lines put at cover (pf1's partial
+    #: cover), and at those only: the other rows are annotated as columns all the same.
+    REFINES_COVER: ClassVar[bool] = False
+
     def evaluate(self, scene: SceneGeom, options: Any,
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
+        return self._evaluate(scene, options, pairs, modes, lines, reference=False)
+
+    def _evaluate(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None, modes: Iterable[AttackMode],
+                  lines: bool, reference: bool) -> list[Annotation]:
+        """`evaluate`; with `reference`, every row one by one through `_annotation` (and
+        the engine's pair-by-pair measurements), the computation the columns replace."""
         engine = self._engine(scene, options)
+        engine.reference_shadows = reference
         modes = tuple(modes)
-        columnar = not lines and type(self)._degree is Dnd35._degree
+        columnar = not lines and not reference and (
+            type(self)._degree is Dnd35._degree or self.REFINES_COVER)
         n = len(scene.creatures)
         if pairs is None and columnar:
             # Every ordered pair, as arrays; flanking's melee facts are all among them.
@@ -116,6 +129,7 @@ class Dnd35(Ruleset):
             all_rows = rows + [(b, t, AttackMode.MELEE) for b, t in extra]
             facts = engine.evaluate(all_rows, lines,
                                     want_probes=type(self)._degree is not Dnd35._degree)
+            self._prepare(engine, rows, facts[:len(rows)], options)
             threatens = {(a, t): bool(self._threatens(f.in_reach, f.adjacent, f.level))
                          for (a, t, m), f in zip(all_rows, facts, strict=True)
                          if m is AttackMode.MELEE}
@@ -173,7 +187,16 @@ class Dnd35(Ruleset):
         for k in np.unique(a[melee & reach]).tolist():
             can_flank[k] = self._can_flank(engine, k)
         flank = melee & reach & (level != TOTAL) & can_flank[a]
-        special = np.flatnonzero(floored[t] | flank)
+        closer = (level == COVER) if self.REFINES_COVER else np.zeros(n, dtype=bool)
+        special = np.flatnonzero(floored[t] | flank | closer)
+        refined: dict[int, PairFacts] = {}
+        at_cover = np.flatnonzero(closer)
+        if at_cover.size:
+            # Rows at cover, with the probes that reached it, for `_degree` to look closer.
+            cover_rows = Rows(a[at_cover], t[at_cover], code[:n][at_cover])
+            cover_facts = engine.evaluate(cover_rows, False, want_probes=True)
+            self._prepare(engine, cover_rows, cover_facts, options)
+            refined = dict(zip(at_cover.tolist(), cover_facts, strict=True))
         if special.size:
             all_melee = np.flatnonzero(code == MODE_CODE[AttackMode.MELEE])
             threat = all_melee[self._threatens(rf.in_reach[all_melee], rf.adjacent[all_melee],
@@ -181,7 +204,8 @@ class Dnd35(Ruleset):
             who, whom = rows_a[threat].tolist(), rows_t[threat].tolist()
             threatens = dict.fromkeys(zip(who, whom, strict=True), True)
             for i in special.tolist():
-                f = PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]), None)
+                f = refined.get(i) or PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]),
+                                                None)
                 out[i] = self._annotation(engine, int(a[i]), int(t[i]), mode_of[i], f,
                                           threatens, options)
         return out
@@ -229,6 +253,11 @@ class Dnd35(Ruleset):
                 options: Any) -> tuple[Degree, float | None]:
         """The degree the target enjoys, and the visible fraction when it was measured."""
         return self.DEGREES[facts.level], None
+
+    def _prepare(self, engine: CornerEngine, rows: Sequence[tuple[int, int, AttackMode]],
+                 facts: Sequence[PairFacts], options: Any) -> None:
+        """Before `_degree` runs on these rows: measure, for all of them at once, what it
+        will look at (nothing here)."""
 
     def _engine(self, scene: SceneGeom, options: Any) -> CornerEngine:
         """The corner engine for this scene under these options."""

@@ -8,14 +8,15 @@ share of that corner's lines no obstacle stops.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from geometry.model import SceneGeom
 from geometry.square import adjacent, corners
-from rulesets.base import Degree, Modifier, ModKind, Stat
-from rulesets.corner import CORNER_OPTION_DOCS, CornerEngine, PairFacts, Probe
+from rulesets.base import Annotation, AttackMode, Degree, Modifier, ModKind, Stat
+from rulesets.corner import CORNER_OPTION_DOCS, COVER, CornerEngine, PairFacts, Probe
 from rulesets.dnd35 import Dnd35
 
 M = Modifier
@@ -61,6 +62,27 @@ class Pf1(Dnd35):
         {Degree.PARTIAL, Degree.COVER, Degree.IMPROVED})
     EVASION_DEGREES: ClassVar[frozenset[Degree]] = frozenset()
 
+    REFINES_COVER: ClassVar[bool] = True
+
+    def reference(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None = None,
+                  modes: Iterable[AttackMode] = tuple(AttackMode),
+                  lines: bool = False) -> list[Annotation]:
+        """`evaluate` row by row, each visible fraction measured on its own from the
+        Shapely shadows (`CornerEngine.visible_fraction`): the computation `evaluate`
+        replaced, which it must equal."""
+        return self._evaluate(scene, options, pairs, modes, lines, reference=True)
+
+    def _prepare(self, engine: CornerEngine, rows: Sequence[tuple[int, int, AttackMode]],
+                 facts: Sequence[PairFacts], options: Any) -> None:
+        # Every visible fraction `_degree` will read, measured in one batch.
+        assert isinstance(options, Pf1Options)
+        if options.partial_cover != "area":
+            return
+        engine.measure_visible([
+            (a, t, origin, p.target_box) for (a, t, _), f in zip(rows, facts, strict=True)
+            if f.level == COVER for p in f.best for origin in self._viewpoints(engine, a, p)])
+
     def _degree(self, engine: CornerEngine, a: int, t: int, facts: PairFacts,
                 options: object) -> tuple[Degree, float | None]:
         degree, _ = super()._degree(engine, a, t, facts, options)
@@ -70,7 +92,7 @@ class Pf1(Dnd35):
         if options.partial_cover == "lines":
             best = max(facts.best, key=lambda p: p.open_lines / p.lines)
             return (Degree.PARTIAL if 2 * best.open_lines > best.lines else degree), None
-        fractions = [engine.visible_fraction(a, t, origin, p.target_box)
+        fractions = [engine.visible_of(a, t, origin, p.target_box)
                      for p in facts.best for origin in self._viewpoints(engine, a, p)]
         if not fractions:
             return degree, None

@@ -25,7 +25,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel, openings
-from geometry.kernel import FloatArray
+from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
     CreatureGeom,
     Grid,
@@ -61,8 +61,14 @@ from rulesets.base import (
     in_reach_by_mode,
     pair_indices,
 )
-from rulesets.corner import shadow_polygons
 from rulesets.obstacles import wall_roles
+from rulesets.shadows import (
+    front_sides,
+    hidden_areas,
+    meeting,
+    shadow_polygons,
+    wall_lines,
+)
 
 M = Modifier
 _AREA = "vs area effects"
@@ -87,6 +93,8 @@ class Measure:
     origin: tuple[float, float]
     walls: tuple[str, ...]
     regions: tuple[str, ...]
+    #: Whether walls and regions name what covers it (a batch measures the fraction only).
+    named: bool = True
 
 
 class Realms(Ruleset):
@@ -139,11 +147,27 @@ class Realms(Ruleset):
                  pairs: Sequence[tuple[str, str]] | None = None,
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
-        ctx = RealmsContext(scene, options)
+        return self._evaluate(scene, options, pairs, modes, lines, reference=False)
+
+    def reference(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None = None,
+                  modes: Iterable[AttackMode] = tuple(AttackMode),
+                  lines: bool = False) -> list[Annotation]:
+        """`evaluate` with every covered fraction measured pair by pair from the Shapely
+        shadows (`RealmsContext.measure`), none read from what earlier revisions
+        measured: the computation the batch replaced, which it must equal."""
+        return self._evaluate(scene, options, pairs, modes, lines, reference=True)
+
+    def _evaluate(self, scene: SceneGeom, options: Any,
+                  pairs: Sequence[tuple[str, str]] | None, modes: Iterable[AttackMode],
+                  lines: bool, reference: bool) -> list[Annotation]:
+        ctx = RealmsContext(scene, options, reference=reference)
         modes = tuple(modes)
         idx = pair_indices(len(scene.creatures), ctx.index, pairs)
         if not idx:
             return []
+        if not lines:
+            ctx.measure_pairs(idx)
         at = np.array(idx, dtype=np.intp)
         sx, sy = ctx.steps_all[0][at[:, 0], at[:, 1]], ctx.steps_all[1][at[:, 0], at[:, 1]]
         sz = ctx.vertical_all[at[:, 0], at[:, 1]]
@@ -151,7 +175,7 @@ class Realms(Ruleset):
         in_reach = in_reach_by_mode(sx, sy, reach, sz)
         adjacent = np.maximum(np.maximum(sx, sy), sz) <= 1
         out = []
-        measures = [ctx.best_measure(a, t) for a, t in idx]
+        measures = [ctx.best_measure(a, t, named=lines) for a, t in idx]
         degrees = [self.degree_of(m.covered) for m in measures]
         # Full cover from every viewpoint, yet a line of effect through an opening from
         # elsewhere in the attacker's space (geometry.openings): three-quarters.
@@ -275,7 +299,8 @@ def _measure_cache(scene: SceneGeom,
 class RealmsContext:
     """One scene snapshot, prepared for covered-fraction measurements."""
 
-    def __init__(self, scene: SceneGeom, options: RealmsOptions) -> None:
+    def __init__(self, scene: SceneGeom, options: RealmsOptions,
+                 reference: bool = False) -> None:
         self.scene = scene
         self.grid = scene.grid
         self.options = options
@@ -283,7 +308,9 @@ class RealmsContext:
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self.tracer = Tracer(scene)
-        self._measures = _measure_cache(scene, options)
+        #: The reference measures every pair afresh, one by one.
+        self.reference = reference
+        self._measures = {} if reference else _measure_cache(scene, options)
         self.bodies: list[shapely.Geometry] = []
         self.centres: list[tuple[float, float]] = []
         self.viewpoints: list[FloatArray] = []
@@ -352,13 +379,26 @@ class RealmsContext:
 
     # -- cover ----------------------------------------------------------------------------
 
-    def best_measure(self, a: int, t: int) -> Measure:
-        """The attacker shoots from whichever of its cells sees most of the target."""
+    def best_measure(self, a: int, t: int, named: bool = True) -> Measure:
+        """The attacker shoots from whichever of its cells sees most of the target (with
+        `named`, the walls and regions that cover it named too)."""
         key = (self.cs[a], self.cs[t])
         found = self._measures.get(key)
-        if found is None:
+        if found is None or (named and not found.named):
             found = self._measures[key] = self._best_measure(a, t)
         return found
+
+    def measure_pairs(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Measure the covered fraction of every pair not measured yet, all at once
+        (`covered_many`), for `best_measure` to read back."""
+        if self.reference:
+            return
+        todo = list(dict.fromkeys(
+            (a, t) for a, t in pairs if (self.cs[a], self.cs[t]) not in self._measures))
+        if not todo:
+            return
+        for (a, t), m in zip(todo, self.covered_many(todo), strict=True):
+            self._measures[(self.cs[a], self.cs[t])] = m
 
     def _best_measure(self, a: int, t: int) -> Measure:
         best: Measure | None = None
@@ -505,6 +545,188 @@ class RealmsContext:
         regions = tuple(sorted({n for (kind, n), h in zip(names, hit, strict=True)
                                 if h and kind == "region"}))
         return Measure(min(1.0, round(covered, 9)), p, walls, regions)
+
+    # -- cover, many pairs at once ------------------------------------------------------------
+
+    def _prepared(self) -> None:
+        """Per creature, as stacked arrays: its viewpoints, the corners of its cells (its
+        space on a square grid, its hexes on a hex grid) and its body's area."""
+        if hasattr(self, "_views"):
+            return
+        self._views = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1, 2)
+                                      for v in self.viewpoints]) if self.cs else np.empty((0, 2))
+        counts = np.array([len(v) for v in self.viewpoints], dtype=np.intp)
+        self._view_count, self._view_start = counts, np.cumsum(counts) - counts
+        cells: list[FloatArray] = []
+        self._speck = np.zeros(len(self.cs), dtype=bool)
+        for k, c in enumerate(self.cs):
+            if self.hex is not None:
+                fp = hexgrid.footprint(c, self.grid)
+                self._speck[k] = fp.point
+                cells.append(np.array([hexgrid.vertices(self.hex, i, j) for i, j in fp.cells],
+                                      dtype=np.float64).reshape(-1, 6, 2))
+            else:
+                x0, y0, x1, y1 = space(c, self.grid)
+                cells.append(np.array([[[x0, y0], [x1, y0], [x1, y1], [x0, y1]]],
+                                      dtype=np.float64))
+        self._cells = np.concatenate(cells) if cells else np.empty((0, 4, 2))
+        counts = np.array([len(x) for x in cells], dtype=np.intp)
+        self._cell_count, self._cell_start = counts, np.cumsum(counts) - counts
+        self._area = shapely.area(np.array(self.bodies, dtype=object)) if self.cs \
+            else np.empty(0)
+        self._body_arr = np.array(self.bodies, dtype=object)
+
+    def covered_many(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
+        """`_best_measure` of many (attacker, target) pairs at once, the covered fraction
+        only (walls and regions not named): every viewpoint of every pair is one request;
+        the walls and region sides that can shade its target are those meeting the hull of
+        the viewpoint and the body (found in one wall-index query for all), weighted as
+        `measure` weighs them, and the weighted hidden area is summed exactly by
+        `rulesets.shadows.hidden_areas` (no polygon overlay). A viewpoint inside or on its
+        target (stacked tokens) or a point target is measured by `measure` itself."""
+        self._prepared()
+        tr = self.tracer
+        pa = np.array([a for a, _ in pairs], dtype=np.intp)
+        pt = np.array([t for _, t in pairs], dtype=np.intp)
+        counts = self._view_count[pa]
+        pair = np.repeat(np.arange(len(pairs)), counts)
+        within = np.arange(len(pair)) - np.repeat(np.cumsum(counts) - counts, counts)
+        ra, rt = pa[pair], pt[pair]
+        p = self._views[self._view_start[ra] + within]
+        n = len(p)
+        points = shapely.points(p)
+        # The hull of each viewpoint and its target's cells.
+        cc = self._cell_count[rt]
+        cell_req = np.repeat(np.arange(n), cc)
+        cell_at = np.repeat(self._cell_start[rt], cc) + (
+            np.arange(len(cell_req)) - np.repeat(np.cumsum(cc) - cc, cc))
+        k = self._cells.shape[1]
+        coords = np.concatenate([self._cells[cell_at].reshape(-1, 2), p])
+        which = np.concatenate([np.repeat(cell_req, k), np.arange(n)])
+        by = np.argsort(which, kind="stable")
+        hull = shapely.convex_hull(shapely.multipoints(coords[by], indices=which[by]))
+        slow = self._speck[rt] | shapely.intersects(self._body_arr[rt], points)
+        req: list[IntArray] = []
+        segs: list[FloatArray] = []
+        weights: list[FloatArray] = []
+        groups: list[IntArray] = []
+        if len(tr.walls):
+            lines, tree = wall_lines(tr.walls, tr.wall_xy)
+            r, w = meeting(tree, hull)
+            if len(r):
+                solid, low, improved = wall_roles(tr, self._tall, self._elev, w, rt[r])
+                keep = tr.facing(w, p[r]) & ~tr.wall_limited[w]
+                keep &= self._band_meets_span_rows(w, rt[r], ra[r])
+                keep &= shapely.distance(lines[w], points[r]) > 1e-6
+                if not self.options.low_cover_near_attacker and low.any():
+                    li = np.flatnonzero(low & keep)
+                    near_attacker = shapely.distance(lines[w[li]], self._body_arr[ra[r[li]]]) \
+                        < shapely.distance(lines[w[li]], self._body_arr[rt[r[li]]])
+                    keep[li[near_attacker]] = False
+                partly = self._partial_share_rows(w, rt[r], ra[r])
+                hides = Realms.WALL_HIDES
+                weight = np.where(low, hides[WallCover.LOW], np.where(
+                    improved, hides[WallCover.IMPROVED], hides[WallCover.SOLID]))
+                weight = np.where(solid & (partly >= 0),
+                                  np.minimum(partly, Realms.PARTIAL_WALL_MAX), weight)
+                req.append(r[keep])
+                segs.append(tr.wall_xy[w[keep]])
+                weights.append(weight[keep])
+                groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
+        for number, (region, poly) in enumerate(zip(tr.regions, tr.region_polys, strict=True)):
+            hides_r = Realms.REGION_HIDES[region.kind]
+            if hides_r <= 0:
+                continue
+            eligible = np.flatnonzero(~shapely.contains(poly, points)
+                                      & shapely.intersects(poly, hull))
+            if not len(eligible):
+                continue
+            rs, sides = kernel.polygon_sides_meeting_many(poly, hull[eligible])
+            rs = eligible[rs]
+            far = shapely.distance(shapely.linestrings(sides.reshape(-1, 2, 2)),
+                                   points[rs]) > 1e-6
+            # The viewpoint is outside the region: the sides whose outer face it sees
+            # cast every shadow the others would.
+            far &= front_sides(poly, rs, sides, p)
+            req.append(rs[far])
+            segs.append(sides[far])
+            weights.append(np.full(int(far.sum()), hides_r))
+            groups.append(np.full(int(far.sum()), number, dtype=np.intp))
+        seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
+        seg = np.concatenate(segs) if segs else np.empty((0, 4))
+        seg_w = np.concatenate(weights) if weights else np.empty(0)
+        seg_g = np.concatenate(groups) if groups else np.empty(0, dtype=np.intp)
+        covered = np.zeros(n)
+        fast = ~slow
+        live = fast[seg_req] & (seg_w > 0)
+        if live.any():
+            seg_req, seg, seg_w, seg_g = seg_req[live], seg[live], seg_w[live], seg_g[live]
+            levels = np.unique(seg_w)[::-1]
+            # One request per cell of the target; each cell sees its request's segments.
+            cell_ok = fast[cell_req]
+            cr, cat = cell_req[cell_ok], cell_at[cell_ok]
+            seg_order = np.argsort(seg_req, kind="stable")
+            seg_req, seg, seg_w, seg_g = (seg_req[seg_order], seg[seg_order],
+                                          seg_w[seg_order], seg_g[seg_order])
+            sc = np.bincount(seg_req, minlength=n)
+            s_start = np.cumsum(sc) - sc
+            cell_seg_n = sc[cr]
+            cell_of = np.repeat(np.arange(len(cr)), cell_seg_n)
+            seg_of = np.repeat(s_start[cr], cell_seg_n) + (
+                np.arange(len(cell_of)) - np.repeat(np.cumsum(cell_seg_n) - cell_seg_n,
+                                                    cell_seg_n))
+            hidden = hidden_areas(p[cr], self._cells[cat], cell_of, seg[seg_of, 0:2],
+                                  seg[seg_of, 2:4], seg_w[seg_of], levels, seg_g[seg_of])
+            step = levels - np.append(levels[1:], 0.0)
+            per_cell = hidden @ step
+            total = np.zeros(n)
+            np.add.at(total, cr, per_cell)
+            covered = total / self._area[rt]
+        out: list[Measure] = []
+        viewpoints = [(float(x), float(y)) for x, y in p.tolist()]
+        values = [min(1.0, round(v, 9)) for v in covered.tolist()]
+        slow_l = slow.tolist()
+        pair_l = pair.tolist()
+        best: Measure | None = None
+        for q in range(n):
+            m = (self.measure(viewpoints[q], int(rt[q]), attacker=int(ra[q])) if slow_l[q]
+                 else Measure(values[q], viewpoints[q], (), (), named=False))
+            if q == 0 or pair_l[q] != pair_l[q - 1]:
+                if best is not None:
+                    out.append(best)
+                best = m
+            elif best is not None and m.covered < best.covered - 1e-9:
+                best = m
+        if best is not None:
+            out.append(best)
+        return out
+
+    def _band_meets_span_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
+                              attacker: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """`_band_meets_span` for row-paired (wall, target, attacker) rows."""
+        et, ht = self._elev[t], self._tall[t]
+        ea, ha = self._elev[attacker], self._tall[attacker]
+        lo, hi = np.minimum(ea, et), np.maximum(ea + ha, et + ht)
+        bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
+        bottom = np.where(np.isnan(bottom), -np.inf, bottom)
+        top = np.where(np.isnan(top), np.inf, top)
+        meets: npt.NDArray[np.bool_] = (bottom < hi) & (top > lo)
+        return meets
+
+    def _partial_share_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
+                            attacker: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        """`_partial_share` for row-paired (wall, target, attacker) rows."""
+        et, ht = self._elev[t], self._tall[t]
+        ea, ha = self._elev[attacker], self._tall[attacker]
+        lo, hi = np.minimum(ea, et), np.maximum(ea + ha, et + ht)
+        bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
+        bottom = np.where(np.isnan(bottom), -np.inf, bottom)
+        top = np.where(np.isnan(top), np.inf, top)
+        spans = (bottom <= lo) & (top >= hi)
+        hidden = np.clip(np.minimum(top, et + ht) - np.maximum(bottom, et), 0.0, None)
+        share = hidden / np.maximum(ht, 1e-9)
+        out: npt.NDArray[np.float64] = np.where(spans, -1.0, share)
+        return out
 
     # -- obscurement ----------------------------------------------------------------------
 

@@ -4,7 +4,7 @@
   template's height the test is the flat one; a burst is a sphere, a cone a cone about its
   level axis, a ray a cylinder, a rect a box as high as its shorter side;
 - the band stretches (geometry.vertical.band_stretches) are where band_meets holds along the
-  way; a truncated shadow (rulesets.corner.truncated_shadows) holds exactly the points whose
+  way; a truncated shadow (rulesets.shadows.truncated_shadows) holds exactly the points whose
   line from the corner crosses the wall within the stretch;
 - Hypothesis on random scenes: raising every token, every wall band and the template by the
   same amount changes no area hit in any ruleset, and creatures all at the template's height
@@ -30,7 +30,7 @@ from geometry.templates import Template, TemplateKind, in_area_3d, inside, shape
 from geometry.vertical import band_meets, band_stretches, sheet
 from rulesets import REGISTRY
 from rulesets.base import AreaHit, AttackMode
-from rulesets.corner import truncated_shadows
+from rulesets.shadows import truncated_shadows
 from tests.test_properties import PROPS, Doc, evaluate, load, scene_docs
 from tests.test_properties_3d import _raised, banded_scene_docs
 

@@ -1,0 +1,189 @@
+"""Every ruleset on every grid next to dnd35 on squares, for one scene size, in a worker process.
+
+`python -m bench.parity --tokens 100 --walls 1000 [--dressed] --out result.json` times, on one
+generated scene (dressed with the third dimension, terrain, water and mounts with --dressed,
+bench/dressing.py; GM floors left out, since they name one ruleset's degrees) laid on the
+square grid and on hex layouts (bench/hexscenes.py):
+
+- the full matrix (every ordered pair, all three modes) through `evaluate`, each ruleset from
+  cold: realms' per-scene table of covered fractions is emptied before each run, as on a
+  first subscription;
+- one move as the session computes it: a token steps one square (one hex), and the pairs
+  `geometry.incremental.affected_pairs` names, widened by the ruleset (`Ruleset.widen`), are
+  evaluated on the scene after the move (realms' table warm from the scene before it, as in
+  the server), median of a few movers;
+- equality: `evaluate` against the ruleset's pair-by-pair `reference` (pf1, realms,
+  degrees, pf2), annotation by annotation, on the pairs of a sample of targets against every
+  attacker (all targets with --full-reference), and on every move's pairs.
+
+dnd35 on the square grid is the baseline, measured in the same worker on the same scene; the
+figures are reported as ratios to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from bench.dressing import dress
+from bench.hexbench import moved
+from bench.hexscenes import HEX_KINDS, on_hex
+from bench.matrix import _error, _where, timed_runs
+from bench.scenes import generate
+from geometry.incremental import affected_pairs
+from geometry.model import GridKind, SceneGeom
+from rulesets import REGISTRY, realms
+from rulesets.base import Annotation, Ruleset
+from server.memory import tune_process
+
+Result = dict[str, Any]
+#: (ruleset, grids it runs on here).
+SQUARE_RULESETS = ("dnd35", "pf1", "degrees", "pf2", "realms")
+HEX_RULESETS = ("degrees", "pf2", "realms")
+#: Hex layouts measured by default: one row layout and one column layout (the issue's).
+DEFAULT_HEX = (GridKind.HEXODDR, GridKind.HEXEVENQ)
+#: Targets of the sampled equality check (every attacker against each).
+SAMPLE_TARGETS = 6
+MOVES = 3
+
+
+def _cold(name: str) -> None:
+    """Forget what a ruleset keeps across revisions of a scene (realms' covered fractions),
+    so a run times a first subscription."""
+    if name == "realms":
+        realms._MEASURES.clear()
+
+
+def _reference(ruleset: Ruleset) -> Callable[..., list[Annotation]] | None:
+    ref = getattr(ruleset, "reference", None)
+    return ref if callable(ref) else None
+
+
+def _compare(fast: Sequence[Annotation], ref: Sequence[Annotation]) -> tuple[int, list[str]]:
+    wrong = [(f, r) for f, r in zip(fast, ref, strict=True) if f != r]
+    bad = len(wrong) + abs(len(fast) - len(ref))
+    return bad, [f"fast {f} != reference {r}"[:600] for f, r in wrong[:2]]
+
+
+def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: int,
+                   full_reference: bool, sample_targets: int = SAMPLE_TARGETS) -> Result:
+    out: Result = {}
+    n = len(geom.creatures)
+    ids = [c.id for c in geom.creatures]
+    rng = random.Random(seed)
+    targets = list(range(n)) if full_reference else sorted(rng.sample(range(n),
+                                                                      min(n, sample_targets)))
+    sample = [(ids[a], ids[t]) for t in targets for a in range(n) if a != t]
+    movers = [(7 * m + 3) % n for m in range(MOVES)]
+    for name in names:
+        ruleset = REGISTRY.get(name)
+        opts = ruleset.Options()
+        row: Result = {}
+        try:
+            def full(r: Ruleset = ruleset, o: Any = opts, nm: str = name) -> list[Annotation]:
+                _cold(nm)
+                return r.evaluate(geom, o)
+
+            times, anns = timed_runs(full, max_runs)
+            row["full_s"] = statistics.median(times)
+            row["full_times"] = times
+            # One move at a time, each from the scene before it (warm from the full matrix
+            # just measured, as the server is after a subscription).
+            move_times, compared, mismatches, examples, sizes = [], 0, 0, [], []
+            ref = _reference(ruleset)
+            for k in movers:
+                after = moved(geom, k)
+                affected = affected_pairs(geom, after)
+                pairs = sorted(affected) if affected is not None else None
+                if pairs is not None:
+                    pairs = sorted(ruleset.widen(geom, after, opts, set(pairs)))
+                sizes.append(len(pairs) if pairs is not None else -1)
+                t0 = time.perf_counter()
+                fast = ruleset.evaluate(after, opts, pairs)
+                move_times.append(time.perf_counter() - t0)
+                if ref is not None and name != "dnd35":
+                    got = ref(after, opts, pairs)
+                    bad, ex = _compare(fast, got)
+                    compared += len(got)
+                    mismatches += bad
+                    examples += ex
+            row["move_s"] = statistics.median(move_times)
+            row["move_times"] = move_times
+            row["move_pairs"] = sizes
+            if ref is not None and name != "dnd35":
+                # The matrix: the sampled targets' pairs, from cold, against the reference.
+                _cold(name)
+                t0 = time.perf_counter()
+                want = ref(geom, opts, sample)
+                row["reference_s"] = time.perf_counter() - t0
+                by_key = {a.key(): a for a in anns}
+                got = [by_key[a.key()] for a in want if a.key() in by_key]
+                bad, ex = _compare(got, want)
+                row["compared"] = len(want) + compared
+                row["reference_pairs"] = len(sample)
+                row["mismatches"] = bad + mismatches + (len(want) - len(got))
+                row["examples"] = (ex + examples)[:2]
+        except Exception as exc:
+            row = {"error": _error(exc), "where": _where(exc)}
+        out[name] = row
+    return out
+
+
+def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequence[GridKind],
+            max_runs: int = 3, full_reference: bool = False,
+            sample_targets: int = SAMPLE_TARGETS) -> Result:
+    geom = generate(tokens, walls, seed).geom
+    if dressed:
+        geom = dress(geom, seed)
+    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
+    out: Result = {"tokens": tokens, "walls": walls, "seed": seed, "dressed": dressed,
+                   "pairs": tokens * (tokens - 1), "full_reference": full_reference,
+                   "layouts": {}}
+    # Warm up (imports, caches of the geometry modules) before anything is timed.
+    REGISTRY.get("dnd35").evaluate(generate(8, 20, seed).geom, REGISTRY.get("dnd35").Options())
+    out["sample_targets"] = sample_targets
+    out["layouts"]["SQUARE"] = measure_layout(geom, SQUARE_RULESETS, seed, max_runs,
+                                              full_reference, sample_targets)
+    for kind in kinds:
+        out["layouts"][kind.name] = measure_layout(on_hex(geom, kind, seed), HEX_RULESETS,
+                                                   seed, max_runs, full_reference,
+                                                   sample_targets)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.parity", description=__doc__)
+    p.add_argument("--tokens", type=int, required=True)
+    p.add_argument("--walls", type=int, required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--dressed", action="store_true")
+    p.add_argument("--kinds", type=int, nargs="*", default=[int(k) for k in DEFAULT_HEX],
+                   help="hex layouts (2-5: Foundry's hex grid types)")
+    p.add_argument("--max-runs", type=int, default=3)
+    p.add_argument("--sample-targets", type=int, default=SAMPLE_TARGETS,
+                   help="targets of the sampled equality check (every attacker against each)")
+    p.add_argument("--full-reference", action="store_true",
+                   help="check every target against the reference (slow), not a sample")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    tune_process()  # as the server runs (server/memory.py)
+    kinds = [k for k in HEX_KINDS if int(k) in args.kinds]
+    result = measure(args.tokens, args.walls, args.seed, dressed=args.dressed, kinds=kinds,
+                     max_runs=args.max_runs, full_reference=args.full_reference,
+                     sample_targets=args.sample_targets)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

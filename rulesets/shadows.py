@@ -1,0 +1,383 @@
+"""Shadows that walls and region sides cast from a viewpoint, for many viewpoints at once.
+
+Rule of this module: the geometry the shadow rulesets (pf1's visible fraction, realms'
+covered fraction) share, as whole-array operations over every (viewpoint, segment) pair of
+a batch: the shadow rings (numpy), the segments that can shade a body at all (the walls
+meeting the hull of the viewpoint and the body, found in a wall index built once per wall
+tuple), and the union of each viewpoint's shadows (one GEOS call for the whole batch). What
+a shadow means in a game stays in the rulesets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import shapely
+
+from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.model import WallGeom
+
+
+def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
+                    reach: float | FloatArray) -> FloatArray:
+    """Rings (N, 6, 2) of the shadows segments a-b cast from point p (one point (2,), or one
+    per segment (N, 2)), out to `reach` (one, or (N, 1): at least as far as anything that
+    matters). Each runs a, b, b's far point, a far point on the bisector, a's far point: with
+    the bisector point the far side never cuts into a shadow that spans a wide angle (at
+    most 90 degrees per far edge, so at 2x the distance it stays beyond `reach`). A segment
+    seen edge-on gives an empty (invalid) ring."""
+    ua, ub = a - p, b - p
+    la = np.hypot(ua[:, 0], ua[:, 1])[:, None]
+    lb = np.hypot(ub[:, 0], ub[:, 1])[:, None]
+    ua, ub = ua / np.maximum(la, 1e-12), ub / np.maximum(lb, 1e-12)
+    far = 2.0 * reach
+    mid = ua + ub
+    norm = np.hypot(mid[:, 0], mid[:, 1])[:, None]
+    # Seen from a point on the segment itself the bisector vanishes: use the normal.
+    normal = np.column_stack([-ua[:, 1], ua[:, 0]])
+    mid = np.where(norm > 1e-9, mid / np.maximum(norm, 1e-12), normal)
+    # An end already beyond `far` is its own far point (recomputing it as p + u * |a - p|
+    # lands a rounding error away and makes the ring cross itself).
+    a_far = np.where(la >= far, a, p + ua * far)
+    b_far = np.where(lb >= far, b, p + ub * far)
+    m_far = p + mid * np.maximum(far, np.maximum(la, lb)) * 2.0
+    rings: FloatArray = np.stack([a, b, b_far, m_far, a_far, a], axis=1)
+    return rings
+
+
+def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+                      s1: FloatArray, reach: float | FloatArray) -> npt.NDArray[np.object_]:
+    """Polygons of the parts of the shadows segments a-b cast from p (one point, or one per
+    segment) that lie where the segment is crossed between s0 and s1 of the way from p
+    (0 < s1 <= 1): the points q whose line p-q crosses the segment at a fraction s of its
+    length in [s0, s1], between the segment scaled from p by 1 / s1 and by 1 / s0 (to
+    `reach`, one or one per segment, when s0 is 0 or the far edge lies beyond it)."""
+    p = np.broadcast_to(p, a.shape)
+    reach_each = np.broadcast_to(np.asarray(reach, dtype=np.float64).reshape(-1), (len(a),))
+    ua, ub = a - p, b - p
+    near = 1.0 / s1[:, None]
+    na, nb = p + ua * near, p + ub * near
+    # How far from p the segment passes: its scaled copy at 1 / s0 is beyond `reach` when
+    # that distance times 1 / s0 is.
+    d = b - a
+    length2 = np.maximum(np.einsum("ij,ij->i", d, d), 1e-24)
+    u = np.clip(np.einsum("ij,ij->i", -ua, d) / length2, 0.0, 1.0)
+    closest = ua + d * u[:, None]
+    gap = np.hypot(closest[:, 0], closest[:, 1])
+    # The far scale is capped: a far edge that far out is beyond `reach` unless p is on
+    # the wall's line, where the shadow has no area anyway.
+    with np.errstate(divide="ignore", over="ignore"):
+        far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
+    open_end = (s0 <= 0) | (far * gap >= reach_each)
+    out = np.empty(len(a), dtype=object)
+    if open_end.any():
+        out[open_end] = shapely.polygons(shadow_polygons(
+            p[open_end], na[open_end], nb[open_end], reach_each[open_end][:, None]))
+    closed = ~open_end
+    if closed.any():
+        f = far[closed][:, None]
+        fa, fb = p[closed] + ua[closed] * f, p[closed] + ub[closed] * f
+        rings = np.stack([na[closed], nb[closed], fb, fa, na[closed]], axis=1)
+        out[closed] = shapely.polygons(rings)
+    return out
+
+
+# -- the walls near a sight ----------------------------------------------------------------------
+
+#: Per wall tuple (by identity: token-only changes keep it): the walls as Shapely lines in
+#: an STRtree, so a batch of viewpoints finds the walls near each sight without a test of
+#: every wall against every sight.
+_WALL_TREES: dict[int, tuple[tuple[WallGeom, ...], npt.NDArray[np.object_], shapely.STRtree]] = {}
+_WALL_TREES_KEPT = 8
+
+
+def wall_lines(walls: tuple[WallGeom, ...], xy: FloatArray,
+               ) -> tuple[npt.NDArray[np.object_], shapely.STRtree]:
+    """The walls (rows x0, y0, x1, y1 of `xy`) as Shapely lines and their STRtree, built
+    once per wall tuple."""
+    held = _WALL_TREES.get(id(walls))
+    if held is not None and held[0] is walls:
+        return held[1], held[2]
+    lines = shapely.linestrings(xy.reshape(-1, 2, 2)) if len(xy) else np.empty(0, dtype=object)
+    tree = shapely.STRtree(lines)
+    if len(_WALL_TREES) >= _WALL_TREES_KEPT:
+        del _WALL_TREES[next(iter(_WALL_TREES))]
+    _WALL_TREES[id(walls)] = (walls, lines, tree)
+    return lines, tree
+
+
+def hulls(points: FloatArray, corners: FloatArray) -> npt.NDArray[np.object_]:
+    """Per row: the convex hull of a viewpoint (R, 2) and a body's corners (R, k, 2), the
+    only place a segment can stand to shade that body from that point."""
+    pts = np.concatenate([corners, points[:, None, :]], axis=1)
+    out: npt.NDArray[np.object_] = shapely.convex_hull(shapely.multipoints(pts))
+    return out
+
+
+def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_]) -> tuple[IntArray, IntArray]:
+    """(row, item) pairs of the tree's items that meet each area, sorted by row then item
+    (the order a per-row computation sees them in); the areas are prepared first."""
+    if len(areas) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty
+    shapely.prepare(areas)
+    row, item = tree.query(areas, predicate="intersects")
+    order = np.lexsort((item, row))
+    return row[order].astype(np.intp), item[order].astype(np.intp)
+
+
+# -- unions per viewpoint ------------------------------------------------------------------------
+
+def grouped_union(geoms: npt.NDArray[np.object_], group: IntArray, order: npt.NDArray[Any],
+                  n_groups: int) -> npt.NDArray[np.object_]:
+    """Per group g in range(n_groups): the union of the geometries of that group, taken in
+    `order` (ascending) within it, as `shapely.union_all` of that list would give it; an
+    empty collection for a group with none. One GEOS call over a padded table."""
+    out = np.empty(n_groups, dtype=object)
+    if n_groups == 0:
+        return out
+    if len(geoms) == 0:
+        out[:] = shapely.union_all(np.empty((n_groups, 0), dtype=object), axis=1)
+        return out
+    sort = np.lexsort((order, group))
+    g = group[sort]
+    counts = np.bincount(g, minlength=n_groups)
+    starts = np.cumsum(counts) - counts
+    col = np.arange(len(g)) - starts[g]
+    table = np.full((n_groups, int(counts.max())), None, dtype=object)
+    table[g, col] = geoms[sort]
+    out[:] = shapely.union_all(table, axis=1)
+    return out
+
+
+# -- hidden area, exactly, without polygon overlays ------------------------------------------------
+
+def _cross(u: FloatArray, v: FloatArray) -> FloatArray:
+    out: FloatArray = u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
+    return out
+
+
+def _pairs_within(group: IntArray, block: IntArray, n_groups: int,
+                  ) -> tuple[IntArray, IntArray]:
+    """Every (i, j) of items of one group (items sorted by group) that are not both of one
+    block (a block >= 0: sides of one ring, which never cross but at their ends)."""
+    # Within each group, items by block, every item of no block (-1) a block of its own.
+    own = np.where(block < 0, -1 - np.arange(len(group)), block)
+    perm = np.lexsort((own, group))
+    g, o = group[perm], own[perm]
+    counts = np.bincount(g, minlength=n_groups)
+    ends = np.cumsum(counts)
+    # Where each item's block ends: the next item of another block or group.
+    change = np.flatnonzero((g[1:] != g[:-1]) | (o[1:] != o[:-1])) + 1
+    block_end = np.append(change, len(g))[np.searchsorted(change, np.arange(len(g)),
+                                                          side="right")]
+    after = ends[g] - block_end
+    i = np.repeat(np.arange(len(g)), after)
+    within = np.arange(len(i)) - np.repeat(np.cumsum(after) - after, after)
+    j = np.repeat(block_end, after) + within
+    return perm[i].astype(np.intp), perm[j].astype(np.intp)
+
+
+def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
+    """Distance along unit rays u (from the origin) to the lines through x with direction
+    d (rows paired)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FloatArray = _cross(x, d) / _cross(u, d)
+    return out
+
+
+def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArray,
+                 b: FloatArray, weight: FloatArray, levels: FloatArray,
+                 group: IntArray | None = None) -> FloatArray:
+    """Per request r (viewpoint p[r], a convex body with vertices body[r] (R, K, 2), in ring
+    order) and threshold levels[l] (descending): the area of the body hidden from p by the
+    union of the shadows of the request's segments (rows of seg_req, a-b, weight) with a
+    weight of at least levels[l]. Exact: seen from p, along each ray the union of shadows
+    is the half-line beyond the nearest segment, so the body splits into angular intervals
+    (between the angles of body corners, segment ends and the crossings of segments with
+    each other and with the body's sides) in each of which the hidden part lies between two
+    fixed lines, a sum of triangles. The caller keeps p outside each body and off every
+    segment's line through it. Segments of one `group` (>= 0: the sides of one simple
+    ring) meet only at their ends, which are breakpoints already: their crossings are not
+    looked for."""
+    n, k = len(p), body.shape[1]
+    n_levels = len(levels)
+    out: FloatArray = np.zeros((n, n_levels))
+    if n == 0 or len(seg_req) == 0:
+        return out
+    v = body - p[:, None, :]
+    c = v.mean(axis=1)
+    c = c / np.hypot(c[:, 0], c[:, 1])[:, None]
+    cperp = np.column_stack([-c[:, 1], c[:, 0]])
+
+    def angle(r: IntArray, x: FloatArray) -> FloatArray:
+        out: FloatArray = np.arctan2(x[:, 0] * cperp[r, 0] + x[:, 1] * cperp[r, 1],
+                                     x[:, 0] * c[r, 0] + x[:, 1] * c[r, 1])
+        return out
+
+    rr = np.repeat(np.arange(n), k)
+    phi = angle(rr, v.reshape(-1, 2)).reshape(n, k)
+    lo, hi = phi.min(axis=1), phi.max(axis=1)
+    A = a - p[seg_req]
+    B = b - p[seg_req]
+    D = B - A
+    # Each segment's angular span within its body's cone (a segment passing behind p is
+    # given the whole cone: the ray tests below settle it).
+    aa, ab = angle(seg_req, A), angle(seg_req, B)
+    s_lo, s_hi = np.minimum(aa, ab), np.maximum(aa, ab)
+    behind = s_hi - s_lo > np.pi
+    s_lo = np.where(behind, lo[seg_req], np.maximum(s_lo, lo[seg_req]))
+    s_hi = np.where(behind, hi[seg_req], np.minimum(s_hi, hi[seg_req]))
+    # Breakpoints: body corners, segment ends, segment x body side, segment x segment.
+    bp_r = [rr, seg_req, seg_req]
+    bp_t = [phi.reshape(-1), aa, ab]
+    edge0 = v
+    edge_d = np.roll(v, -1, axis=1) - v
+    sr = np.repeat(np.arange(len(seg_req)), k)
+    ke = np.tile(np.arange(k), len(seg_req))
+    req_e = seg_req[sr]
+    e0, ed = edge0[req_e, ke], edge_d[req_e, ke]
+    hit, pt = _segments_cross(A[sr], D[sr], e0, ed)
+    bp_r.append(req_e[hit])
+    bp_t.append(angle(req_e[hit], pt))
+    i, j = _pairs_within(seg_req, np.full(len(seg_req), -1, dtype=np.intp)
+                         if group is None else group, n)
+    # Only segments whose spans overlap can cross where it matters.
+    overlap = (s_lo[i] <= s_hi[j]) & (s_lo[j] <= s_hi[i])
+    i, j = i[overlap], j[overlap]
+    if len(i):
+        hit, pt = _segments_cross(A[i], D[i], A[j], D[j])
+        bp_r.append(seg_req[i][hit])
+        bp_t.append(angle(seg_req[i][hit], pt))
+    br = np.concatenate(bp_r)
+    bt = np.clip(np.concatenate(bp_t), lo[br], hi[br])
+    order = np.lexsort((bt, br))
+    br, bt = br[order], bt[order]
+    same = br[1:] == br[:-1]
+    width = bt[1:] - bt[:-1]
+    keep = same & (width > 1e-13)
+    ir = br[:-1][keep]
+    t0, t1 = bt[:-1][keep], bt[1:][keep]
+    if len(ir) == 0:
+        return out
+    tm = (t0 + t1) / 2
+
+    def ray(r: IntArray, t: FloatArray) -> FloatArray:
+        ct, st = np.cos(t), np.sin(t)
+        return np.column_stack([ct * c[r, 0] + st * cperp[r, 0], ct * c[r, 1] + st * cperp[r, 1]])
+
+    u0, u1, um = ray(ir, t0), ray(ir, t1), ray(ir, tm)
+    # The body's near and far sides along each interval (fixed within it).
+    m = len(ir)
+    ux = np.repeat(um, k, axis=0)
+    ee0 = edge0[ir].reshape(-1, 2)
+    eed = edge_d[ir].reshape(-1, 2)
+    dist = _ray_line(ux, ee0, eed).reshape(m, k)
+    # A side the ray meets from outside (p sees it) is a near side: the ray crosses its
+    # line heading inwards. Orientation: the body's ring may run either way.
+    ring_sign = np.sign(_cross(v, np.roll(v, -1, axis=1)).sum(axis=1))
+    inward = (_cross(eed, ux) * np.repeat(ring_sign[ir], k)).reshape(m, k) > 0
+    finite = np.isfinite(dist)
+    near_d = np.where(inward & finite, dist, -np.inf)
+    far_d = np.where(~inward & finite, dist, np.inf)
+    near_e, far_e = near_d.argmax(axis=1), far_d.argmin(axis=1)
+    rin, rout = near_d.max(axis=1), far_d.min(axis=1)
+    ne0, ned = edge0[ir, near_e], edge_d[ir, near_e]
+    fe0, fed = edge0[ir, far_e], edge_d[ir, far_e]
+    # Each segment against the intervals within its span (found by merging the spans'
+    # ends into the sorted intervals): distance along each interval's middle ray.
+    first = _count_before(ir, tm, seg_req, s_lo, strict=True)
+    last = _count_before(ir, tm, seg_req, s_hi, strict=False)
+    reps = np.maximum(last - first, 0)
+    sg = np.repeat(np.arange(len(seg_req)), reps)
+    it = np.repeat(first, reps) + (np.arange(len(sg)) - np.repeat(np.cumsum(reps) - reps, reps))
+    den = _cross(um[it], D[sg])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tt = _cross(A[sg], D[sg]) / den
+        ss = _cross(A[sg], um[it]) / den
+    spans = (den != 0) & (tt > 0) & (ss >= 0) & (ss <= 1)
+    sin = np.sin(t1 - t0)
+    far0, far1 = _ray_line(u0, fe0, fed), _ray_line(u1, fe0, fed)
+    for level in range(n_levels):
+        ok = spans & (weight[sg] >= levels[level])
+        d = np.where(ok, tt, np.inf)
+        nearest = np.full(m, np.inf)
+        np.minimum.at(nearest, it, d)
+        # Which segment is the nearest (ties: either; they coincide along the ray).
+        is_near = ok & (d == nearest[it])
+        who = np.full(m, -1, dtype=np.intp)
+        who[it[is_near]] = sg[is_near]
+        shade = (who >= 0) & (nearest < rout)
+        if not shade.any():
+            continue
+        s = np.flatnonzero(shade)
+        w = who[s]
+        wall_front = nearest[s] <= rin[s]
+        x0 = np.where(wall_front[:, None], ne0[s], A[w])
+        xd = np.where(wall_front[:, None], ned[s], D[w])
+        near0 = _ray_line(u0[s], x0, xd)
+        near1 = _ray_line(u1[s], x0, xd)
+        area = 0.5 * sin[s] * (far0[s] * far1[s] - near0 * near1)
+        np.add.at(out[:, level], ir[s], area)
+    return out
+
+
+def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray,
+                  strict: bool) -> IntArray:
+    """For each query (request, angle): the index, among intervals sorted by (request,
+    middle angle), of the first interval of that request whose middle is at (strict: or
+    after) the angle... precisely, the number of intervals before it in that order."""
+    m, nq = len(ir), len(q_req)
+    req = np.concatenate([ir, q_req])
+    ang = np.concatenate([tm, q_t])
+    # Ties: a query for the start of a span sorts before an interval at its angle, one for
+    # the end after it.
+    tie = np.concatenate([np.ones(m), np.full(nq, 0.0 if strict else 2.0)])
+    order = np.lexsort((tie, ang, req))
+    is_interval = order < m
+    before: IntArray = np.cumsum(is_interval) - is_interval
+    out = np.empty(nq, dtype=np.intp)
+    out[order[~is_interval] - m] = before[~is_interval]
+    return out
+
+
+def _segments_cross(a0: FloatArray, ad: FloatArray, b0: FloatArray, bd: FloatArray,
+                    ) -> tuple[BoolArray, FloatArray]:
+    """Where segments a0 + s ad and b0 + u bd (rows paired) cross or touch (not parallel),
+    and the point."""
+    den = _cross(ad, bd)
+    w = b0 - a0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = _cross(w, bd) / den
+        u = _cross(w, ad) / den
+    hit = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1)
+    return hit, a0[hit] + ad[hit] * s[hit][:, None]
+
+
+def point_segment_distance(p: FloatArray, seg: FloatArray) -> FloatArray:
+    """Distance from each point (R, 2) to its segment (R, 4: x0, y0, x1, y1)."""
+    a, d = seg[:, 0:2], seg[:, 2:4] - seg[:, 0:2]
+    length2 = np.einsum("ij,ij->i", d, d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(length2 > 0, np.einsum("ij,ij->i", p - a, d) / length2, 0.0)
+    closest = a + d * np.clip(u, 0.0, 1.0)[:, None]
+    out: FloatArray = np.hypot(p[:, 0] - closest[:, 0], p[:, 1] - closest[:, 1])
+    return out
+
+
+
+def front_sides(poly: shapely.Polygon, rows: IntArray, sides: FloatArray, p: FloatArray,
+                ) -> BoolArray:
+    """Per side of a region's polygon (rows paired with viewpoints p[rows]): whether p sees
+    its outer face. Seen from a point outside the polygon every ray enters it through such a
+    side before it leaves through any other, so the shadows of these sides alone are the
+    shadows of all of them (a simple ring; any other keeps every side)."""
+    if not (poly.is_valid and poly.geom_type == "Polygon" and not poly.interiors):
+        return np.ones(len(rows), dtype=bool)
+    turn = 1.0 if poly.exterior.is_ccw else -1.0
+    d = sides[:, 2:4] - sides[:, 0:2]
+    out: BoolArray = _cross(d, p[rows] - sides[:, 0:2]) * turn < 0
+    return out
+

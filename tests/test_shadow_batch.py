@@ -1,0 +1,251 @@
+"""The shadow rulesets' batched measurements equal their pair-by-pair references (issue 15).
+
+pf1's visible fraction and realms' covered fraction are measured for every pair at once:
+the walls and region sides near each sight found in one index query, the hidden area summed
+exactly by `rulesets.shadows.hidden_areas` (seen from a point, the union of the shadows along
+each ray is the half-line beyond the nearest segment). `Pf1.reference` and `Realms.reference`
+are the computations they replaced (one Shapely union per viewpoint); both must give the same
+annotations on seeded benchmark scenes (plain rooms and dressed ones with wall bands,
+elevations, terrain, water and mounts), on hex layouts, on random small scenes (Hypothesis),
+for every pair or a subset, with and without traced lines; and the kernel itself must equal
+GEOS's union area on random segments, square and hex bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+import shapely
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.dressing import dress
+from bench.hexscenes import HEX_KINDS, on_hex
+from bench.scenes import generate
+from geometry.model import SceneGeom
+from rulesets import REGISTRY, realms
+from rulesets.base import Annotation, AttackMode
+from rulesets.corner import CornerEngine
+from rulesets.pf1 import Pf1, Pf1Options
+from rulesets.realms import Realms, RealmsOptions
+from rulesets.shadows import hidden_areas, shadow_polygons
+from tests.test_degrees_fast import hex_scene_docs, mounted_scene_docs
+from tests.test_properties import PROPS, Doc, load
+
+
+def _no_floors(geom: SceneGeom) -> SceneGeom:
+    # GM floors name one ruleset's degrees (the dressing's are degrees'): left out.
+    return replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
+
+
+def _scene(tokens: int, walls: int, seed: int, dressed: bool) -> SceneGeom:
+    geom = generate(tokens, walls, seed).geom
+    return _no_floors(dress(geom, seed) if dressed else geom)
+
+
+def assert_same(fast: list[Annotation], ref: list[Annotation]) -> None:
+    assert len(fast) == len(ref)
+    wrong = [(f, r) for f, r in zip(fast, ref, strict=True) if f != r]
+    assert not wrong, f"{len(wrong)} of {len(ref)} differ, e.g. {wrong[0]}"
+
+
+# -- the kernel ------------------------------------------------------------------------------
+
+@st.composite
+def shading_cases(draw: st.DrawFn) -> tuple[Any, ...]:
+    """A viewpoint outside a body (a grid square or a hexagon), and segments around them:
+    on the grid lines (rooms), through the body's corners, and anywhere."""
+    hexagon = draw(st.booleans())
+    if hexagon:
+        cx, cy = draw(st.floats(150, 350)), draw(st.floats(150, 350))
+        r = draw(st.floats(10, 60))
+        turn = draw(st.floats(0, 1))
+        ang = np.arange(6) * np.pi / 3 + turn
+        body = np.stack([cx + r * np.cos(ang), cy + r * np.sin(ang)], axis=1)
+    else:
+        x0, y0 = 100.0 * draw(st.integers(1, 3)), 100.0 * draw(st.integers(1, 3))
+        body = np.array([[x0, y0], [x0 + 100, y0], [x0 + 100, y0 + 100], [x0, y0 + 100]])
+    if draw(st.booleans()):
+        body = body[::-1].copy()
+    grid = st.integers(0, 5).map(lambda v: 100.0 * v)
+    p = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+    if shapely.Polygon(body).buffer(1.0).contains(shapely.Point(p)):
+        p = np.array([draw(grid) - 0.25, -40.0])  # outside every body
+    segs = []
+    for _ in range(draw(st.integers(0, 10))):
+        kind = draw(st.integers(0, 2))
+        if kind == 0:
+            a = np.array([draw(grid), draw(grid)])
+            b = a + np.array(draw(st.sampled_from([(100, 0), (0, 100), (200, 0), (0, 300)])))
+        elif kind == 1:
+            a = body[draw(st.integers(0, len(body) - 1))]
+            b = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+        else:
+            a = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+            b = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+        if np.hypot(*(b - a)) < 1e-3:
+            continue
+        # The callers keep the viewpoint off every segment.
+        if shapely.distance(shapely.LineString([a, b]), shapely.Point(p)) <= 1e-3:
+            continue
+        segs.append((a, b, draw(st.sampled_from([1.0, 0.9, 0.5, 0.25]))))
+    return p, body, segs
+
+
+@PROPS
+@given(shading_cases())
+def test_hidden_area_is_the_area_of_the_union_of_the_shadows(case: tuple[Any, ...]) -> None:
+    p, body, segs = case
+    levels = np.array([1.0, 0.9, 0.5, 0.25])
+    a = np.array([s[0] for s in segs]).reshape(-1, 2)
+    b = np.array([s[1] for s in segs]).reshape(-1, 2)
+    w = np.array([s[2] for s in segs])
+    got = hidden_areas(p[None, :], body[None, :, :], np.zeros(len(segs), dtype=np.intp), a, b,
+                       w, levels)[0]
+    poly = shapely.Polygon(body)
+    for k, level in enumerate(levels):
+        sel = w >= level
+        want = 0.0
+        if sel.any():
+            shadows = shapely.polygons(shadow_polygons(p, a[sel], b[sel], 5000.0))
+            shadows = shapely.make_valid(shadows)
+            want = float(shapely.area(shapely.intersection(shapely.union_all(shadows), poly)))
+        assert got[k] == pytest.approx(want, abs=1e-7 * poly.area), (k, got[k], want)
+
+
+# -- pf1 --------------------------------------------------------------------------------------
+
+PF1_OPTIONS = [Pf1Options(), Pf1Options(partial_cover="lines", big_creatures_ranged=True,
+                                        low_obstacle_range_from="target")]
+
+
+@pytest.mark.parametrize("dressed", [False, True])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pf1_equals_its_reference_on_benchmark_scenes(seed: int, dressed: bool) -> None:
+    geom = _scene(30, 200, seed, dressed)
+    for options in PF1_OPTIONS:
+        assert_same(Pf1().evaluate(geom, options), Pf1().reference(geom, options))
+
+
+def test_pf1_equals_its_reference_on_subsets_and_with_lines() -> None:
+    geom = _scene(24, 150, 4, True)
+    ids = [c.id for c in geom.creatures]
+    pairs = [(ids[a], ids[t]) for a in range(0, 24, 3) for t in range(24) if a != t]
+    for modes in (tuple(AttackMode), (AttackMode.RANGED,)):
+        for lines in (False, True):
+            assert_same(Pf1().evaluate(geom, Pf1Options(), pairs, modes, lines),
+                        Pf1().reference(geom, Pf1Options(), pairs, modes, lines))
+
+
+def test_pf1_scenes_reach_partial_cover_and_truncated_shadows() -> None:
+    # The scenes above are worth something only if pairs reach cover and are measured,
+    # some with shadows cut by wall bands (the GEOS path) and most without (the sum).
+    geom = _scene(30, 200, 1, True)
+    anns = Pf1().evaluate(geom, Pf1Options())
+    measured = [a.visible for a in anns if a.visible is not None]
+    assert len(measured) > 20
+    assert any(v > 0.5 for v in measured) and any(v <= 0.5 for v in measured)
+    assert geom.walls and any(w.top is not None or w.bottom is not None for w in geom.walls)
+
+
+def test_pf1_measures_visible_fractions_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full matrix measures no visible fraction pair by pair (before: one Shapely
+    union per corner of every pair at cover) and makes one batch of all of them."""
+    one_by_one: list[int] = []
+    batches: list[int] = []
+    single = CornerEngine.visible_fraction
+    batch = CornerEngine.visible_fractions
+
+    def counting_single(self: CornerEngine, *args: Any) -> float:
+        one_by_one.append(1)
+        return single(self, *args)
+
+    def counting_batch(self: CornerEngine, a: Any, *args: Any) -> Any:
+        batches.append(len(a))
+        return batch(self, a, *args)
+
+    monkeypatch.setattr(CornerEngine, "visible_fraction", counting_single)
+    monkeypatch.setattr(CornerEngine, "visible_fractions", counting_batch)
+    anns = Pf1().evaluate(_scene(30, 200, 1, False), Pf1Options())
+    assert any(a.visible is not None for a in anns)
+    assert not one_by_one
+    assert len(batches) == 1 and batches[0] > 20
+
+
+# -- realms -----------------------------------------------------------------------------------
+
+def _realms_same(geom: SceneGeom, options: RealmsOptions, **kw: Any) -> None:
+    realms._MEASURES.clear()
+    fast = Realms().evaluate(geom, options, **kw)
+    assert_same(fast, Realms().reference(geom, options, **kw))
+
+
+@pytest.mark.parametrize("dressed", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_realms_equals_its_reference_on_benchmark_scenes(seed: int, dressed: bool) -> None:
+    geom = _scene(30, 200, seed, dressed)
+    _realms_same(geom, RealmsOptions())
+    _realms_same(geom, RealmsOptions(low_cover_near_attacker=True))
+
+
+@pytest.mark.parametrize("kind", HEX_KINDS)
+def test_realms_equals_its_reference_on_hex_layouts(kind: Any) -> None:
+    _realms_same(on_hex(_scene(24, 150, 2, True), kind, 2), RealmsOptions())
+
+
+def test_realms_equals_its_reference_on_subsets_and_with_lines() -> None:
+    geom = _scene(24, 150, 3, True)
+    ids = [c.id for c in geom.creatures]
+    pairs = [(ids[a], ids[t]) for a in range(0, 24, 4) for t in range(24) if a != t]
+    _realms_same(geom, RealmsOptions(), pairs=pairs)
+    _realms_same(geom, RealmsOptions(), pairs=pairs, lines=True)
+    # Measured without names first, then asked for lines: the names are measured then.
+    realms._MEASURES.clear()
+    Realms().evaluate(geom, RealmsOptions(), pairs)
+    assert_same(Realms().evaluate(geom, RealmsOptions(), pairs, lines=True),
+                Realms().reference(geom, RealmsOptions(), pairs, lines=True))
+
+
+def test_realms_measures_covered_fractions_in_one_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full matrix measures no pair on its own (before: `measure`, one Shapely overlay
+    per viewpoint, for every pair)."""
+    calls: list[int] = []
+    measure = realms.RealmsContext.measure
+
+    def counting(self: realms.RealmsContext, *args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return measure(self, *args, **kw)
+
+    monkeypatch.setattr(realms.RealmsContext, "measure", counting)
+    realms._MEASURES.clear()
+    anns = Realms().evaluate(_scene(30, 200, 1, False), RealmsOptions())
+    assert any(a.visible is not None and a.visible < 1 for a in anns)
+    assert not calls
+
+
+# -- random small scenes ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["pf1", "realms"])
+@PROPS
+@given(doc=mounted_scene_docs(), lines=st.booleans())
+def test_fast_equals_reference_on_random_scenes(name: str, doc: Doc, lines: bool) -> None:
+    scene = load(doc, ruleset=name)
+    ruleset = REGISTRY.get(name)
+    realms._MEASURES.clear()
+    fast = ruleset.evaluate(scene.geometry, scene.options, lines=lines)
+    assert isinstance(ruleset, Pf1 | Realms)
+    assert_same(fast, ruleset.reference(scene.geometry, scene.options, lines=lines))
+
+
+@PROPS
+@given(doc=hex_scene_docs())
+def test_realms_fast_equals_reference_on_random_hex_scenes(doc: Doc) -> None:
+    scene = load(doc, ruleset="realms")
+    realms._MEASURES.clear()
+    assert_same(Realms().evaluate(scene.geometry, scene.options),
+                Realms().reference(scene.geometry, scene.options))
+
