@@ -145,6 +145,27 @@ class Listener:
     def _refused(self, why: str) -> None:
         self._refusals(logging.WARNING, "refusing connections: %s", why)
 
+    async def serve(self, host: str, port: int,
+                    ready: Callable[[int], Awaitable[None] | None] | None = None,
+                    unix: str | None = None,
+                    started: Callable[[], None] | None = None) -> None:
+        """Listen (`start`) and serve until cancelled; `ready` is told the bound port (0 on
+        a Unix socket), after `started` (work for once the listener is up)."""
+        asyncio.get_running_loop().set_exception_handler(self.loop_errors)
+        server = await self.start(host, port, unix)
+        if started is not None:
+            started()
+        bound = 0 if unix is not None else next(iter(server.sockets)).getsockname()[1]
+        try:
+            if ready is not None:
+                maybe = ready(bound)
+                if maybe is not None:
+                    await maybe
+            await server.serve_forever()
+        finally:
+            server.close()
+            await server.wait_closed()
+
     def loop_errors(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The event loop's exception handler: asyncio reports a failed accept (out of
         descriptors or memory) on every attempt; it is logged once a minute."""
@@ -449,18 +470,10 @@ async def run(core: Core, host: str, port: int,
     0 too when serving on the Unix socket `unix`)."""
     tune_process()
     app = App(core, limits)
-    asyncio.get_running_loop().set_exception_handler(app.loop_errors)
-    server = await app.start(host, port, unix)
-    settle_heap()  # the modules and whatever the Core was given (a preloaded scene)
-    bound = 0 if unix is not None else next(iter(server.sockets)).getsockname()[1]
     try:
-        if ready is not None:
-            maybe = ready(bound)
-            if maybe is not None:
-                await maybe
-        await server.serve_forever()
+        # Once listening, settle the modules and whatever the Core was given (a preloaded
+        # scene).
+        await app.serve(host, port, ready, unix, started=settle_heap)
     finally:
-        server.close()
-        await server.wait_closed()
         app.shutdown()
         gc.unfreeze()  # a process that goes on without the server (tests) collects it all

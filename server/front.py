@@ -198,16 +198,4 @@ async def run(sockets: Sequence[str], host: str, port: int,
               ready: Callable[[int], Awaitable[None] | None] | None = None,
               limits: EdgeLimits | None = None) -> None:
     """Serve clients for these workers until cancelled; `ready` is told the bound port."""
-    front = Front(sockets, limits)
-    asyncio.get_running_loop().set_exception_handler(front.loop_errors)
-    server = await front.start(host, port)
-    bound = next(iter(server.sockets)).getsockname()[1]
-    try:
-        if ready is not None:
-            maybe = ready(bound)
-            if maybe is not None:
-                await maybe
-        await server.serve_forever()
-    finally:
-        server.close()
-        await server.wait_closed()
+    await Front(sockets, limits).serve(host, port, ready)

@@ -809,17 +809,8 @@ async def run_front(url: str, host: str, port: int,
     nc = await connect(url, "covercast-front")
     front = MeshFront(nc, limits)
     await front.setup()
-    asyncio.get_running_loop().set_exception_handler(front.loop_errors)
-    server = await front.start(host, port)
-    bound = next(iter(server.sockets)).getsockname()[1]
     try:
-        if ready is not None:
-            maybe = ready(bound)
-            if maybe is not None:
-                await maybe
-        await server.serve_forever()
+        await front.serve(host, port, ready)
     finally:
-        server.close()
-        await server.wait_closed()
         with contextlib.suppress(Exception):
             await nc.drain()
