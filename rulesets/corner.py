@@ -49,7 +49,7 @@ from geometry.square import (
     within_reach_many,
 )
 from geometry.trace import LOW_CODE, SOLID_CODE, BlockGroup, LineHits, Tracer
-from geometry.vertical import band_stretches, flank_height
+from geometry.vertical import flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 from rulesets.shadows import (
@@ -1029,36 +1029,15 @@ class CornerEngine:
         it meets the sheet; a wall low for the target (band hiding at most half of it) where
         it meets the sheet if the low obstacle is in range, else only where it spans the
         whole sheet; limited walls never."""
-        tr = self.tracer
-        ea, ha = float(self._elev[a]), float(self._tall[a])
-        et, ht = float(self._elev[t]), float(self._tall[t])
-        bottom, top = tr.wall_bottom[walls], tr.wall_top[walls]
-        m0, m1, w0, w1 = band_stretches(bottom, top, ea, ha, et, ht)
-        b = np.where(np.isnan(bottom), -np.inf, bottom)
-        tp = np.where(np.isnan(top), np.inf, top)
-        hidden = np.minimum(tp, et + ht) - np.maximum(b, et)
-        by_height = hidden <= ht / 2
-        code = tr.wall_cover_code[walls]
-        limited = tr.wall_limited[walls]
-        low = ((code == LOW_CODE) | by_height) & (hidden > 0)
-        active = np.zeros(len(walls), dtype=bool)
-        if low.any():
-            n = int(low.sum())
-            active[low] = self._low_active(np.arange(n), walls[low], np.full(n, a),
-                                           np.full(n, t), np.ones(n, dtype=bool))
-        solid_code = code == SOLID_CODE
-        # Where each wall casts a shadow: one stretch of the way, or none.
-        whole_sheet = solid_code & ~limited
-        s0 = np.where(whole_sheet, w0, 1.0)
-        s1 = np.where(whole_sheet, w1, -1.0)
-        meets_counts = (solid_code & ~by_height & ~limited) | (low & active)
-        s0 = np.where(meets_counts, m0, s0)
-        s1 = np.where(meets_counts, m1, s1)
-        some = s1 > s0
-        if not some.any():
+        n = len(walls)
+        if n == 0:
             return np.empty(0, dtype=object)
-        xy = tr.wall_xy[walls[some]]
-        return truncated_shadows(p, xy[:, 0:2], xy[:, 2:4], s0[some], s1[some], reach)
+        # One request, so every row is this pair's: the row-paired version, broadcast.
+        _, _, shadows = self._banded_shadows_many(
+            np.full(n, a, dtype=np.intp), np.full(n, t, dtype=np.intp),
+            np.asarray(p, dtype=np.float64).reshape(1, 2), np.zeros(n, dtype=np.intp), walls,
+            np.array([reach], dtype=np.float64))
+        return shadows
 
     def _low_active(self, wl: IntArray, wi: IntArray, att: IntArray, tgt: IntArray,
                     h_low: BoolArray) -> BoolArray:

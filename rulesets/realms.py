@@ -701,27 +701,31 @@ class RealmsContext:
             out.append(best)
         return out
 
-    def _band_meets_span_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
-                              attacker: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
-        """`_band_meets_span` for row-paired (wall, target, attacker) rows."""
+    def _spans_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
+                    attacker: npt.NDArray[np.intp],
+                    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64],
+                               npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Per row-paired (wall, target, attacker) row: the vertical span the two creatures
+        fill (lowest foot, highest head) and the wall's band (unbounded sides infinite)."""
         et, ht = self._elev[t], self._tall[t]
         ea, ha = self._elev[attacker], self._tall[attacker]
         lo, hi = np.minimum(ea, et), np.maximum(ea + ha, et + ht)
         bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
-        bottom = np.where(np.isnan(bottom), -np.inf, bottom)
-        top = np.where(np.isnan(top), np.inf, top)
+        return (lo, hi, np.where(np.isnan(bottom), -np.inf, bottom),
+                np.where(np.isnan(top), np.inf, top))
+
+    def _band_meets_span_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
+                              attacker: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """`_band_meets_span` for row-paired (wall, target, attacker) rows."""
+        lo, hi, bottom, top = self._spans_rows(walls, t, attacker)
         meets: npt.NDArray[np.bool_] = (bottom < hi) & (top > lo)
         return meets
 
     def _partial_share_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],
                             attacker: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         """`_partial_share` for row-paired (wall, target, attacker) rows."""
+        lo, hi, bottom, top = self._spans_rows(walls, t, attacker)
         et, ht = self._elev[t], self._tall[t]
-        ea, ha = self._elev[attacker], self._tall[attacker]
-        lo, hi = np.minimum(ea, et), np.maximum(ea + ha, et + ht)
-        bottom, top = self.tracer.wall_bottom[walls], self.tracer.wall_top[walls]
-        bottom = np.where(np.isnan(bottom), -np.inf, bottom)
-        top = np.where(np.isnan(top), np.inf, top)
         spans = (bottom <= lo) & (top >= hi)
         hidden = np.clip(np.minimum(top, et + ht) - np.maximum(bottom, et), 0.0, None)
         share = hidden / np.maximum(ht, 1e-9)
