@@ -102,13 +102,15 @@ def flank_height(elev: float, side: float, target_elev: float, target_side: floa
     return elev + side / 2
 
 
-def band_stretches(bottom: FloatArray, top: FloatArray, a_elev: float, a_tall: float,
-                   t_elev: float, t_tall: float) -> tuple[FloatArray, FloatArray, FloatArray,
-                                                          FloatArray]:
-    """For height bands (NaN: unbounded) and one pair of creatures' vertical extents: the
-    stretches [s0, s1] of the way from the attacker (fractions in [0, 1]; empty when
-    s0 >= s1) where a line crossing the band there meets it, and where the band spans the
-    whole sheet (`band_meets`, solved for s: both spans are linear in s)."""
+def band_stretches(bottom: FloatArray, top: FloatArray, a_elev: float | FloatArray,
+                   a_tall: float | FloatArray, t_elev: float | FloatArray,
+                   t_tall: float | FloatArray) -> tuple[FloatArray, FloatArray, FloatArray,
+                                                        FloatArray]:
+    """For height bands (NaN: unbounded) and one pair of creatures' vertical extents (or
+    one pair per band: arrays paired with the bands row by row): the stretches [s0, s1] of
+    the way from the attacker (fractions in [0, 1]; empty when s0 >= s1) where a line
+    crossing the band there meets it, and where the band spans the whole sheet
+    (`band_meets`, solved for s: both spans are linear in s)."""
     b = np.where(np.isnan(bottom), -np.inf, bottom)
     t = np.where(np.isnan(top), np.inf, top)
     lo0, dlo = a_elev, t_elev - a_elev
@@ -118,24 +120,23 @@ def band_stretches(bottom: FloatArray, top: FloatArray, a_elev: float, a_tall: f
     return meet[0], meet[1], whole[0], whole[1]
 
 
-def _where_positive(terms: list[tuple[FloatArray | float, float]], strict: bool
+def _where_positive(terms: list[tuple[FloatArray | float, FloatArray | float]], strict: bool
                     ) -> tuple[FloatArray, FloatArray]:
     """The stretch of s in [0, 1] where every alpha + beta * s is positive (`strict`) or
-    not negative. Its ends are included or not alike (the stretches measure areas, where
-    ends weigh nothing); a term constant in s (beta 0) holds everywhere or nowhere, and
-    there strictness decides (a band whose bottom is the feet of two creatures on one
-    level spans their sheet: bottom <= lo)."""
+    not negative (beta one slope, or one per row). Its ends are included or not alike (the
+    stretches measure areas, where ends weigh nothing); a term constant in s (beta 0) holds
+    everywhere or nowhere, and there strictness decides (a band whose bottom is the feet of
+    two creatures on one level spans their sheet: bottom <= lo)."""
     s0: FloatArray = np.zeros(np.shape(np.asarray(terms[0][0])))
     s1: FloatArray = np.ones_like(s0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for alpha, beta in terms:
             a = np.asarray(alpha, dtype=np.float64)
-            if beta > 0:
-                s0 = np.maximum(s0, -a / beta)
-            elif beta < 0:
-                s1 = np.minimum(s1, -a / beta)
-            else:
-                s1 = np.where((a > 0) if strict else (a >= 0), s1, -1.0)
+            slope = np.asarray(beta, dtype=np.float64)
+            ratio = -a / slope
+            s0 = np.where(slope > 0, np.maximum(s0, ratio), s0)
+            s1 = np.where(slope < 0, np.minimum(s1, ratio), s1)
+            s1 = np.where((slope == 0) & ~((a > 0) if strict else (a >= 0)), -1.0, s1)
     return np.clip(s0, 0.0, 1.0), np.clip(s1, -1.0, 1.0)
 
 

@@ -49,7 +49,7 @@ from geometry.square import (
     within_reach_many,
 )
 from geometry.trace import LOW_CODE, SOLID_CODE, BlockGroup, LineHits, Tracer
-from geometry.vertical import flank_height
+from geometry.vertical import band_stretches, flank_height
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 from rulesets.shadows import (
@@ -324,33 +324,6 @@ def _distinct_corners(boxes: Sequence[Box]) -> FloatArray:
     return pts[np.sort(first)]
 
 
-
-def _band_stretches_rows(bottom: FloatArray, top: FloatArray, a_elev: FloatArray,
-                         a_tall: FloatArray, t_elev: FloatArray, t_tall: FloatArray,
-                         ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """`geometry.vertical.band_stretches` with one pair of creatures per band (row-paired
-    arrays), equal to it row by row."""
-    b = np.where(np.isnan(bottom), -np.inf, bottom)
-    t = np.where(np.isnan(top), np.inf, top)
-    lo0, dlo = a_elev, t_elev - a_elev
-    hi0, dhi = a_elev + a_tall, t_elev + t_tall - a_elev - a_tall
-    meet = _where_positive_rows([(hi0 - b, dhi), (t - lo0, -dlo)], strict=True)
-    whole = _where_positive_rows([(lo0 - b, dlo), (t - hi0, -dhi)], strict=False)
-    return meet[0], meet[1], whole[0], whole[1]
-
-
-def _where_positive_rows(terms: list[tuple[FloatArray, FloatArray]], strict: bool,
-                         ) -> tuple[FloatArray, FloatArray]:
-    """`geometry.vertical._where_positive` with a slope per row."""
-    s0: FloatArray = np.zeros(np.shape(terms[0][0]))
-    s1: FloatArray = np.ones_like(s0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for alpha, beta in terms:
-            ratio = -alpha / beta
-            s0 = np.where(beta > 0, np.maximum(s0, ratio), s0)
-            s1 = np.where(beta < 0, np.minimum(s1, ratio), s1)
-            s1 = np.where((beta == 0) & ~((alpha > 0) if strict else (alpha >= 0)), -1.0, s1)
-    return np.clip(s0, 0.0, 1.0), np.clip(s1, -1.0, 1.0)
 
 def _indices(points: FloatArray, wanted: FloatArray) -> IntArray:
     """Where each wanted point sits in `points`."""
@@ -985,7 +958,7 @@ class CornerEngine:
         ea, ha = self._elev[a], self._tall[a]
         et, ht = self._elev[t], self._tall[t]
         bottom, top = tr.wall_bottom[walls], tr.wall_top[walls]
-        m0, m1, w0, w1 = _band_stretches_rows(bottom, top, ea, ha, et, ht)
+        m0, m1, w0, w1 = band_stretches(bottom, top, ea, ha, et, ht)
         b = np.where(np.isnan(bottom), -np.inf, bottom)
         tp = np.where(np.isnan(top), np.inf, top)
         hidden = np.minimum(tp, et + ht) - np.maximum(b, et)
