@@ -1,27 +1,34 @@
 """Work done ahead of the worker: a large frame read, and the scene it changes built, on a
 thread of its own.
 
-Rule of this module: a pure function of one frame and the scene values that were current
-when it was read; nothing here writes to the Core or keeps state. The edge (server/app.py)
+Rule of this module: a function of one frame and the scene values that were current when
+it was read; nothing here writes to the Core or keeps state. The one thing it may write is
+a loaded scene's documents to the state store as a generation nobody reads (`stage`,
+server/durable.py's `stage_load`), which only the Core makes current. The edge (server/app.py)
 calls `Core.ahead` off the Core's thread for frames too large to read in a few
 milliseconds (a 20,000-wall `scene.load`, a 5,000-wall `wall.update`), so the Core thread
 goes on serving other scenes meanwhile (the interpreter lock is shared between the two
 threads every few milliseconds instead of the Core thread being held for the whole read).
 The Core then takes what was read as if it had read it itself, and the scene built ahead
 only if the scene is still the value it was built from; otherwise it builds again from
-the current one, so the order of changes is the Core's, never this thread's.
+the current one, so the order of changes is the Core's, never this thread's (a staged
+generation it does not take is left to the store's sweep).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rulesets.base import AttackMode
+from server import durable
 from server import scene as scenes
 from server.errors import ClientError
+from server.giveway import giving_way
 from server.messages import (
     Request,
     SceneLoad,
@@ -34,6 +41,7 @@ from server.messages import (
     decode_frame,
     parse_request,
 )
+from server.store import StoreUnavailable
 
 log = logging.getLogger("covercast.ahead")
 
@@ -66,13 +74,51 @@ class Ahead:
     base: scenes.Scene | None = None
     scene: scenes.Scene | None = None
     refused: ClientError | None = None
+    #: A loaded scene's documents written to the store ahead: their generation.
+    staged: int | None = None
+    #: A batch change's rows for the store, made ahead (when the Core keeps scenes).
+    rows: durable.Rows | None = None
 
 
 def read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
-         current: Mapping[str, scenes.Scene]) -> Ahead:
+         current: Mapping[str, scenes.Scene],
+         stage: Callable[[scenes.Scene], int] | None = None, rows: bool = False) -> Ahead:
+    """`_read`, holding itself back for the Core thread (`_held_back`)."""
+    with _held_back():
+        return _read(frame, viewer, write_types, current, stage, rows)
+
+
+@contextlib.contextmanager
+def _held_back() -> Iterator[None]:
+    """This thread gives way to the others while it reads a large frame.
+
+    - The interpreter lock: server/giveway.py.
+    - The garbage collector: reading a 20,000-wall load makes about a million objects, and
+      the collector, counting them, ran collections of the young and of the whole unfrozen
+      heap in the middle of it, each holding the lock. None runs meanwhile, and what was
+      made is frozen at the end. These objects are acyclic (decoded maps and lists,
+      Structs, arrays), freed by their reference counts frozen or not; frozen, later
+      collections do not walk them (server/app.py `settle_heap` freezes the survivors of
+      heavy calls too)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        with giving_way():
+            yield
+    finally:
+        gc.freeze()
+        if was:
+            gc.enable()
+
+
+def _read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
+         current: Mapping[str, scenes.Scene],
+         stage: Callable[[scenes.Scene], int] | None = None, rows: bool = False) -> Ahead:
     """`frame` decoded and validated as the Core would for a greeted connection (a viewer's
     write refused first), and a change's new scene built from `current`'s value of its
-    scene, with its geometry and the ruleset's per-scene arrays warmed."""
+    scene, with its geometry and the ruleset's per-scene arrays warmed; a loaded scene's
+    documents written ahead by `stage` when it is given (its generation in `staged`), a
+    batch change's rows for the store made with `rows`."""
     raw: Any = None
     try:
         raw = decode_frame(frame)
@@ -92,7 +138,7 @@ def read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
             return scenes.load(request.scene, request.ruleset, request.options, s)
     elif isinstance(request, TokenCreate | TokenUpdate | TokenDelete | WallCreate
                     | WallUpdate | WallDelete):
-        maker, kind, field_name = BATCHES[type(request)]
+        maker, batch_kind, field_name = BATCHES[type(request)]
         items = getattr(request, field_name)
         found = current.get(request.scene)
         if found is None:
@@ -101,7 +147,7 @@ def read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
 
         def build(s: scenes.Scene | None) -> scenes.Scene:
             assert s is not None
-            return maker(s, kind, items)
+            return maker(s, batch_kind, items)
     else:
         return Ahead(frame, raw, request)
     try:
@@ -113,7 +159,19 @@ def read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
         log.debug("building a change ahead failed", exc_info=True)
         return Ahead(frame, raw, request)
     _warm(scene)
-    return Ahead(frame, raw, request, built=True, base=base, scene=scene)
+    made = None
+    if rows and base is not None and not isinstance(request, SceneLoad):
+        made = durable.change_rows(base, scene, batch_kind, items)
+    staged = None
+    if stage is not None and isinstance(request, SceneLoad):
+        try:
+            staged = stage(scene)
+        except StoreUnavailable:
+            pass  # the Core writes it itself, and meets (and reports) the outage there
+        except Exception:
+            log.exception("bug while writing a loaded scene ahead")
+    return Ahead(frame, raw, request, built=True, base=base, scene=scene, staged=staged,
+                 rows=made)
 
 
 def _warm(scene: scenes.Scene) -> None:

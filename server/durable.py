@@ -5,13 +5,16 @@ Rule of this module: it turns Scene values (server/scene.py) into the store's op
 validated and before the new Scene is swapped in, so an acknowledged revision is always in
 the store; when the store fails it raises StoreUnavailable and the Core keeps the scene as
 it was. A change writes only the documents it touched (a move: one token's row) and the new
-revision, in one transaction; a `scene.load` writes the whole scene; a restored scene goes
-through the same validation as a `scene.load` and comes back at its stored revision.
+revision, in one transaction; a `scene.load` writes the whole scene (a large one is
+written ahead, off the Core's thread, by `stage_load`, and the Core only makes it current);
+a restored scene goes through the same validation as a `scene.load` and comes back at its
+stored revision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -19,7 +22,7 @@ import msgspec
 from server import scene as scenes
 from server.errors import ClientError
 from server.messages import RegionDoc, SceneDoc, TokenDoc, WallDoc, normalize_ids, to_doc
-from server.store import KINDS, Store, StoreError
+from server.store import KINDS, Backstage, Store, StoreError
 
 _ENCODE = msgspec.json.Encoder()
 _DECODE: dict[str, msgspec.json.Decoder[Any]] = {
@@ -50,12 +53,26 @@ def head(scene: scenes.Scene) -> str:
                        msgspec.to_builtins(scene.options)))
 
 
-def save_load(store: Store, scene: scenes.Scene, previous: scenes.Scene | None) -> None:
+def _docs(scene: scenes.Scene) -> dict[str, list[tuple[str, str]]]:
+    return {kind: [(i, _text(d)) for i, d in getattr(scene, kind).items()] for kind in KINDS}
+
+
+def stage_load(backstage: Backstage, scene: scenes.Scene) -> int:
+    """Write a loaded scene's documents ahead of the Core, as a generation nobody reads
+    until `save_load` is given it (StoreUnavailable: not written)."""
+    return backstage.stage(scene.id, scene.revision, _docs(scene))
+
+
+def save_load(store: Store, scene: scenes.Scene, previous: scenes.Scene | None,
+              staged: int | None = None) -> None:
     """Store a scene a `scene.load` (or the demo's preload) installs, replacing `previous`
-    (what this server held under its id, if anything)."""
-    docs = {kind: [(i, _text(d)) for i, d in getattr(scene, kind).items()] for kind in KINDS}
-    store.put_scene(scene.id, scene.revision, head(scene), docs,
-                    None if previous is None else previous.revision)
+    (what this server held under its id, if anything); `staged`: its documents were
+    written ahead as that generation (`stage_load`), so only the scene's row is written."""
+    replaces = None if previous is None else previous.revision
+    if staged is not None:
+        store.put_staged(scene.id, scene.revision, head(scene), staged, replaces)
+    else:
+        store.put_scene(scene.id, scene.revision, head(scene), _docs(scene), replaces)
 
 
 def _item_id(item: Any) -> str:
@@ -67,10 +84,21 @@ def _item_id(item: Any) -> str:
     return str(item.id)
 
 
-def save_change(store: Store, before: scenes.Scene, after: scenes.Scene, kind: str,
-                items: Sequence[Any]) -> None:
-    """Store the change from `before` to `after` (one revision on) that the batch `items`
-    of `kind` documents made: only the documents the batch names are looked at."""
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """What a change writes: the documents it created or changed, (id, text) in batch
+    order, and the ids it deleted."""
+
+    kind: str
+    put: list[tuple[str, str]]
+    drop: list[str]
+
+
+def change_rows(before: scenes.Scene, after: scenes.Scene, kind: str,
+                items: Sequence[Any]) -> Rows:
+    """The rows of the change from `before` to `after` (one revision on) that the batch
+    `items` of `kind` documents made: only the documents the batch names are looked at
+    (computed ahead of the Core for a large batch, server/ahead.py)."""
     old, new = getattr(before, kind), getattr(after, kind)
     put: list[tuple[str, str]] = []
     drop: list[str] = []
@@ -81,7 +109,12 @@ def save_change(store: Store, before: scenes.Scene, after: scenes.Scene, kind: s
                 drop.append(i)
         elif doc is not old.get(i):
             put.append((i, _text(doc)))
-    store.put_change(after.id, after.revision, kind, put, drop)
+    return Rows(kind, put, drop)
+
+
+def save_change(store: Store, after: scenes.Scene, rows: Rows) -> None:
+    """Store a change's rows (`change_rows`) as revision `after.revision`."""
+    store.put_change(after.id, after.revision, rows.kind, rows.put, rows.drop)
 
 
 def restore(store: Store, sid: str) -> scenes.Scene:

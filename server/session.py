@@ -266,7 +266,12 @@ class Core:
         at its stored revision (StoreError: one cannot be read back); without it,
         `restore(ids)` brings back chosen ones. `keep_scenes` False: scenes are not written
         to the store (on NATS they live in JetStream, server/mesh.py; the store keeps air)."""
-        self.keep_scenes = keep_scenes
+        self.store = store if store is not None else Store()
+        # ":memory:" keeps nothing after the process ends: scenes written there would never
+        # be read back, so they are not written.
+        self.keep_scenes = keep_scenes and self.store.path != ":memory:"
+        # Large loads are written ahead of this thread, on the ahead thread's connection.
+        self._backstage = self.store.backstage() if self.keep_scenes else None
         self._access = Access(access_token, player_token, overlay_token)
         self.access_token = access_token
         self.connections: dict[int, Connection] = {}
@@ -291,7 +296,6 @@ class Core:
         # the last revision replaced, released in idle time too (at most one per cache).
         self._spares: dict[CacheKey, tuple[_Cached, dict[Key, AnnotationOut]]] = {}
         self._retired: dict[CacheKey, _Cached] = {}
-        self.store = store if store is not None else Store()
         self._seeds = random.Random(seed)
         # Each token's air (drowning and suffocating), kept in the store.
         self.air = drowning.Air(self.store, self._seeds)
@@ -304,6 +308,8 @@ class Core:
         self._pace: dict[str, int] = {}
         # The change the frame being handled was built into ahead, if it was.
         self._built: ahead_reading.Ahead | None = None
+        # The generation of the store a load written ahead made current, if it did.
+        self._installed: int | None = None
         if restore:
             self.restore()
 
@@ -358,7 +364,19 @@ class Core:
         state = self.connections.get(conn)
         if state is None or not state.greeted:
             return None
-        return ahead_reading.read(frame, state.role.viewer, WRITE_TYPES, dict(self.scenes))
+        return ahead_reading.read(frame, state.role.viewer, WRITE_TYPES, dict(self.scenes),
+                                  self._stage if self._backstage is not None else None,
+                                  rows=self.keep_scenes)
+
+    def _stage(self, scene: scenes.Scene) -> int:
+        assert self._backstage is not None
+        return durable.stage_load(self._backstage, scene)
+
+    def sweep(self) -> None:
+        """Off the Core's thread, on the ahead thread: the store's generations nobody reads
+        any more (a replaced large load) deleted, a slice at a time."""
+        if self._backstage is not None:
+            self._backstage.sweep()
 
     def receive(self, conn: int, frame: bytes | str,
                 ahead: ahead_reading.Ahead | None = None) -> list[Output]:
@@ -391,8 +409,10 @@ class Core:
             return [Send(conn, encode(self._error(exc, request_id(raw)), binary))]
         if not state.greeted:
             return self._hello(state, request, binary)
+        staged = ahead.staged if ahead is not None else None
         try:
             self._built = ahead if ahead is not None and ahead.built else None
+            self._installed = None
             return self._dispatch(state, request, binary)
         except ClientError as exc:
             return [Send(conn, encode(self._error(exc, request.id), binary))]
@@ -404,6 +424,11 @@ class Core:
             return [Send(conn, encode(err, binary))]
         finally:
             self._built = None
+            if staged is not None and self._installed != staged:
+                # Written ahead but not taken (the scene changed meanwhile, or the load
+                # was refused): left to the sweep.
+                assert isinstance(request, SceneLoad)
+                self.store.abandon(request.scene.id, staged)
 
     def _error(self, exc: ClientError, rid: Any) -> Error:
         return Error(exc.code.value, exc.message, exc.path, rid)
@@ -490,12 +515,16 @@ class Core:
             raise ClientError(ErrorCode.TOO_LARGE,
                               f"$.scene.id: the server holds {len(self.scenes)} scenes, the "
                               f"limit is {LIMITS.max_scenes}", path="$.scene.id")
+        built = self._built
         loaded = self._built_from(previous, lambda: scenes.load(
             request.scene, request.ruleset, request.options, previous))
+        # Its documents were written ahead if the scene built ahead is the one loaded.
+        staged = built.staged if built is not None and built.scene is loaded else None
         self._subscribed_limit(loaded)
         try:  # stored before it is installed: an acknowledged revision is never lost
             if self.keep_scenes:
-                durable.save_load(self.store, loaded, previous)
+                durable.save_load(self.store, loaded, previous, staged)
+                self._installed = staged
         except StoreUnavailable as exc:
             raise unavailable(exc, "the scene was not loaded") from None
         self.scenes[sid] = loaded
@@ -534,12 +563,16 @@ class Core:
                 binary: bool, batch: tuple[str, Sequence[Any]]) -> list[Output]:
         """Apply a batch (`batch`: the kind of documents and the items it names)."""
         current = self._scene(sid)
+        built = self._built
         # Raises before the swap: the scene stays as it was.
         changed = self._built_from(current, lambda: build(current))
         self._subscribed_limit(changed)
         try:  # stored before the swap: the scene never runs ahead of what is durable
             if self.keep_scenes:
-                durable.save_change(self.store, current, changed, *batch)
+                rows = (built.rows if built is not None and built.scene is changed
+                        and built.rows is not None
+                        else durable.change_rows(current, changed, *batch))
+                durable.save_change(self.store, changed, rows)
         except StoreUnavailable as exc:
             raise unavailable(exc, "the change was not applied") from None
         self.scenes[sid] = changed
@@ -1021,17 +1054,24 @@ class Core:
         n = len(scene.tokens)  # one creature per token; no geometry built for counting
         return n * (n - 1) > LIMITS.max_table_pairs
 
-    def warm_frame(self, conn: int, frame: bytes | str) -> Generator[None, None, None]:
+    def warm_frame(self, conn: int, frame: bytes | str,
+                   ahead: ahead_reading.Ahead | None = None) -> Generator[None, None, None]:
         """`warm` for what this frame will need: a subscription's table, the pairs it and
         the table's subscribers follow (small frames only: a subscription is a few dozen
-        bytes, a few KB with its filter; anything else needs no table)."""
+        bytes, a few KB with its filter; anything else needs no table). `ahead`: what was
+        read of this frame ahead (server/ahead.py), so it is not read twice."""
         state = self.connections.get(conn)
         if state is None or not state.greeted or len(frame) > WARM_FRAME_BYTES:
             return
-        try:
-            request = parse_request(decode_frame(frame))
-        except ClientError:
-            return
+        if ahead is not None and ahead.frame is frame:
+            if ahead.request is None:
+                return
+            request: Any = ahead.request
+        else:
+            try:
+                request = parse_request(decode_frame(frame))
+            except ClientError:
+                return
         if isinstance(request, Subscribe):
             if any(s not in _SIDES for s in request.sides or ()):
                 return  # refused when it is handled

@@ -8,8 +8,14 @@ opaque JSON texts and knows nothing of their meaning:
 - `breath`: each token's air (drowning and suffocating), by (scene id, token id);
 - `scene`: each loaded scene's revision and head (its scene document without walls, tokens
   and regions, its ruleset and options), by scene id;
-- `doc`: each wall, token and region document of a scene, by (scene, kind, id), with the
-  order it arrived in (`seq`), so a move writes one token's row, never the whole scene.
+- `doc`: each wall, token and region document of a scene, by (scene, generation, kind,
+  id), with the order it arrived in (`seq`), so a move writes one token's row, never the
+  whole scene. The scene's row names its current generation; only that one is read back.
+- `stage`: generations that are not (or no longer) current: a large `scene.load` being
+  written ahead of the Core (`Backstage.stage`, on the thread that reads large frames:
+  rows written a slice at a time, invisible until the Core makes the generation current in
+  one short transaction, `put_staged`), and generations a load replaced or the Core gave
+  up, deleted a slice at a time by `Backstage.sweep`.
 
 The path comes from `covercast serve --state PATH`; ":memory:" keeps nothing after the
 process ends. A file is opened in WAL mode. Scene writes follow `sync`: "normal" (the
@@ -21,6 +27,9 @@ fsynced at every write whatever `sync` says. Several processes may share one fil
 scene written by its owner only): writers wait for each other up to BUSY_TIMEOUT_MS, and
 every scene write checks the revision it replaces, so one that another process advanced
 meanwhile is refused rather than overwritten.
+
+Only a file store has a backstage (a second connection): ":memory:" is one connection's
+database, and the Core does not write scenes to it at all (nothing would read them back).
 
 A store that cannot be written or read any more (disk full, the file made read-only or
 replaced) raises StoreUnavailable with the reason in plain words; the operation did
@@ -35,14 +44,16 @@ import contextlib
 import errno
 import logging
 import os
+import secrets
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("covercast.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: How long a write waits for another process holding the file's write lock.
 BUSY_TIMEOUT_MS = 2000
 #: The document kinds a scene holds, in the order they are read back.
@@ -50,6 +61,12 @@ KINDS = ("walls", "tokens", "regions")
 #: A document's `seq` is (revision << SEQ_BITS) + its place in its batch: documents created
 #: later sort after earlier ones, and an update keeps its document's place.
 SEQ_BITS = 20
+#: Rows a backstage writes or deletes per transaction: the Core's own writes wait for the
+#: file's write lock at most one slice (a few milliseconds).
+SLICE_ROWS = 1000
+#: A generation still marked as being staged this many seconds after it began was left by
+#: a process that stopped mid-way: it is swept like a replaced one.
+STAGE_ABANDONED_S = 600.0
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS breath (
@@ -61,16 +78,35 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS scene (
         scene TEXT PRIMARY KEY,
         revision INTEGER NOT NULL,
-        head TEXT NOT NULL
+        head TEXT NOT NULL,
+        gen INTEGER NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE IF NOT EXISTS doc (
         scene TEXT NOT NULL,
+        gen INTEGER NOT NULL,
         kind TEXT NOT NULL,
         id TEXT NOT NULL,
         seq INTEGER NOT NULL,
         body TEXT NOT NULL,
-        PRIMARY KEY (scene, kind, id)
+        PRIMARY KEY (scene, gen, kind, id)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS stage (
+        scene TEXT NOT NULL,
+        gen INTEGER NOT NULL,
+        since REAL NOT NULL,
+        stale INTEGER NOT NULL,
+        PRIMARY KEY (scene, gen)
+    )""",
+)
+
+#: Schema 2 to 3: scenes get a generation (0), their documents are keyed by it.
+_FROM_2 = (
+    "ALTER TABLE scene ADD COLUMN gen INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE doc RENAME TO doc2",
+    _SCHEMA[2],
+    "INSERT INTO doc (scene, gen, kind, id, seq, body) "
+    "SELECT scene, 0, kind, id, seq, body FROM doc2",
+    "DROP TABLE doc2",
 )
 
 _SYNC = {"full": "FULL", "normal": "NORMAL"}
@@ -226,6 +262,9 @@ class Store:
         db.execute(f"PRAGMA synchronous = {_SYNC[self.sync]}")
         db.execute("BEGIN IMMEDIATE")
         try:
+            if db.execute("PRAGMA user_version").fetchone()[0] == 2:
+                for statement in _FROM_2:
+                    db.execute(statement)
             for statement in _SCHEMA:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -337,10 +376,11 @@ class Store:
         try:
             self._db.execute("BEGIN")
             try:
-                row = self._db.execute("SELECT revision, head FROM scene WHERE scene = ?",
-                                       (scene,)).fetchone()
-                rows = self._db.execute("SELECT kind, body FROM doc WHERE scene = ? "
-                                        "ORDER BY kind, seq", (scene,)).fetchall()
+                row = self._db.execute("SELECT revision, head, gen FROM scene "
+                                       "WHERE scene = ?", (scene,)).fetchone()
+                rows = [] if row is None else self._db.execute(
+                    "SELECT kind, body FROM doc WHERE scene = ? AND gen = ? "
+                    "ORDER BY kind, seq", (scene, row[2])).fetchall()
             finally:
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -365,16 +405,52 @@ class Store:
         with self._guard("written"), self._transaction() as db:
             if replaces is not None:
                 self._check(db, scene, replaces)
-            db.execute("DELETE FROM doc WHERE scene = ?", (scene,))
-            db.execute("INSERT INTO scene (scene, revision, head) VALUES (?, ?, ?) "
+            row = db.execute("SELECT gen FROM scene WHERE scene = ?", (scene,)).fetchone()
+            gen = 0 if row is None else int(row[0])
+            db.execute("DELETE FROM doc WHERE scene = ? AND gen = ?", (scene, gen))
+            db.execute("INSERT INTO scene (scene, revision, head, gen) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT (scene) DO UPDATE SET revision = excluded.revision, "
-                       "head = excluded.head", (scene, revision, head))
-            base = revision << SEQ_BITS
-            for kind, items in docs.items():
-                db.executemany("INSERT INTO doc (scene, kind, id, seq, body) "
-                               "VALUES (?, ?, ?, ?, ?)",
-                               ((scene, kind, i, base + k, body)
-                                for k, (i, body) in enumerate(items)))
+                       "head = excluded.head", (scene, revision, head, gen))
+            _insert_docs(db, scene, gen, revision, docs)
+
+    def put_staged(self, scene: str, revision: int, head: str, gen: int,
+                   replaces: int | None) -> None:
+        """Make generation `gen`, which a backstage wrote ahead (`Backstage.stage`), the
+        stored scene at `revision`: one short transaction whatever the scene's size; the
+        generation it replaces is left to the sweep. Refused (StoreUnavailable, nothing
+        done) when the stored scene is not at `replaces` or the generation is not whole."""
+        with self._guard("written"), self._transaction() as db:
+            if replaces is not None:
+                self._check(db, scene, replaces)
+            if db.execute("DELETE FROM stage WHERE scene = ? AND gen = ? AND stale = 0",
+                          (scene, gen)).rowcount != 1:
+                raise _Refused(f"scene {scene!r}: the generation written ahead is gone")
+            row = db.execute("SELECT gen FROM scene WHERE scene = ?", (scene,)).fetchone()
+            if row is not None:
+                db.execute("INSERT OR REPLACE INTO stage (scene, gen, since, stale) "
+                           "VALUES (?, ?, ?, 1)", (scene, int(row[0]), time.time()))
+            db.execute("INSERT INTO scene (scene, revision, head, gen) VALUES (?, ?, ?, ?) "
+                       "ON CONFLICT (scene) DO UPDATE SET revision = excluded.revision, "
+                       "head = excluded.head, gen = excluded.gen",
+                       (scene, revision, head, gen))
+
+    def abandon(self, scene: str, gen: int) -> None:
+        """A generation written ahead that will not be made current: left to the sweep.
+        Best effort (a failure is logged; the sweep finds it by its age anyway)."""
+        try:
+            with self._transaction() as db:
+                db.execute("UPDATE stage SET stale = 1 WHERE scene = ? AND gen = ?",
+                           (scene, gen))
+        except (sqlite3.Error, OSError, _Refused) as exc:
+            log.warning("state store %s: a generation written ahead of scene %r is left "
+                        "for the sweep: %s", self.path, scene, exc)
+
+    def backstage(self) -> Backstage | None:
+        """A second connection to the same file, for the thread that reads large frames
+        (None for ":memory:", which is one connection's database)."""
+        if self.path == ":memory:":
+            return None
+        return Backstage(self)
 
     def put_change(self, scene: str, revision: int, kind: str,
                    put: Sequence[tuple[str, str]], drop: Sequence[str]) -> None:
@@ -383,23 +459,26 @@ class Store:
         it deleted; one transaction."""
         with self._guard("written"), self._transaction() as db:
             self._check(db, scene, revision - 1, revision)
+            gen = int(db.execute("SELECT gen FROM scene WHERE scene = ?",
+                                 (scene,)).fetchone()[0])
             if put:
                 base = revision << SEQ_BITS
                 # A changed document keeps its place (seq); a new one goes after the rest.
-                db.executemany("INSERT INTO doc (scene, kind, id, seq, body) "
-                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (scene, kind, id) "
+                db.executemany("INSERT INTO doc (scene, gen, kind, id, seq, body) "
+                               "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scene, gen, kind, id) "
                                "DO UPDATE SET body = excluded.body",
-                               ((scene, kind, i, base + k, body)
+                               ((scene, gen, kind, i, base + k, body)
                                 for k, (i, body) in enumerate(put)))
             if drop:
-                db.executemany("DELETE FROM doc WHERE scene = ? AND kind = ? AND id = ?",
-                               ((scene, kind, i) for i in drop))
+                db.executemany("DELETE FROM doc WHERE scene = ? AND gen = ? AND kind = ? "
+                               "AND id = ?", ((scene, gen, kind, i) for i in drop))
 
     def delete_scene(self, scene: str) -> None:
         """Forget a scene for good (its documents and its tokens' air), then give the
         freed pages back to the file system."""
         with self._guard("written"), self._transaction() as db:
             db.execute("DELETE FROM doc WHERE scene = ?", (scene,))
+            db.execute("DELETE FROM stage WHERE scene = ?", (scene,))
             db.execute("DELETE FROM scene WHERE scene = ?", (scene,))
             db.execute("DELETE FROM breath WHERE scene = ?", (scene,))
         self.compact()
@@ -436,3 +515,115 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _insert_docs(db: sqlite3.Connection, scene: str, gen: int, revision: int,
+                 docs: Mapping[str, Sequence[tuple[str, str]]]) -> None:
+    base = revision << SEQ_BITS
+    for kind, items in docs.items():
+        db.executemany("INSERT INTO doc (scene, gen, kind, id, seq, body) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
+                       ((scene, gen, kind, i, base + k, body)
+                        for k, (i, body) in enumerate(items)))
+
+
+class Backstage:
+    """The store's work done off the Core's thread, on a connection of its own: a large
+    scene written ahead as a generation nobody reads yet, and generations nobody reads any
+    more deleted. Each transaction is one slice (SLICE_ROWS rows), so a Core write waits
+    for the file's write lock a few milliseconds at most. One thread at a time uses it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = sqlite3.connect(self.store.path, check_same_thread=False,
+                                       isolation_level=None)
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db.execute(f"PRAGMA synchronous = {_SYNC[self.store.sync]}")
+        return self._db
+
+    @contextlib.contextmanager
+    def _slice(self) -> Iterator[sqlite3.Connection]:
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.rollback()
+            raise
+        db.execute("COMMIT")
+
+    def stage(self, scene: str, revision: int,
+              docs: Mapping[str, Sequence[tuple[str, str]]]) -> int:
+        """Write a scene's documents as a new generation, a slice at a time; its number
+        (StoreUnavailable: the store cannot be written; what was written is swept)."""
+        gen = secrets.randbits(62) + 1  # 0 is the generation of scenes written inline
+        try:
+            self._sweep()
+            with self._slice() as db:
+                db.execute("INSERT INTO stage (scene, gen, since, stale) VALUES (?, ?, ?, 0)",
+                           (scene, gen, time.time()))
+            rows = [(kind, k, i, body) for kind, items in docs.items()
+                    for k, (i, body) in enumerate(items)]
+            base = revision << SEQ_BITS
+            for start in range(0, len(rows), SLICE_ROWS):
+                with self._slice() as db:
+                    db.executemany("INSERT INTO doc (scene, gen, kind, id, seq, body) "
+                                   "VALUES (?, ?, ?, ?, ?, ?)",
+                                   ((scene, gen, kind, i, base + k, body) for kind, k, i, body
+                                    in rows[start:start + SLICE_ROWS]))
+        except sqlite3.Error as exc:
+            self.store.abandon(scene, gen)
+            raise StoreUnavailable("written", sqlite_reason(exc)) from None
+        except OSError as exc:
+            self.store.abandon(scene, gen)
+            raise StoreUnavailable("written", os_reason(exc)) from None
+        return gen
+
+    def sweep(self) -> int:
+        """Delete the documents of every generation no scene reads (replaced, given up, or
+        left mid-way by a process that stopped), a slice at a time; how many rows went. A
+        failure is logged: what is left is swept next time."""
+        try:
+            return self._sweep()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("state store %s: deleting replaced scenes failed (done at the next "
+                        "sweep): %s", self.store.path, exc)
+            return 0
+
+    def _sweep(self) -> int:
+        db = self._conn()
+        gone = 0
+        old = time.time() - STAGE_ABANDONED_S
+        found = db.execute("SELECT scene, gen FROM stage WHERE stale = 1 OR since < ?",
+                           (old,)).fetchall()
+        for scene, gen in found:
+            while True:
+                with self._slice() as db:
+                    # Checked inside the slice: the Core may have made it current meanwhile.
+                    if db.execute("SELECT 1 FROM stage WHERE scene = ? AND gen = ? AND "
+                                  "(stale = 1 OR since < ?)", (scene, gen, old)).fetchone() \
+                            is None:
+                        break
+                    n = db.execute("DELETE FROM doc WHERE scene = ? AND gen = ? AND "
+                                   "(kind, id) IN (SELECT kind, id FROM doc WHERE scene = ? "
+                                   "AND gen = ? LIMIT ?)",
+                                   (scene, gen, scene, gen, SLICE_ROWS)).rowcount
+                    gone += n
+                    if n < SLICE_ROWS:
+                        db.execute("DELETE FROM stage WHERE scene = ? AND gen = ?",
+                                   (scene, gen))
+                        break
+        if gone:
+            with contextlib.suppress(sqlite3.Error):
+                db.executescript("PRAGMA incremental_vacuum;")
+        return gone
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -23,7 +23,11 @@ import copy
 import hashlib
 import json
 import math
+import os
 import random
+import shutil
+import tempfile
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -465,9 +469,15 @@ def state_of(core: Any) -> tuple[Any, ...]:
 
 
 def store_agrees(core: Any) -> bool:
-    """The store holds every scene of the Core at the Core's revision, and no other."""
-    stored = dict(core.store._db.execute("SELECT scene, revision FROM scene").fetchall())
-    return stored == {sid: s.revision for sid, s in core.scenes.items()}
+    """The store holds every scene of the Core at the Core's revision, and no other, with
+    as many documents in its current generation as the scene holds."""
+    db = core.store._db
+    stored = dict(db.execute("SELECT scene, revision FROM scene").fetchall())
+    docs = dict(db.execute("SELECT d.scene, count(*) FROM doc d JOIN scene s ON "
+                           "d.scene = s.scene AND d.gen = s.gen GROUP BY d.scene").fetchall())
+    return stored == {sid: s.revision for sid, s in core.scenes.items()} and all(
+        docs.get(sid, 0) == len(s.walls) + len(s.tokens) + len(s.regions)
+        for sid, s in core.scenes.items())
 
 
 class CoreFuzz:
@@ -487,8 +497,12 @@ class CoreFuzz:
         self.digest = hashlib.sha256()
         self.rng = random.Random(seed)
         self.mut = Mutator(self.rng, heavy=heavy)
-        self.core = Core(access_token=self.GM, player_token=self.PLAYER, store=Store(),
-                         seed=seed)
+        # A state file, as a server keeps by default (a ":memory:" store holds no scene):
+        # every change is checked against what the file holds.
+        folder = tempfile.mkdtemp(prefix="covercast-fuzz-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        self.core = Core(access_token=self.GM, player_token=self.PLAYER,
+                         store=Store(os.path.join(folder, "state.sqlite3")), seed=seed)
         self.tally = Tally()
         self.gm = self._greet(self.GM)
         self.player = self._greet(self.PLAYER)

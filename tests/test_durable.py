@@ -307,3 +307,124 @@ def test_a_core_may_bring_back_only_the_scenes_it_owns(tmp_path: Path) -> None:
         worker.restore(["a"])
     with pytest.raises(StoreError, match="no stored scene 'nowhere'"):
         worker.restore(["nowhere"])
+
+
+def _walled(sid: str, walls: int, shift: int = 0) -> dict[str, Any]:
+    return {"type": "scene.load", "scene": {
+        "id": sid, "grid": {"type": 1},
+        "walls": [{"id": f"w{k}", "c": [k % 200 * 20 + shift, k // 200 * 20,
+                                        k % 200 * 20 + 10 + shift, k // 200 * 20]}
+                  for k in range(walls)],
+        "tokens": [{"id": "a", "x": 0, "y": 0}, {"id": "b", "x": 500, "y": 500}]}}
+
+
+def _sent_ahead(core: Core, gm: int, data: bytes | str) -> tuple[dict[str, Any], Any]:
+    """A frame read ahead (as the server does for large ones), then handled: the reply
+    and what was read ahead."""
+    read = core.ahead(gm, data)
+    assert read is not None
+    out = core.drain(core.receive(gm, data, read))
+    got: dict[str, Any] = msgpack.unpackb(out[0].frame)  # type: ignore[union-attr]
+    return got, read
+
+
+def _rows(store: Store, sid: str) -> dict[int, int]:
+    """How many document rows each generation of a scene has in the file."""
+    return {int(g): int(n) for g, n in store._db.execute(
+        "SELECT gen, count(*) FROM doc WHERE scene = ? GROUP BY gen", (sid,))}
+
+
+def test_a_large_load_is_written_ahead_and_the_core_thread_writes_one_row(
+        tmp_path: Path) -> None:
+    """A 20,000-wall `scene.load` read ahead has its documents written ahead too, as a
+    generation nobody reads; the Core's thread then writes the scene's row only (one short
+    transaction, whatever the size). The scene comes back after a restart; a load that
+    replaces it leaves the old generation to the sweep, which deletes it."""
+    path = tmp_path / "s.sqlite3"
+    core, gm = started(path)
+    statements: list[str] = []
+    core.store._db.set_trace_callback(statements.append)
+    got, read = _sent_ahead(core, gm, frame(_walled("big", 20000), True))
+    assert got["type"] == "ack" and read.staged is not None, got
+    assert not [s for s in statements if "INTO doc" in s], statements
+    assert [s for s in statements if s.startswith("INSERT INTO scene")]
+    core.store._db.set_trace_callback(None)
+    assert Core(store=Store(path)).scenes["big"] == core.scenes["big"]
+    first = read.staged
+    got, read = _sent_ahead(core, gm, frame(_walled("big", 20000, shift=1), True))
+    assert got == {"type": "ack", "scene": "big", "revision": 2}, got
+    assert _rows(core.store, "big") == {first: 20002, read.staged: 20002}
+    assert Core(store=Store(path)).scenes["big"] == core.scenes["big"]  # the new one only
+    core.sweep()
+    assert _rows(core.store, "big") == {read.staged: 20002}
+    back = Core(store=Store(path)).scenes["big"]
+    assert back == core.scenes["big"] and back.revision == 2
+    move = {"type": "token.update", "scene": "big", "tokens": [{"id": "a", "x": 100}]}
+    assert send(core, gm, move)["revision"] == 3
+    assert Core(store=Store(path)).scenes["big"] == core.scenes["big"]
+
+
+def test_a_load_written_ahead_from_a_scene_changed_meanwhile_is_not_taken(
+        tmp_path: Path) -> None:
+    """The scene moved on between the frame's reading ahead and its handling: the Core
+    loads it again itself (the order of changes is the Core's), writes it inline, and the
+    generation written ahead is swept, never read."""
+    path = tmp_path / "s.sqlite3"
+    core, gm = started(path)
+    assert send(core, gm, _walled("big", 3000))["type"] == "ack"
+    data = frame(_walled("big", 3000, shift=2), True)
+    read = core.ahead(gm, data)
+    assert read is not None and read.staged is not None
+    move = {"type": "token.update", "scene": "big", "tokens": [{"id": "a", "x": 100}]}
+    assert send(core, gm, move)["revision"] == 2
+    out = core.drain(core.receive(gm, data, read))
+    assert msgpack.unpackb(out[0].frame)["revision"] == 3  # type: ignore[union-attr]
+    assert read.staged in _rows(core.store, "big")
+    assert Core(store=Store(path)).scenes["big"] == core.scenes["big"]
+    core.sweep()
+    assert _rows(core.store, "big") == {0: 3002}
+    back = Core(store=Store(path)).scenes["big"]
+    assert back == core.scenes["big"] and back.walls["w0"].c[0] == 2
+
+
+def test_a_store_in_memory_holds_no_scene() -> None:
+    """":memory:" keeps nothing after the process: scenes are not written to it (their
+    cost would buy nothing), each token's air still is."""
+    core = Core(store=Store(), seed=1)
+    gm = greet(core, binary=True)
+    assert send(core, gm, _walled("big", 50))["type"] == "ack"
+    assert core.store._db.execute("SELECT count(*) FROM doc").fetchone() == (0,)
+    assert core.store.scene_ids() == []
+    assert core.ahead(gm, frame(_walled("big", 50, 1), True)).staged is None  # type: ignore[union-attr]
+
+
+def test_a_version_2_store_is_upgraded_keeping_its_scenes(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite3"
+    core, gm = started(path)
+    assert send(core, gm, _walled("old", 30))["type"] == "ack"
+    assert send(core, gm, {"type": "token.update", "scene": "old",
+                           "tokens": [{"id": "a", "x": 100}]})["revision"] == 2
+    want = core.scenes["old"]
+    core.store.close()
+    # The same file as schema 2 wrote it: no generations, documents keyed by (scene, kind, id).
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript("""
+        DROP TABLE stage;
+        CREATE TABLE doc2 (scene TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
+            seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (scene, kind, id))
+            WITHOUT ROWID;
+        INSERT INTO doc2 SELECT scene, kind, id, seq, body FROM doc;
+        DROP TABLE doc; ALTER TABLE doc2 RENAME TO doc;
+        CREATE TABLE scene2 (scene TEXT PRIMARY KEY, revision INTEGER NOT NULL,
+            head TEXT NOT NULL);
+        INSERT INTO scene2 SELECT scene, revision, head FROM scene;
+        DROP TABLE scene; ALTER TABLE scene2 RENAME TO scene;
+        PRAGMA user_version = 2;
+    """)
+    db.close()
+    again, gm = started(path)
+    assert again.scenes["old"] == want and again.scenes["old"].revision == 2
+    assert again.store._db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    assert send(again, gm, {"type": "token.update", "scene": "old",
+                            "tokens": [{"id": "b", "x": 0}]})["revision"] == 3
+    assert Core(store=Store(path)).scenes["old"] == again.scenes["old"]

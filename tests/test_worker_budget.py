@@ -59,8 +59,8 @@ def server_process(tmp_path: Path) -> Iterator[str]:
             # One worker: both scenes in one process, so the slices are what is tested
             # (with several, the two scenes may be on different workers anyway).
             [sys.executable, "-m", "covercast.cli", "serve", "--port", "0", "--no-demo",
-             "--workers", "1", "--state", ":memory:"], stdout=subprocess.PIPE, stderr=log,
-            text=True,
+             "--workers", "1", "--state", str(tmp_path / "state.sqlite3")],
+            stdout=subprocess.PIPE, stderr=log, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         assert proc.stdout is not None
@@ -74,11 +74,11 @@ def server_process(tmp_path: Path) -> Iterator[str]:
 
 def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_ms(
         server_process: str) -> None:
-    """A realms subscription to 100 tokens and 1,000 walls (tens of seconds of geometry
-    here: 9,900 pairs, a 12 MB full set) runs beside a player querying one pair of a small
+    """A realms subscription to 100 tokens and 1,000 walls (seconds of geometry here:
+    9,900 pairs, a 12 MB full set) runs beside a player querying one pair of a small
     scene. The player's queries while the table is computed come back within 100 ms of
-    the same query's median without it (measured first, in this run) at the 95th
-    percentile, and none waits 2 s; before, the first query waited for the whole
+    the same query's median without it (measured first, in this run) at the 99th
+    percentile, and none later than 200 ms; before, the first query waited for the whole
     table."""
     gm, heavy, light = (Peer(connect(server_process, max_size=None).__enter__())
                         for _ in range(3))
@@ -119,14 +119,15 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
     print(f"cover.query alone: median {quiet * 1000:.1f} ms; beside the subscription "
           f"({took[0]:.1f} s): median {statistics.median(busy) * 1000:.1f} ms, p95 "
           f"{p95 * 1000:.0f} ms, worst {worst * 1000:.0f} ms over {len(busy)} queries")
-    # The budget holds for 95 queries in 100; the rest wait for a slice that took longer
-    # than planned: one realms pair can take a few hundred ms on its own (docs/protocol.md,
-    # 'Cost limits'), which slicing by pairs cannot cut. Before, every query waited for
-    # the whole table.
-    assert p95 - quiet < BUDGET_S, (
-        f"a cover.query waited {p95 * 1000:.0f} ms (p95) beside the subscription "
+    # The budget holds for 99 queries in 100 (the worst is printed: 65-77 ms over the
+    # median in three quiet runs; a realms slice that meets dearer pairs than the last one
+    # runs past its 25 ms, and the query waits for it). Before, every query waited for the
+    # whole table.
+    p99 = sorted(busy)[int(0.99 * len(busy))]
+    assert p99 - quiet < BUDGET_S, (
+        f"a cover.query waited {p99 * 1000:.0f} ms (p99) beside the subscription "
         f"({took[0]:.1f} s), {quiet * 1000:.1f} ms alone")
-    assert worst < 2.0, f"worst {worst * 1000:.0f} ms"
+    assert worst - quiet < 2 * BUDGET_S, f"worst {worst * 1000:.0f} ms"
     # Keepalive pings were answered meanwhile too (the loop was never starved).
     pong = light.ws.ping()
     assert pong.wait(1)
@@ -219,10 +220,11 @@ def test_a_scene_at_the_limits_loads_and_changes_without_holding_the_worker(
     walls and the first `cover.query` on it (each several hundred ms of reading, building
     and indexing) run beside a player querying one pair of a small scene: the player keeps
     being answered meanwhile (before, each heavy request held the worker for its whole
-    length: four queries got through in the whole run), and none waits 1 s. The latency
-    figures are printed, not asserted against the 100 ms budget: the store's write of a
-    20,000-wall load still runs on the Core thread (~0.1-0.2 s), so the budget's tail is not
-    met yet (the closing note of stop 22 has the figures)."""
+    length: four queries got through in the whole run), none delayed by more than the
+    100 ms budget. The server keeps its scenes in a state file, as by default: the load's
+    documents are written ahead of the Core thread (server/store.py, `Backstage`), and the
+    thread reading ahead gives way to the Core's (server/giveway.py). Worst delays
+    measured in four quiet runs: 27-39 ms over the median (before those two: 90-370 ms)."""
     gm, light = (Peer(connect(server_process, max_size=None).__enter__()) for _ in range(2))
     for p in (gm, light):
         assert p.hello()["type"] == "welcome"
@@ -263,7 +265,9 @@ def test_a_scene_at_the_limits_loads_and_changes_without_holding_the_worker(
           f"{worst * 1000:.0f} ms over {len(busy)} queries")
     assert sum(took) > 0.3, took  # the heavy requests really were heavy
     assert len(busy) >= 10, len(busy)
-    assert worst < 1.0, f"worst {worst * 1000:.0f} ms"
+    assert worst - quiet < BUDGET_S, (
+        f"a cover.query waited {worst * 1000:.0f} ms beside the heavy requests, "
+        f"{quiet * 1000:.1f} ms alone")
     assert light.ws.ping().wait(1)
     for p in (gm, light):
         p.close()
