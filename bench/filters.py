@@ -31,7 +31,7 @@ import msgspec
 
 from bench.live import CoreHarness, _one, _sends_to, pack, unpack
 from bench.scenes import BenchScene, generate, move_frame
-from server.session import annotation_out
+from server.tables import annotation_out
 
 Result = dict[str, Any]
 Key = tuple[str, str, str]
@@ -106,7 +106,7 @@ def measure(tokens: int, walls: int, moves: int) -> Result:
     out["move"] = _ms(times)
     own = _moves(h, scene, sub, [attacker], 6, view)
     out["attacker_move"] = _ms(own)
-    cached = h.core._cache[(sid, False, False)]
+    cached = h.core.tables.cache[(sid, False, False)]
     out["table_held"] = len(cached.table)
     # Equality: what the subscriber holds is a fresh evaluation of the attacker's pairs.
     s = h.core.scenes[sid]

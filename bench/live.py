@@ -60,7 +60,8 @@ from server.app import run
 from server.compact import encode_annotations
 from server.memory import tune_process
 from server.messages import Annotations, CompactAnnotations
-from server.session import Core, Output, Send, annotation_out
+from server.session import Core, Output, Send
+from server.tables import annotation_out
 
 Result = dict[str, Any]
 Key = tuple[str, str, str]
@@ -834,7 +835,7 @@ def sizes(tokens: int, walls: int, seed: int, rulesets: Sequence[str],
                     changed.append(len(unpack(frame)["annotations"]))
         # Encoding the full set alone (the session's table, as `subscribe` sends it), and
         # the Python client's decoding into its Structs.
-        table = list(h.core._current(scene.scene_id, False).values())
+        table = list(h.core.tables.current(scene.scene_id, False).values())
         msg = Annotations(scene.scene_id, 1, True, table, [])
         enc = {f"{'compact' if c else 'verbose'}_{'msgpack' if b else 'json'}_s":
                _timed(functools.partial(encode_annotations, msg, b, c)) for c, b in forms}
@@ -1014,7 +1015,7 @@ def fan_out(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients
                 h.core.receive(conn, pack({"type": "subscribe", "scene": scene.scene_id,
                                            "id": k}))
                 subs.append(conn)
-            full = h.core._current(scene.scene_id, False)
+            full = h.core.tables.current(scene.scene_id, False)
             mover = pick_mover(scene, [msgspec.to_builtins(a) for a in full.values()])
             rec: dict[str, list[float]] = {"receive_s": [], "first_s": [], "others_s": [],
                                            "encode_s": [], "bytes": []}

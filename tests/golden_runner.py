@@ -59,7 +59,8 @@ import msgspec
 from rulesets.base import AttackMode
 from server import scene as scenes
 from server.messages import AreaQuery, FriendlyFireResolve, SceneLoad, parse_request
-from server.session import Core, annotation_out
+from server.session import Core
+from server.tables import annotation_out
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

@@ -216,7 +216,7 @@ def test_incremental_matches_full_in_3d_with_a_mount(seed: int, ruleset: str) ->
     for step in range(20):
         frames = _send(core, gm, _change(rng, core))
         assert frames[gm][0]["type"] == "ack", frames[gm][0]
-        current = {k: msgspec.to_builtins(v) for k, v in core._current("s", False).items()}
+        current = {k: msgspec.to_builtins(v) for k, v in core.tables.current("s", False).items()}
         assert current == _full(core), f"step {step}"
         for delta in frames.get(viewer, []):
             apply(held, delta)

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.session import Core, Send, annotation_out
+from server.session import Core, Send
+from server.tables import annotation_out
 
 Key = tuple[str, str, str]
 
@@ -50,7 +51,8 @@ def _scene(rng: random.Random, ruleset: str, grid: int = 1) -> dict[str, Any]:
                       "walls": walls, "tokens": tokens, "regions": [lake]}}
 
 
-def _change(rng: random.Random, core: Core, step: int) -> dict[str, Any]:
+def _change(rng: random.Random, core: Any, step: int) -> dict[str, Any]:
+    """A random change of scene "s" of `core` (anything holding `scenes`)."""
     scene = core.scenes["s"]
     tokens, walls = list(scene.tokens), list(scene.walls)
     kind = rng.choice(["move", "move", "move", "create", "delete", "resize", "wall",
@@ -148,7 +150,7 @@ def test_incremental_matches_full(ruleset: str, grid: int, seed: int,
     for step in range(25):
         frames = _send(core, gm, _change(rng, core, step))
         assert frames[gm][0]["type"] == "ack", frames[gm][0]
-        current = {k: msgspec.to_builtins(v) for k, v in core._current("s", False).items()}
+        current = {k: msgspec.to_builtins(v) for k, v in core.tables.current("s", False).items()}
         assert current == _full(core), f"step {step}"
         # What the viewer was pushed, applied to what it held, is the whole truth too.
         for delta in frames.get(viewer, []):
@@ -232,7 +234,7 @@ def test_shared_delta_frames_fit_every_subscriber(seed: int) -> None:
         for o in core.drain(outputs):
             if isinstance(o, Send) and isinstance(o.frame, bytes):
                 frames.setdefault(o.conn, []).append(msgpack.unpackb(o.frame))
-        current = {k: msgspec.to_builtins(v) for k, v in core._current("s", False).items()}
+        current = {k: msgspec.to_builtins(v) for k, v in core.tables.current("s", False).items()}
         for v, table in held.items():
             if v == viewers[1] and step % 2 == 0:
                 continue
@@ -483,13 +485,13 @@ def test_filtered_tables_match_full_recomputation(ruleset: str, grid: int, seed:
         for conn, (ask, as_viewer, table) in held.items():
             for delta in frames.get(conn, []):
                 apply(table, delta)
-            geom = core._visible_geometry(scene) if as_viewer else scene.geometry
+            geom = core.tables.visible_geometry(scene) if as_viewer else scene.geometry
             whole = {a.key(): msgspec.to_builtins(annotation_out(a))
                      for a in scene.ruleset.annotate(geom, scene.options)}
             assert table == _selected(ask, geom, whole), (step, ask, as_viewer)
         if not unfiltered and not any(v for _, v, _ in held.values()):
             # Only what the gm's filters select is kept.
-            (_, _, cached), = [(k, None, c) for k, c in core._cache.items() if k[0] == "s"]
+            (_, _, cached), = [(k, None, c) for k, c in core.tables.cache.items() if k[0] == "s"]
             union = set().union(*({(k[0], k[1]) for k in _selected(
                 {**ask, "modes": ["melee"]}, scene.geometry,
                 {(a, t, "melee"): None for a in scene.tokens for t in scene.tokens if a != t})}
@@ -526,7 +528,7 @@ def test_only_the_pairs_followed_are_computed(monkeypatch: pytest.MonkeyPatch) -
         frames = _send(core, gm, _change(rng, core, step))
         assert frames[gm][0]["type"] == "ack"
         assert all(p is not None and p[0] == "t1" for p in asked), (step, asked)
-        (cached,) = [c for k, c in core._cache.items() if k[0] == "s"]
+        (cached,) = [c for k, c in core.tables.cache.items() if k[0] == "s"]
         assert {k[0] for k in cached.table} <= {"t1"}
     (everything,) = _send(core, whole, {"type": "subscribe", "scene": "s"})[whole]
     tokens = list(core.scenes["s"].tokens)

@@ -70,9 +70,9 @@ def test_a_move_replaces_table_entries_in_place() -> None:
     core, gm, rng = _subscribed_core(4)
     moved = 0
     for step in range(12):
-        old = core._current("s", False)
+        old = core.tables.current("s", False)
         _random_move(core, gm, rng)
-        new = core._current("s", False)
+        new = core.tables.current("s", False)
         assert new is not old  # the subscriber's table is never changed under it
         # Same pairs, same order: recomputed entries were replaced, not deleted and added
         # again (a table with deletions is copied entry by entry, not cloned).
@@ -93,10 +93,10 @@ def test_tables_stay_untracked_by_the_collector() -> None:
     changed = 0
     for step in range(8):
         gc.collect()  # what is there now has been seen
-        before = core._current("s", False)
+        before = core.tables.current("s", False)
         assert not gc.is_tracked(before), f"step {step}"
         _random_move(core, gm, rng)
-        after = core._current("s", False)
+        after = core.tables.current("s", False)
         changed += any(after[k] is not before[k] for k in before if k in after)
         assert not gc.is_tracked(after), f"step {step}"
     assert changed  # entries were replaced, so the test saw the writes it is about

@@ -16,7 +16,8 @@ import msgspec
 import pytest
 
 from server.messages import AnnotationOut
-from server.session import Core, Send, annotation_out
+from server.session import Core, Send
+from server.tables import annotation_out
 from tests.conftest import LiveServer, Peer
 from tests.test_incremental import _change, _scene, _send, gm_and_viewer, hide_or_show
 
@@ -54,7 +55,7 @@ def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
             core.prepare("s")
             if rng.random() < 0.3:
                 core.prepare("s")  # twice: still one spare, still right
-        spares = {k: v[1] for k, v in core._spares.items()}
+        spares = {k: v[1] for k, v in core.tables.spares.items()}
         if step % 9 == 7:
             # A reload with the lake's surface changed: every pair computed afresh.
             message = _scene(rng, ruleset)
@@ -67,11 +68,12 @@ def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
                 frame = msgpack.unpackb(o.frame)
                 if frame.get("type") == "annotations":
                     _apply(held[o.conn], frame)
-        used_spare += sum(core._cache[k].table is t for k, t in spares.items() if k in core._cache)
+        cache = core.tables.cache
+        used_spare += sum(cache[k].table is t for k, t in spares.items() if k in cache)
         scene = core.scenes["s"]
         for conn, viewer_view in ((gm, False), (viewer, True)):
             sub = core.connections[conn].subscriptions["s"]
-            geom = core._visible_geometry(scene) if viewer_view else scene.geometry
+            geom = core.tables.visible_geometry(scene) if viewer_view else scene.geometry
             fresh = {a.key(): annotation_out(a)
                      for a in scene.ruleset.annotate(geom, scene.options)}
             assert sub.sent == fresh, f"{ruleset} step {step} conn {conn}"
@@ -79,7 +81,7 @@ def test_subscribers_hold_the_scene_whenever_prepare_runs(ruleset: str) -> None:
             sent.append((sub.sent, dict(sub.sent)))
         for table, then in sent:
             assert table == then, f"{ruleset} step {step}: a table already sent changed"
-        assert len(core._retired) <= 4 and len(core._spares) <= 4
+        assert len(core.tables.retired) <= 4 and len(core.tables.spares) <= 4
     assert used_spare > 5  # the spares were taken up, not only made
 
 
@@ -93,11 +95,11 @@ def test_prepare_of_an_unknown_or_unloaded_scene_keeps_nothing() -> None:
     core.drain(core.receive(gm, msgpack.packb(_change(rng, core, 0))))
     core.prepare("nope")
     core.prepare("s")
-    assert core._spares and core._retired == {}
+    assert core.tables.spares and core.tables.retired == {}
     _send(core, gm, {"type": "scene.unload", "scene": "s"})
-    assert core._spares == {} and core._retired == {}
+    assert core.tables.spares == {} and core.tables.retired == {}
     core.prepare("s")
-    assert core._spares == {}
+    assert core.tables.spares == {}
 
 
 def test_the_server_prepares_each_scene_after_its_fan_out(live_server: LiveServer) -> None:
@@ -118,19 +120,20 @@ def test_the_server_prepares_each_scene_after_its_fan_out(live_server: LiveServe
                               "tokens": [{"_id": "t0", "x": 100 * (k % 2), "y": 500}]})
             assert sub.recv()["revision"] == ack["revision"]
             deadline = time.monotonic() + 5
-            while (key not in core._spares
-                   or core._spares[key][0] is not core._cache[key]) and time.monotonic() < deadline:
+            held, cache = core.tables.spares, core.tables.cache
+            while (key not in held or held[key][0] is not cache[key]) \
+                    and time.monotonic() < deadline:
                 time.sleep(0.01)
-            spare = core._spares[key]
-            assert spare[0] is core._cache[key] and spare[1] is not core._cache[key].table
+            spare = core.tables.spares[key]
+            assert spare[0] is cache[key] and spare[1] is not cache[key].table
             spares.append(spare[1])
         # Each change after the first started from the copy prepared after the one before.
         assert all(s is not t for s, t in itertools.pairwise(spares))
-        assert core._cache[key].table is not spares[-1]
+        assert core.tables.cache[key].table is not spares[-1]
         ack = gm.request({"type": "token.update", "scene": "p",
                           "tokens": [{"_id": "t1", "x": 800, "y": 800}]})
         assert sub.recv()["revision"] == ack["revision"]
-        assert core._cache[key].table is spares[-1]
+        assert core.tables.cache[key].table is spares[-1]
     finally:
         gm.close()
         sub.close()

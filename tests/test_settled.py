@@ -22,7 +22,7 @@ def _check(core: Core, label: str) -> int:
     of tables checked."""
     scene = core.scenes["s"]
     checked = 0
-    for (sid, lines, _), cached in core._cache.items():
+    for (sid, lines, _), cached in core.tables.cache.items():
         if sid != "s" or lines or cached.revision != scene.revision:
             continue
         known = cached.settled
@@ -47,7 +47,7 @@ def test_patched_answer_equals_a_fresh_read(ruleset: str) -> None:
         core.drain(core.receive(gm, msgpack.packb(frame)))
         checked += _check(core, f"{ruleset} step {step}: {frame['type']}")
         some_settled |= any(c.settled is not None and not c.settled.may.all()
-                            for c in core._cache.values())
+                            for c in core.tables.cache.values())
     assert checked >= 40
     # Where the ruleset says some degree stays whatever creatures do (the corner rules),
     # the scenes do have such pairs: the patching was exercised.

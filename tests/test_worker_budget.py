@@ -177,14 +177,14 @@ def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
     does, for a first table and for a change touching most pairs."""
     import msgpack
 
-    from server import session
+    from server import tables as annotation_tables
     from server.session import Core
 
     bench = generate(30, 300, 2)
     load = {**bench.message, "ruleset": ruleset}
     tables = []
     # Small slices, so that even this scene takes many.
-    monkeypatch.setattr(session, "SLICE_S", 0.002)
+    monkeypatch.setattr(annotation_tables, "SLICE_S", 0.002)
     for sliced in (False, True):
         core = Core()
         conn = core.connect()
@@ -196,9 +196,9 @@ def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
             if sliced:
                 yields = sum(1 for _ in core.warm([(sid, False, False)]))
                 assert yields > 1  # it was computed in several slices
-                cached = core._cache[(sid, False, False)]
+                cached = core.tables.cache[(sid, False, False)]
                 assert cached.revision == core.scenes[sid].revision
-            out.append(dict(core._current(sid, False)))
+            out.append(dict(core.tables.current(sid, False)))
             if step == 0:
                 moved = [{"_id": t["_id"], "x": t["x"] + 100} for t in load["scene"]["tokens"]]
                 core.receive(conn, msgpack.packb({"type": "token.update", "scene": sid,
