@@ -182,12 +182,22 @@ class Listener:
         task.add_done_callback(self._closing.discard)
 
 
-class App(Listener):
-    """A running Covercast server: a Core behind a websockets listener."""
+#: Behind a front process (server/front.py), written to its link after the replies to each
+#: request: a byte that starts no msgpack value and no UTF-8 text, so never a frame of the
+#: protocol. The front does not pass it on; it tells it the request was answered.
+ANSWERED = b"\xc1"
 
-    def __init__(self, core: Core, limits: EdgeLimits | None = None) -> None:
+
+class App(Listener):
+    """A running Covercast server: a Core behind a websockets listener; `marks`: every
+    connection is a front process's link, and each request's replies are followed by
+    ANSWERED."""
+
+    def __init__(self, core: Core, limits: EdgeLimits | None = None,
+                 marks: bool = False) -> None:
         super().__init__(limits)
         self.core = core
+        self.marks = marks
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-core")
         # Large frames are read ahead of the Core, one at a time (server/ahead.py).
         self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covercast-ahead")
@@ -290,6 +300,10 @@ class App(Listener):
                 if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
                     ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)
+                if self.marks and not any(isinstance(o, Close) and o.conn == conn
+                                          for o in outputs):
+                    peer.replies.put(ANSWERED)
+                    peer.wake.set()
         except ConnectionClosed:
             pass
         finally:
@@ -480,11 +494,12 @@ def settle_heap(full: bool = False) -> None:
 
 async def run(core: Core, host: str, port: int,
               ready: Callable[[int], Awaitable[None] | None] | None = None,
-              limits: EdgeLimits | None = None, unix: str | None = None) -> None:
+              limits: EdgeLimits | None = None, unix: str | None = None,
+              marks: bool = False) -> None:
     """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one;
-    0 too when serving on the Unix socket `unix`)."""
+    0 too when serving on the Unix socket `unix`); `marks`: behind a front process."""
     tune_process()
-    app = App(core, limits)
+    app = App(core, limits, marks)
     try:
         # Once listening, settle the modules and whatever the Core was given (a preloaded
         # scene).

@@ -22,8 +22,9 @@ sockets and no NATS (server/mesh.py moves the messages). The rules they keep:
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Seconds without a renewal after which a worker's leases may be taken over.
 LEASE_S = 2.0
@@ -54,6 +55,10 @@ class _Session:
     hello: bytes | str
     #: The subscribe frame of each scene it is subscribed to (sent again to a new owner).
     subscriptions: dict[str, bytes | str] = field(default_factory=dict)
+    #: Its requests not answered to it yet, in the order it sent them, and the answers
+    #: that came before the answer of an earlier request (held until it comes).
+    order: deque[str] = field(default_factory=deque)
+    held: dict[str, list[Any]] = field(default_factory=dict)
 
 
 class Sessions:
@@ -64,6 +69,8 @@ class Sessions:
         self._sessions: dict[str, _Session] = {}
         self._pending: dict[str, Pending] = {}  # in the order sent
         self._answered: OrderedDict[str, None] = OrderedDict()
+        # Each client request's session, until its answer is handed over (`in_order`).
+        self._asker: dict[str, str] = {}
         self._next = 0
 
     def _id(self) -> str:
@@ -80,6 +87,8 @@ class Sessions:
         self._sessions.pop(session, None)
         for rid in [r for r, p in self._pending.items() if p.session == session]:
             del self._pending[rid]
+        for rid in [r for r, s in self._asker.items() if s == session]:
+            del self._asker[rid]
 
     def hello(self, session: str) -> bytes | str:
         return self._sessions[session].hello
@@ -92,12 +101,40 @@ class Sessions:
         """A client's request for `scene` (its `type` is `kind`), to send to the owner."""
         pending = Pending(self._id(), session, scene, frame)
         self._pending[pending.rid] = pending
+        self._queue(session, pending.rid)
         subs = self._sessions[session].subscriptions
         if kind == "subscribe":
             subs[scene] = frame
         elif kind in ("unsubscribe", "scene.unload"):
             subs.pop(scene, None)
         return pending
+
+    def _queue(self, session: str, rid: str) -> None:
+        self._sessions[session].order.append(rid)
+        self._asker[rid] = session
+
+    def aside(self, session: str) -> str:
+        """A client request answered outside a scene's owner (one naming no scene): its
+        rid, for `in_order`."""
+        rid = self._id()
+        self._queue(session, rid)
+        return rid
+
+    def in_order(self, rid: str, items: list[Any]) -> list[Any]:
+        """The answer `items` to request `rid` came: what to hand to the client now, in
+        the order of its requests (protocol section 3): nothing while an earlier request
+        of it waits for its answer; this one and the held ones after it once that came.
+        An answer to no request of a client (a subscription sent again to a new owner)
+        is handed over at once."""
+        session = self._asker.pop(rid, None)
+        state = self._sessions.get(session) if session is not None else None
+        if state is None:
+            return items
+        state.held[rid] = items
+        out: list[Any] = []
+        while state.order and state.order[0] in state.held:
+            out.extend(state.held.pop(state.order.popleft()))
+        return out
 
     def answered(self, rid: str) -> bool:
         """An answer to `rid` came: True the first time (deliver it), False after."""

@@ -9,7 +9,11 @@ connection the front holds one link to each worker the client has used: the firs
 goes to worker 0 (a hello, welcomed or refused there); on its first frame for another
 worker the link to that one is opened and the hello said again, its welcome kept back.
 
-Frames from a worker are written to the client as they come, one at a time: a client that
+Replies come back in the order of the requests (protocol section 3, "Ordering"): a worker
+follows each request's replies with ANSWERED on the link (server/app.py), and a frame for
+another worker waits until the client's requests to the others are answered; frames for one
+worker go on at once (it answers them in order). Frames from a worker are written to the
+client as they come, one at a time: a client that
 stops reading stops its links being read, so the worker's own writer holds the latest
 state for it (server/app.py: a slow subscriber gets the latest delta, never a backlog) and
 closes it if its replies pile up. A worker closing a link (a refused hello, a client over
@@ -30,7 +34,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from server.admission import POLICY_VIOLATION, TRY_AGAIN_LATER, EdgeLimits
-from server.app import Listener
+from server.app import ANSWERED, Listener
 from server.connection import Guarded
 from server.routing import Links
 
@@ -57,6 +61,32 @@ def _closed(up: ClientConnection) -> _Gone:
     if code is None or code in (1005, 1006):
         return _Gone(INTERNAL_ERROR, "the worker holding this scene stopped; reconnect")
     return _Gone(code, up.close_reason or "")
+
+
+class _InFlight:
+    """One client's requests on their way to each worker, not answered yet."""
+
+    def __init__(self) -> None:
+        self.count: dict[int, int] = {}
+        self.changed = asyncio.Event()
+
+    def sent(self, k: int) -> None:
+        self.count[k] = self.count.get(k, 0) + 1
+
+    def answered(self, k: int) -> None:
+        self.count[k] = max(0, self.count.get(k, 0) - 1)
+        self.changed.set()
+
+    def lost(self, k: int) -> None:
+        """The link to worker `k` closed: nothing more comes from it."""
+        self.count.pop(k, None)
+        self.changed.set()
+
+    async def only(self, k: int) -> None:
+        """Until no request to a worker other than `k` waits for its answer."""
+        while any(n for j, n in self.count.items() if j != k):
+            self.changed.clear()
+            await self.changed.wait()
 
 
 class Front(Listener):
@@ -88,7 +118,11 @@ class Front(Listener):
                 waited += 0.1
         try:
             await up.send(hello)
-            return up, await up.recv()
+            first = await up.recv()
+            if await up.recv() != ANSWERED:  # the welcome is the hello's only reply
+                raise _Gone(INTERNAL_ERROR, "the worker holding this scene answered the "
+                            "hello out of turn; reconnect")
+            return up, first
         except ConnectionClosed:
             raise _closed(up) from None
 
@@ -96,6 +130,7 @@ class Front(Listener):
         loop = asyncio.get_running_loop()
         links = Links(len(self.sockets))
         ups: dict[int, ClientConnection] = {}
+        inflight = _InFlight()
         tasks: list[asyncio.Task[None]] = []
         gone: asyncio.Future[_Gone] = loop.create_future()
         deadline = loop.call_later(
@@ -107,15 +142,16 @@ class Front(Listener):
             if ups.get(k) is not up:
                 return  # an older link to a worker started again
             del ups[k]
+            inflight.lost(k)
             if links.lost(k) and not gone.done():
                 gone.set_result(_closed(up))
 
         def link(k: int, up: ClientConnection) -> None:
             ups[k] = up
-            tasks.append(asyncio.create_task(self._pump(k, up, ws, lost)))
+            tasks.append(asyncio.create_task(self._pump(k, up, ws, lost, inflight)))
             tasks.append(asyncio.create_task(self._watch(k, up, lost)))
 
-        reader = asyncio.create_task(self._forward(ws, links, ups, link, deadline))
+        reader = asyncio.create_task(self._forward(ws, links, ups, link, deadline, inflight))
         try:
             waiting: list[asyncio.Future[Any]] = [reader, gone]
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -141,7 +177,7 @@ class Front(Listener):
     async def _forward(self, ws: ServerConnection, links: Links,
                        ups: dict[int, ClientConnection],
                        link: Callable[[int, ClientConnection], None],
-                       deadline: asyncio.TimerHandle) -> None:
+                       deadline: asyncio.TimerHandle, inflight: _InFlight) -> None:
         """The client's frames, each to its scene's worker (raises _Gone when a worker
         closed the link the frame was for, or cannot be reached)."""
         try:
@@ -161,8 +197,17 @@ class Front(Listener):
                     up, _ = await self._open(k, links.hello)  # its welcome: said already
                     links.opened(k)
                     link(k, up)
-                up = ups[k]
+                # Replies in request order: the other workers answer first.
+                await inflight.only(k)
+                held = ups.get(k)
+                if held is None:  # the link closed meanwhile (the worker stopped): again
+                    assert links.hello is not None
+                    held, _ = await self._open(k, links.hello)
+                    links.opened(k)
+                    link(k, held)
+                up = held
                 links.sent(k)
+                inflight.sent(k)
                 try:
                     await up.send(frame)
                 except ConnectionClosed:
@@ -172,12 +217,16 @@ class Front(Listener):
 
     @staticmethod
     async def _pump(k: int, up: ClientConnection, ws: ServerConnection,
-                    lost: Callable[[int, ClientConnection], None]) -> None:
+                    lost: Callable[[int, ClientConnection], None],
+                    inflight: _InFlight) -> None:
         """A worker's frames to the client, in order; when the worker closes the link, the
         client is closed the same way (after the frames sent before it) if it had used
         that worker."""
         try:
             async for frame in up:
+                if frame == ANSWERED:
+                    inflight.answered(k)
+                    continue
                 await ws.send(frame)
         except ConnectionClosed:
             if ws.close_code is not None:

@@ -645,8 +645,11 @@ class MeshFront(Listener):
 
     async def _on_out(self, msg: Msg) -> None:
         rid, items = unpack(msg.data)
-        if rid is not None and not self.sessions.answered(rid):
-            return  # answered already (by an owner that died after all)
+        if rid is not None:
+            if not self.sessions.answered(rid):
+                return  # answered already (by an owner that died after all)
+            # Replies in the order of the client's requests, whatever their scenes' owners.
+            items = self.sessions.in_order(rid, items)
         for item in items:
             self._deliver(item[0], item)
 
@@ -714,7 +717,9 @@ class MeshFront(Listener):
             err = Error(ErrorCode.UNAVAILABLE.value, f"$.scene: no worker holds scene "
                         f"{p.scene!r} now; try again later", "$.scene",
                         _rid(p.frame))
-            self._deliver(p.session, [p.session, "send", encode(err, binary)])
+            for item in self.sessions.in_order(p.rid, [[p.session, "send",
+                                                        encode(err, binary)]]):
+                self._deliver(item[0], item)
 
     async def _follow(self, scene: str) -> None:
         tok = subject_token(scene)
@@ -750,9 +755,11 @@ class MeshFront(Listener):
             async for frame in ws:
                 route = peek(frame)
                 if route.scene is None:
+                    rid = self.sessions.aside(session)
                     raw = await self._request("cc.any", pack([hello, frame]), 10.0)
-                    for item in unpack(raw) if raw is not None else []:
-                        self._deliver(session, [session, *item[1:]])
+                    items = [[session, *item[1:]] for item in unpack(raw)] if raw else []
+                    for item in self.sessions.in_order(rid, items):
+                        self._deliver(item[0], item)
                     continue
                 if route.kind == "subscribe":
                     await self._follow(route.scene)

@@ -114,7 +114,7 @@ def _worker_main(k: int, path: str, config: WorkerConfig, ready: Connection,
 
             await run_worker(config.nats, core, config.replicas, ready=up)
         else:
-            await run(core, "", 0, up, worker_limits(config.limits), unix=path)
+            await run(core, "", 0, up, worker_limits(config.limits), unix=path, marks=True)
 
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
         asyncio.run(main())

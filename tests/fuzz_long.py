@@ -10,7 +10,9 @@ scenes (pipelined, tagged ids), so the frames in between are the replies to the 
 and any pushes, and the scenes before and after can be compared: a refused request (an
 `error` reply), and anything a player sent, must leave them byte for byte as they were. A
 prober opens fresh connections whose first frame is a fuzzed hello or junk; a sampler sends
-a `cover.query` on a scene of its own every 20 ms and times it.
+a `cover.query` on a scene of its own every 20 ms and times it (in a process of its own in
+the long run: the fuzzers' event loop, reading megabyte replies, must not be in its
+timings).
 
 It reports frames sent (fuzzed, and in all), server crashes (the process died), 1011
 closes, `internal` errors (replies and the server log's "bug while" lines), state changes on
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import socket
@@ -336,14 +339,37 @@ async def sampler(url: str, report: Report, stop: asyncio.Event) -> None:
             await asyncio.sleep(0.02)
 
 
+def _sampling_process(url: str, pipe: Any) -> None:
+    """`sampler` in a process of its own, until told to stop through `pipe`; it sends back
+    the latencies and the count of `internal` answers."""
+    async def main() -> None:
+        report, stop = Report(), asyncio.Event()
+        asyncio.get_running_loop().add_reader(pipe.fileno(), stop.set)
+        await sampler(url, report, stop)
+        pipe.send((report.latencies, report.tally.internal))
+    asyncio.run(main())
+
+
 async def fuzz_server(url: str, frames: int, workers: int = 4, seed: int = 1,
                       heavy: float = 0.002, probe: bool = True, sample: bool = True,
-                      report: Report | None = None) -> Report:
-    """Fuzz the server at `url` (gm token GM, player token PLAYER) with `frames` frames."""
+                      report: Report | None = None, sample_apart: bool = False) -> Report:
+    """Fuzz the server at `url` (gm token GM, player token PLAYER) with `frames` frames;
+    `sample_apart`: the sampler runs in a process of its own."""
     report = report or Report()
     stop = asyncio.Event()
     side = []
-    if sample:
+    apart = None
+    if sample and sample_apart:
+        # By its module's name: run as `python -m tests.fuzz_long`, this one is __main__,
+        # which the new process cannot find the function in.
+        from tests import fuzz_long
+
+        ctx = multiprocessing.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        apart = (ctx.Process(target=fuzz_long._sampling_process, args=(url, theirs),
+                             daemon=True), mine)
+        apart[0].start()
+    elif sample:
         side.append(asyncio.create_task(sampler(url, report, stop)))
     if probe:
         side.append(asyncio.create_task(prober(url, seed, report, stop)))
@@ -356,6 +382,14 @@ async def fuzz_server(url: str, frames: int, workers: int = 4, seed: int = 1,
     finally:
         report.seconds = time.perf_counter() - t0
         stop.set()
+        if apart is not None:
+            process, pipe = apart
+            pipe.send("stop")
+            if pipe.poll(60):
+                latencies, internal = pipe.recv()
+                report.latencies.extend(latencies)
+                report.tally.internal += internal
+            process.join(15)
         for task in side:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task, 15)
@@ -414,7 +448,7 @@ async def run_with_server(frames: int, workers: int, seed: int, heavy: float) ->
             watcher = asyncio.create_task(_watch(proc, report, stop))
             try:
                 await fuzz_server(f"ws://127.0.0.1:{port}", frames, workers, seed, heavy,
-                                  report=report)
+                                  report=report, sample_apart=True)
             finally:
                 stop.set()
                 await watcher
@@ -447,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.url:
         report = asyncio.run(fuzz_server(args.url, args.frames, args.workers, args.seed,
-                                         args.heavy))
+                                         args.heavy, sample_apart=True))
     else:
         report = asyncio.run(run_with_server(args.frames, args.workers, args.seed, args.heavy))
     out = report.summary()

@@ -24,6 +24,29 @@ def test_a_request_is_answered_once() -> None:
     assert s.unanswered("arena") == []
 
 
+def test_answers_reach_a_client_in_the_order_of_its_requests() -> None:
+    """Protocol section 3: a client's replies in the order of its requests, whichever
+    scene's owner answers first; another client's are not held; a subscription sent again
+    to a new owner (no request of the client) is handed over at once."""
+    s = Sessions("f")
+    a, b = s.open("hello-a"), s.open("hello-b")
+    slow = s.request(a, "big", "subscribe", b"sub")
+    quick = s.request(a, "small", "scene.get", b"get")
+    aside = s.aside(a)  # a frame naming no scene
+    other = s.request(b, "small", "scene.get", b"get")
+    assert s.answered(quick.rid) and s.in_order(quick.rid, ["get's reply"]) == []
+    assert s.in_order(aside, ["aside's reply"]) == []
+    assert s.answered(other.rid) and s.in_order(other.rid, ["b's reply"]) == ["b's reply"]
+    assert s.answered(slow.rid)
+    assert s.in_order(slow.rid, ["full set", "focus"]) == [
+        "full set", "focus", "get's reply", "aside's reply"]
+    (again,) = s.moved("big")
+    assert s.in_order(again.rid, ["full set again"]) == ["full set again"]
+    late = s.request(a, "small", "scene.get", b"get")
+    s.close(a)
+    assert s.in_order(late.rid, ["gone"]) == ["gone"]  # no session to hold it for
+
+
 def test_a_new_owner_gets_the_subscriptions_again_then_the_requests_unanswered() -> None:
     s = Sessions("f")
     a, b = s.open("hello-a"), s.open("hello-b")

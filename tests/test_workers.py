@@ -130,6 +130,30 @@ def test_one_connection_uses_scenes_of_both_workers(served: Served) -> None:
     assert gm.request({"type": "scene.get", "scene": b, "id": 10})["revision"] == 4
 
 
+def test_replies_come_back_in_the_order_the_requests_were_sent(served: Served) -> None:
+    """Protocol section 3, "Ordering": a connection's replies come back in the order of
+    its requests, even when they go to two workers and the first one is slow. A
+    subscription to 60 tokens (its full set: 10,620 annotations, computed on worker 0)
+    is pipelined with quick `scene.get`s of a scene on worker 1: without the front waiting
+    for worker 0's reply, worker 1 answered first."""
+    slow, quick = _on(0, prefix="order"), _on(1, prefix="order")
+    gm = served.peer()
+    big = _scene(slow, tokens=60)
+    assert gm.request({"type": "scene.load", "id": 1, "scene": big})["type"] == "ack"
+    assert gm.request({"type": "scene.load", "id": 2, "scene": _scene(quick)})["type"] == "ack"
+    for round_ in range(2):  # the first subscription computes the table; then a reload
+        gm.send({"type": "subscribe", "scene": slow, "id": f"sub{round_}"})
+        for k in range(5):
+            gm.send({"type": "scene.get", "scene": quick, "id": f"get{round_}-{k}"})
+        got = [gm.recv() for _ in range(6)]
+        assert [g.get("id") for g in got] == [f"sub{round_}"] + [f"get{round_}-{k}"
+                                                                  for k in range(5)], [
+            (g.get("type"), g.get("id")) for g in got]
+        assert gm.request({"type": "unsubscribe", "scene": slow, "id": "u"})["type"] == "ack"
+        big["walls"] = [{"id": "w2", "c": [650, 0, 650, 900]}]  # the table anew
+        assert gm.request({"type": "scene.load", "id": 3, "scene": big})["type"] == "ack"
+
+
 def test_the_hello_said_once_holds_on_every_worker(served: Served) -> None:
     """A player's hello, replayed on the second worker it uses, keeps it a player there."""
     a, b = _on(0, prefix="t1"), _on(1, prefix="t1")
@@ -156,10 +180,12 @@ def test_a_bad_hello_is_refused_as_by_one_server(served: Served) -> None:
 
 def test_a_stopped_worker_stops_only_its_own_scenes(served: Served) -> None:
     """Each scene's worker is a process of its own: with one worker frozen (SIGSTOP), the
-    other's scenes still answer at once, through the same connection; its own answer
-    when it goes on."""
+    other's scenes still answer at once to every other connection; the connection waiting
+    for the frozen one gets its later replies after that one, in the order of its
+    requests (protocol section 3), once the worker goes on."""
     a, b = _on(0, prefix="t3"), _on(1, prefix="t3")
     gm = served.peer()
+    other = served.peer()
     for sid in (a, b):
         assert gm.request({"type": "scene.load", "id": 1, "scene": _scene(sid)})["type"] == "ack"
     # Which process holds `a`: freeze each in turn until a's requests stop answering.
@@ -176,13 +202,18 @@ def test_a_stopped_worker_stops_only_its_own_scenes(served: Served) -> None:
         os.kill(pid, signal.SIGCONT)
     assert frozen is not None, "scene a answered with either worker stopped"
     try:
+        gm.send({"type": "scene.get", "scene": b, "id": "behind"})  # waits for the probe
         for rev in range(2, 6):
-            got = _move(gm, b, rev, 50 + rev)
+            got = _move(other, b, rev, 50 + rev)
             assert got == {"type": "ack", "scene": b, "revision": rev, "id": rev}
+        with pytest.raises(TimeoutError):
+            gm.recv(timeout=0.5)
     finally:
         os.kill(frozen, signal.SIGCONT)
     late = gm.recv(timeout=10)
     assert late["id"] == "probe" and late["scene"]["id"] == a
+    behind = gm.recv(timeout=10)
+    assert behind["id"] == "behind" and behind["revision"] == 5
 
 
 def test_a_worker_killed_is_started_again(served: Served) -> None:
