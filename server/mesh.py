@@ -24,6 +24,13 @@ each worker's liveness (renewed every RENEW_S); the stream CC_LOG every accepted
 scene (its request, rid and answer, on cc.log.T), CC_SNAP each scene's last snapshot (on
 cc.snap.T). An owner logs a change (waiting for JetStream's acknowledgement, with the log's
 last sequence it knows as a condition, so a deposed owner cannot write) before it answers.
+
+Sizes: a message on cc.out and cc.delta larger than the server's `max_payload` (a full set
+of a large table runs to tens of MB) is sent in parts (`publish_parts`: header Cc-Part =
+id/index/count, in order from one connection) and joined by the front (`Parts`). The other
+messages carry at most one frame (`welcome.limits.maxFrameBytes`, 4 MiB) with a small
+envelope, so the NATS servers must allow MIN_PAYLOAD (8 MiB: `max_payload: 8MB` in their
+configuration); a process started against less says so and stops.
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ from server.cluster import (
 )
 from server.connection import Guarded, Outbox
 from server.errors import ErrorCode
-from server.messages import Error, decode_frame, encode
+from server.messages import LIMITS, Error, decode_frame, encode
 from server.routing import peek, subject_token
 from server.session import Close, Core, Notify, Output, Send
 
@@ -86,6 +93,61 @@ _CHANGES = frozenset({"scene.load", "scene.unload", "token.create", "token.updat
                       "token.delete", "wall.create", "wall.update", "wall.delete",
                       "scene.focus"})
 _EXPECTED = "Nats-Expected-Last-Subject-Sequence"
+#: The least `max_payload` of the NATS servers: one frame and its envelope.
+MIN_PAYLOAD = 8 * 1024 * 1024
+_PART = "Cc-Part"
+#: Bytes of a part's envelope beside its data (subject, headers).
+_PART_ROOM = 4096
+
+
+class PayloadTooSmall(Exception):
+    """The NATS servers' max_payload is below MIN_PAYLOAD."""
+
+
+def check_payload(nc: Client) -> None:
+    if nc.max_payload < MIN_PAYLOAD:
+        raise PayloadTooSmall(
+            f"the NATS server allows messages of {nc.max_payload} bytes (max_payload); "
+            f"Covercast needs {MIN_PAYLOAD} (one frame of {LIMITS.max_frame_bytes} bytes "
+            "and its envelope): set `max_payload: 8MB` in every NATS server's "
+            "configuration")
+
+
+async def publish_parts(nc: Client, subject: str, data: bytes) -> None:
+    """Publish `data`, in parts when it is larger than one message may be."""
+    room = nc.max_payload - _PART_ROOM
+    if len(data) <= room:
+        await nc.publish(subject, data)
+        return
+    tag = uuid.uuid4().hex[:12]
+    count = -(-len(data) // room)
+    for k in range(count):
+        await nc.publish(subject, data[k * room:(k + 1) * room],
+                         headers={_PART: f"{tag}/{k}/{count}"})
+
+
+class Parts:
+    """Messages sent in parts (`publish_parts`), joined: `whole(msg)` is the message's
+    data, or None while parts of it are still to come."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, list[bytes]] = {}
+
+    def whole(self, msg: Msg) -> bytes | None:
+        part = (msg.headers or {}).get(_PART)
+        if part is None:
+            return msg.data
+        tag, k, count = part.split("/")
+        held = self._held.setdefault(tag, [])
+        if int(k) != len(held):  # a part lost (a reconnect): the message is dropped
+            self._held.pop(tag, None)
+            log.warning("a message in parts lost part %d of %s; dropped", len(held), count)
+            return None
+        held.append(msg.data)
+        if len(held) < int(count):
+            return None
+        del self._held[tag]
+        return b"".join(held)
 
 
 def pack(obj: Any) -> bytes:
@@ -100,9 +162,15 @@ async def connect(url: str, name: str) -> Client:
     """A NATS connection that reconnects for ever to any server of `url` (comma-separated),
     the first one first: list a machine's own node first, and its messages to the
     processes of that machine take no hop between nodes."""
-    return await nats.connect(servers=url.split(","), name=name, max_reconnect_attempts=-1,
-                              reconnect_time_wait=0.2, connect_timeout=5, dont_randomize=True,
-                              ping_interval=5, max_outstanding_pings=3)
+    nc = await nats.connect(servers=url.split(","), name=name, max_reconnect_attempts=-1,
+                            reconnect_time_wait=0.2, connect_timeout=5, dont_randomize=True,
+                            ping_interval=5, max_outstanding_pings=3)
+    try:
+        check_payload(nc)
+    except PayloadTooSmall as exc:
+        await nc.close()
+        raise SystemExit(f"error: {exc}") from None
+    return nc
 
 
 async def _ensure(js: JetStreamContext, replicas: int) -> tuple[KeyValue, KeyValue]:
@@ -425,11 +493,11 @@ class MeshWorker:
         session, front, rid, hello, frame = unpack(data)
         known = owned.journal.answer(rid)
         if known is not None:
-            await self.nc.publish(f"cc.out.{front}", known)  # a change sent again
+            await publish_parts(self.nc, f"cc.out.{front}", known)  # a change sent again
             return
         conn = await self._conn(session, front, hello)
         if conn is None:
-            await self.nc.publish(f"cc.out.{front}", pack(
+            await publish_parts(self.nc, f"cc.out.{front}", pack(
                 [rid, [[session, "close", POLICY_VIOLATION, "access denied"]]]))
             return
         kind = peek(frame).kind
@@ -453,10 +521,10 @@ class MeshWorker:
             err = Error(ErrorCode.UNAVAILABLE.value, "the change log cannot be written "
                         "now; the change was not applied, try again later", None,
                         decode_frame(first.frame).get("id"))
-            await self.nc.publish(f"cc.out.{front}", pack(
+            await publish_parts(self.nc, f"cc.out.{front}", pack(
                 [rid, [[session, "send", encode(err, binary)]]]))
             return
-        await self.nc.publish(f"cc.out.{front}", answer)
+        await publish_parts(self.nc, f"cc.out.{front}", answer)
         await self._push([o for o in outputs if o.conn != conn and not isinstance(o, Notify)])
         notified = [o.conn for o in outputs if isinstance(o, Notify)]
         if notified:
@@ -478,7 +546,7 @@ class MeshWorker:
             if where is not None:
                 by_front.setdefault(where[1], []).append(self._item(where[0], o))
         for front, items in by_front.items():
-            await self.nc.publish(f"cc.out.{front}", pack([None, items]))
+            await publish_parts(self.nc, f"cc.out.{front}", pack([None, items]))
 
     async def _log(self, owned: _Owned, rid: str, frame: bytes | str, answer: bytes,
                    before: Any) -> bool:
@@ -534,7 +602,7 @@ class MeshWorker:
             if frame is not None and where is not None:
                 same.setdefault(id(frame), (frame, []))[1].append(where[0])
         if same:
-            await self.nc.publish(f"cc.delta.{owned.tok}", pack(
+            await publish_parts(self.nc, f"cc.delta.{owned.tok}", pack(
                 [[sessions, frame] for frame, sessions in same.values()]))
 
     # -- what any worker answers -------------------------------------------------------
@@ -614,6 +682,7 @@ class MeshFront(Listener):
         self.nc = nc
         self.id = uuid.uuid4().hex[:12]
         self.sessions = Sessions(self.id)
+        self._parts = Parts()
         self.clients: dict[str, _Client] = {}
         self._deltas: dict[str, Any] = {}
         self._moving: dict[str, asyncio.Task[None]] = {}
@@ -644,7 +713,10 @@ class MeshFront(Listener):
         client.wake.set()
 
     async def _on_out(self, msg: Msg) -> None:
-        rid, items = unpack(msg.data)
+        data = self._parts.whole(msg)
+        if data is None:
+            return
+        rid, items = unpack(data)
         if rid is not None:
             if not self.sessions.answered(rid):
                 return  # answered already (by an owner that died after all)
@@ -654,7 +726,10 @@ class MeshFront(Listener):
             self._deliver(item[0], item)
 
     async def _on_delta(self, msg: Msg) -> None:
-        for sessions, frame in unpack(msg.data):
+        data = self._parts.whole(msg)
+        if data is None:
+            return
+        for sessions, frame in unpack(data):
             for session in sessions:
                 if self.sessions.local(session):
                     self._deliver(session, [session, "send", frame])

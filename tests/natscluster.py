@@ -44,7 +44,7 @@ class Node:
         self.conf = folder / f"{name}.conf"
         routes_text = ", ".join(f"nats://127.0.0.1:{r}" for r in routes)
         self.conf.write_text(
-            f"server_name: {name}\nlisten: 127.0.0.1:{port}\n"
+            f"server_name: {name}\nlisten: 127.0.0.1:{port}\nmax_payload: 8MB\n"
             f"jetstream {{ store_dir: \"{folder / name}\" }}\n"
             f"cluster {{ name: cc\n listen: 127.0.0.1:{cluster}\n routes: [{routes_text}] }}\n")
         self.proc: subprocess.Popen[bytes] | None = None

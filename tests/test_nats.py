@@ -323,3 +323,46 @@ def test_a_scene_past_its_snapshot_resumes_from_it_and_the_log_after_it(
     assert said and int(said[-1]) < 100, said  # from the snapshot, not the whole log
     deployment.replace(victim)
 
+
+def test_replies_come_back_in_the_order_the_requests_were_sent(deployment: Deployment) -> None:
+    """Protocol section 3, "Ordering", through a front process on NATS: a subscription to
+    a 60-token scene owned by one worker, pipelined with quick `scene.get`s of a scene
+    owned by the other; the front hands the replies over in the order of the requests.
+    The full set (10,620 annotations, ~4 MB) is larger than a NATS message may be in
+    parts: it comes whole (before, it was lost: `MaxPayloadError` in the worker)."""
+    gm = deployment.peer(0)
+    owners: dict[str, str] = {}
+    for k in range(12):  # until two scenes have different owners
+        sid = f"order-{k}"
+        assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": k})["type"] == "ack"
+        owners[sid] = deployment.owner(sid).worker()
+        if len(set(owners.values())) == 2:
+            break
+    slow = next(iter(owners))
+    quick = next(sid for sid, w in owners.items() if w != owners[slow])
+    big = _scene(slow)
+    big["tokens"] = [{"id": f"t{k}", "x": 100 * (k % 10), "y": 100 * (k // 10),
+                      "disposition": 1 if k % 2 else -1} for k in range(60)]
+    assert gm.request({"type": "scene.load", "scene": big, "id": "big"})["type"] == "ack"
+    gm.send({"type": "subscribe", "scene": slow, "id": "sub"})
+    for k in range(5):
+        gm.send({"type": "scene.get", "scene": quick, "id": f"get{k}"})
+    got = [gm.recv(timeout=30) for _ in range(6)]
+    assert [g.get("id") for g in got] == ["sub"] + [f"get{k}" for k in range(5)], [
+        (g.get("type"), g.get("id")) for g in got]
+    assert len(got[0]["annotations"]) == 3 * 60 * 59
+
+
+def test_a_nats_server_allowing_small_messages_is_refused_with_the_setting_to_change() -> None:
+    from server.mesh import MIN_PAYLOAD, PayloadTooSmall, check_payload
+
+    class Small:
+        max_payload = 1024 * 1024  # nats-server's default
+
+    with pytest.raises(PayloadTooSmall, match="max_payload: 8MB"):
+        check_payload(Small())  # type: ignore[arg-type]
+
+    class Enough:
+        max_payload = MIN_PAYLOAD
+
+    check_payload(Enough())  # type: ignore[arg-type]
