@@ -17,7 +17,8 @@ timings).
 It reports frames sent (fuzzed, and in all), server crashes (the process died), 1011
 closes, `internal` errors (replies and the server log's "bug while" lines), state changes on
 refused requests, player writes accepted, other closes by code, peak server memory (RSS:
-VmHWM) and the cover.query latency (max, p99, p50), as JSON on stdout.
+VmHWM of the front process and its workers, each one's peak, summed) and the cover.query
+latency (max, p99, p50), as JSON on stdout.
 """
 
 from __future__ import annotations
@@ -417,14 +418,35 @@ def _rss(pid: int, key: str) -> int | None:
     return None
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its descendants (a front process and its workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        todo.extend(int(k) for k in kids)
+    return out
+
+
+def _tree_kb(pid: int, key: str) -> int | None:
+    """`key` (VmRSS, VmHWM) summed over the server's processes: for VmHWM, each one's
+    peak, so at most what they held at once."""
+    found = [v for v in (_rss(p, key) for p in _tree(pid)) if v is not None]
+    return sum(found) if found else None
+
+
 async def _watch(proc: subprocess.Popen[bytes], report: Report, stop: asyncio.Event) -> None:
     while not stop.is_set():
         if proc.poll() is not None:
             report.server_died = True
             return
-        hwm = _rss(proc.pid, "VmHWM")
+        hwm = _tree_kb(proc.pid, "VmHWM")
         if hwm is not None:
-            report.rss_peak_kb = hwm
+            report.rss_peak_kb = max(hwm, report.rss_peak_kb or 0)
         await asyncio.sleep(1)
 
 
@@ -443,7 +465,7 @@ async def run_with_server(frames: int, workers: int, seed: int, heavy: float) ->
             line = proc.stdout.readline().decode()
             if "listening" not in line:
                 raise RuntimeError(f"server did not start: {line!r}")
-            report.rss_start_kb = _rss(proc.pid, "VmRSS")
+            report.rss_start_kb = _tree_kb(proc.pid, "VmRSS")
             stop = asyncio.Event()
             watcher = asyncio.create_task(_watch(proc, report, stop))
             try:
@@ -452,8 +474,8 @@ async def run_with_server(frames: int, workers: int, seed: int, heavy: float) ->
             finally:
                 stop.set()
                 await watcher
-            report.rss_end_kb = _rss(proc.pid, "VmRSS")
-            report.rss_peak_kb = _rss(proc.pid, "VmHWM") or report.rss_peak_kb
+            report.rss_end_kb = _tree_kb(proc.pid, "VmRSS")
+            report.rss_peak_kb = max(_tree_kb(proc.pid, "VmHWM") or 0, report.rss_peak_kb or 0)
             if proc.poll() is not None:
                 report.server_died = True
         finally:
