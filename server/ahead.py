@@ -95,11 +95,15 @@ def _held_back() -> Iterator[None]:
     - The interpreter lock: server/giveway.py.
     - The garbage collector: reading a 20,000-wall load makes about a million objects, and
       the collector, counting them, ran collections of the young and of the whole unfrozen
-      heap in the middle of it, each holding the lock. None runs meanwhile, and what was
-      made is frozen at the end. These objects are acyclic (decoded maps and lists,
-      Structs, arrays), freed by their reference counts frozen or not; frozen, later
-      collections do not walk them (server/app.py `settle_heap` freezes the survivors of
-      heavy calls too)."""
+      heap in the middle of it, each holding the lock. None runs meanwhile (the garbage
+      already there is collected first), and what was made is frozen at the end. These
+      objects are acyclic (decoded maps and lists, Structs, arrays), freed by their
+      reference counts frozen or not; frozen, later collections do not walk them
+      (server/app.py `settle_heap` freezes the survivors of heavy calls too)."""
+    # What is garbage already goes first: a freeze keeps whatever is in the heap, cyclic
+    # garbage too, until the hourly full collection (server/app.py `settle_heap`). Cheap:
+    # the collection walks only the objects not frozen yet.
+    gc.collect()
     was = gc.isenabled()
     gc.disable()
     try:

@@ -159,6 +159,10 @@ class Front(Listener):
                 exc = reader.exception()
                 if isinstance(exc, _Gone) and not gone.done():
                     gone.set_result(exc)
+                elif exc is not None:
+                    log.error("bug while passing a client's frames on", exc_info=exc)
+                    if not gone.done():
+                        gone.set_result(_Gone(INTERNAL_ERROR, "internal error"))
             if gone.done():
                 why = gone.result()
                 await ws.close(why.code, why.reason)

@@ -62,7 +62,9 @@ def peek(frame: bytes | str) -> Route:
     try:
         head = _JSON_PEEK.decode(frame) if isinstance(frame, str) else _MSGPACK_PEEK.decode(
             frame)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # Nested too deeply to read (msgspec's own bound) or not readable at all: the
+        # worker the frame goes to refuses it, as one server would.
         return Route(None)
     kind = head.type if isinstance(head.type, str) else None
     if kind == HELLO:

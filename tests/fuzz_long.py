@@ -262,6 +262,8 @@ class Worker:
             self._look(got, frame)
             if got.get("type") == "annotations" and got.get("full") is False:
                 continue  # a push
+            if got.get("type") == "focus":
+                continue  # a push too (after a subscription, when the gm set a focus)
             if got.get("type") == "error" and got.get("code") == "internal" and "id" not in got:
                 continue  # a push's failure (counted)
             break

@@ -34,6 +34,18 @@ def test_a_frame_whose_scene_cannot_be_read_has_no_route() -> None:
         assert peek(frame) == Route(None), frame
 
 
+def test_a_frame_nested_too_deeply_to_read_has_no_route() -> None:
+    """Found by make fuzz through a front process: msgspec's RecursionError escaped peek,
+    and the front dropped the client (1000) without a word; now the frame goes on to a
+    worker, which refuses it as one server does."""
+    # Written out by hand: the encoders refuse such depths themselves.
+    packed = b"\x82\xa4type\xa9scene.get\xa5scene" + b"\x81\xa1d\x91" * 3000 + b"\xa5arena"
+    text = '{"type": "scene.get", "scene": "x", "id": ' + '{"d": [' * 3000 + "1" + \
+        "]}" * 3000 + "}"
+    for frame in (packed, text, b"\x91" * 100_000, "[" * 100_000):
+        assert peek(frame) == Route(None)
+
+
 def test_a_key_said_twice_counts_as_the_request_decoder_counts_it() -> None:
     """The last one, as json.loads and msgpack do: the front and the worker agree on the
     scene a frame is for."""

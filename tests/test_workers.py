@@ -154,6 +154,18 @@ def test_replies_come_back_in_the_order_the_requests_were_sent(served: Served) -
         assert gm.request({"type": "scene.load", "id": 3, "scene": big})["type"] == "ack"
 
 
+def test_a_frame_nested_too_deeply_is_refused_and_the_connection_stays(
+        served: Served) -> None:
+    """Found by make fuzz: the front could not read its scene (msgspec's RecursionError)
+    and dropped the client; now a worker refuses it, as one server does."""
+    gm = served.peer()
+    gm.ws.send(b"\x83\xa4type\xa9scene.get\xa2id\x07\xa5scene"
+               + b"\x81\xa1d\x91" * 3000 + b"\xa5arena")
+    err = gm.recv()
+    assert err["type"] == "error" and err["code"] in ("bad_frame", "invalid"), err
+    assert gm.request({"type": "scene.get", "scene": "nowhere", "id": 8})["id"] == 8
+
+
 def test_the_hello_said_once_holds_on_every_worker(served: Served) -> None:
     """A player's hello, replayed on the second worker it uses, keeps it a player there."""
     a, b = _on(0, prefix="t1"), _on(1, prefix="t1")
