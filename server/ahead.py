@@ -101,8 +101,8 @@ def _held_back() -> Iterator[None]:
       reference counts frozen or not; frozen, later collections do not walk them
       (server/app.py `settle_heap` freezes the survivors of heavy calls too)."""
     # What is garbage already goes first: a freeze keeps whatever is in the heap, cyclic
-    # garbage too, until the hourly full collection (server/app.py `settle_heap`). Cheap:
-    # the collection walks only the objects not frozen yet.
+    # garbage too, until the next full collection (server/app.py `settle_heap`, at most
+    # once a minute). Cheap: the collection walks only the objects not frozen yet.
     gc.collect()
     was = gc.isenabled()
     gc.disable()

@@ -13,12 +13,12 @@ Replies come back in the order of the requests (protocol section 3, "Ordering"):
 follows each request's replies with ANSWERED on the link (server/app.py), and a frame for
 another worker waits until the client's requests to the others are answered; frames for one
 worker go on at once (it answers them in order). Frames from a worker are written to the
-client as they come, one at a time: a client that
-stops reading stops its links being read, so the worker's own writer holds the latest
-state for it (server/app.py: a slow subscriber gets the latest delta, never a backlog) and
-closes it if its replies pile up. A worker closing a link (a refused hello, a client over
-its limits) closes the client with the same code and reason; a worker that dies closes its
-clients with 1011, and the supervisor (server/workers.py) starts it again.
+client as they come, one at a time: a client that stops reading stops its links being
+read, so the worker's own writer holds the latest state for it (server/app.py: a slow
+subscriber gets the latest delta, never a backlog) and closes it if its replies pile up.
+A worker closing a link (a refused hello, a client over its limits) closes the client with
+the same code and reason; a worker that dies closes its clients with 1011, and the
+supervisor (server/workers.py) starts it again.
 """
 
 from __future__ import annotations
@@ -196,17 +196,12 @@ class Front(Listener):
                     links.greeted(frame)
                     link(k, up)
                     continue
-                if new:
-                    assert links.hello is not None
-                    up, _ = await self._open(k, links.hello)  # its welcome: said already
-                    links.opened(k)
-                    link(k, up)
                 # Replies in request order: the other workers answer first.
                 await inflight.only(k)
                 held = ups.get(k)
-                if held is None:  # the link closed meanwhile (the worker stopped): again
+                if held is None:  # a worker not used yet, or whose link closed meanwhile
                     assert links.hello is not None
-                    held, _ = await self._open(k, links.hello)
+                    held, _ = await self._open(k, links.hello)  # its welcome: said already
                     links.opened(k)
                     link(k, held)
                 up = held

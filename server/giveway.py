@@ -2,8 +2,8 @@
 
 Rule of this module: one context manager, `giving_way()`, for a thread's long stretch of
 Python and numpy work off the Core thread (a large frame read ahead, server/ahead.py);
-nothing else. It
-changes nothing the work computes, only when the thread lets go of the lock.
+nothing else. It changes nothing the work computes, only when the thread lets go of the
+lock.
 
 Why: the geometry makes thousands of small numpy calls, and each lets go of the lock and
 takes it back at once. A thread waiting for the lock (the event loop with a frame to read,

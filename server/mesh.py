@@ -717,12 +717,16 @@ class MeshFront(Listener):
         if data is None:
             return
         rid, items = unpack(data)
-        if rid is not None:
-            if not self.sessions.answered(rid):
-                return  # answered already (by an owner that died after all)
-            # Replies in the order of the client's requests, whatever their scenes' owners.
-            items = self.sessions.in_order(rid, items)
-        for item in items:
+        if rid is None:  # pushes
+            for item in items:
+                self._deliver(item[0], item)
+        elif self.sessions.answered(rid):  # else answered already (by an owner that died)
+            self._answer(rid, items)
+
+    def _answer(self, rid: str, items: list[Any]) -> None:
+        """The answer to request `rid`, handed to its client in the order of its requests,
+        whatever their scenes' owners (protocol section 3)."""
+        for item in self.sessions.in_order(rid, items):
             self._deliver(item[0], item)
 
     async def _on_delta(self, msg: Msg) -> None:
@@ -792,9 +796,7 @@ class MeshFront(Listener):
             err = Error(ErrorCode.UNAVAILABLE.value, f"$.scene: no worker holds scene "
                         f"{p.scene!r} now; try again later", "$.scene",
                         _rid(p.frame))
-            for item in self.sessions.in_order(p.rid, [[p.session, "send",
-                                                        encode(err, binary)]]):
-                self._deliver(item[0], item)
+            self._answer(p.rid, [[p.session, "send", encode(err, binary)]])
 
     async def _follow(self, scene: str) -> None:
         tok = subject_token(scene)
@@ -832,9 +834,8 @@ class MeshFront(Listener):
                 if route.scene is None:
                     rid = self.sessions.aside(session)
                     raw = await self._request("cc.any", pack([hello, frame]), 10.0)
-                    items = [[session, *item[1:]] for item in unpack(raw)] if raw else []
-                    for item in self.sessions.in_order(rid, items):
-                        self._deliver(item[0], item)
+                    self._answer(rid, [[session, *item[1:]] for item in unpack(raw)]
+                                 if raw else [])
                     continue
                 if route.kind == "subscribe":
                     await self._follow(route.scene)

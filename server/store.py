@@ -227,6 +227,7 @@ class Store:
             raise
         #: The file opened (device, inode): a write checks it is still the one at the path.
         self._file = self._identity()
+        self._backstage: Backstage | None = None
 
     def _identity(self) -> tuple[int, int] | None:
         if self.path == ":memory:":
@@ -447,10 +448,12 @@ class Store:
 
     def backstage(self) -> Backstage | None:
         """A second connection to the same file, for the thread that reads large frames
-        (None for ":memory:", which is one connection's database)."""
+        (None for ":memory:", which is one connection's database); closed with the store."""
         if self.path == ":memory:":
             return None
-        return Backstage(self)
+        if self._backstage is None:
+            self._backstage = Backstage(self)
+        return self._backstage
 
     def put_change(self, scene: str, revision: int, kind: str,
                    put: Sequence[tuple[str, str]], drop: Sequence[str]) -> None:
@@ -514,17 +517,27 @@ class Store:
                             f"{replaces} as this server holds it (another process wrote it)")
 
     def close(self) -> None:
+        if self._backstage is not None:
+            self._backstage.close()
         self._db.close()
+
+
+_INSERT_DOC = "INSERT INTO doc (scene, gen, kind, id, seq, body) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def _doc_rows(scene: str, gen: int, revision: int,
+              docs: Mapping[str, Sequence[tuple[str, str]]]
+              ) -> Iterator[tuple[str, int, str, str, int, str]]:
+    """The `doc` rows of a whole scene written at `revision`, each kind in its order."""
+    base = revision << SEQ_BITS
+    for kind, items in docs.items():
+        for k, (i, body) in enumerate(items):
+            yield scene, gen, kind, i, base + k, body
 
 
 def _insert_docs(db: sqlite3.Connection, scene: str, gen: int, revision: int,
                  docs: Mapping[str, Sequence[tuple[str, str]]]) -> None:
-    base = revision << SEQ_BITS
-    for kind, items in docs.items():
-        db.executemany("INSERT INTO doc (scene, gen, kind, id, seq, body) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       ((scene, gen, kind, i, base + k, body)
-                        for k, (i, body) in enumerate(items)))
+    db.executemany(_INSERT_DOC, _doc_rows(scene, gen, revision, docs))
 
 
 class Backstage:
@@ -567,15 +580,10 @@ class Backstage:
             with self._slice() as db:
                 db.execute("INSERT INTO stage (scene, gen, since, stale) VALUES (?, ?, ?, 0)",
                            (scene, gen, time.time()))
-            rows = [(kind, k, i, body) for kind, items in docs.items()
-                    for k, (i, body) in enumerate(items)]
-            base = revision << SEQ_BITS
+            rows = list(_doc_rows(scene, gen, revision, docs))
             for start in range(0, len(rows), SLICE_ROWS):
                 with self._slice() as db:
-                    db.executemany("INSERT INTO doc (scene, gen, kind, id, seq, body) "
-                                   "VALUES (?, ?, ?, ?, ?, ?)",
-                                   ((scene, gen, kind, i, base + k, body) for kind, k, i, body
-                                    in rows[start:start + SLICE_ROWS]))
+                    db.executemany(_INSERT_DOC, rows[start:start + SLICE_ROWS])
         except sqlite3.Error as exc:
             self.store.abandon(scene, gen)
             raise StoreUnavailable("written", sqlite_reason(exc)) from None
