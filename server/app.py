@@ -297,6 +297,12 @@ class App(Listener):
                 if read is not None and read.staged is not None:
                     # What the load replaced in the store goes, off the Core's thread.
                     self._ahead.submit(self.core.sweep)
+                if read is not None:
+                    # The read froze the heap (server/ahead.py), with whatever cyclic
+                    # garbage was in it (a connection closed meanwhile): a settle frees
+                    # it, its full collection coming at most once a minute.
+                    with contextlib.suppress(RuntimeError):  # the pool is shut down
+                        self._pool.submit(self._settle)
                 if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
                     ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)

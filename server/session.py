@@ -255,6 +255,7 @@ class Core:
             request = (ahead.request if ahead is not None and ahead.request is not None
                        else parse_request(raw))
         except ClientError as exc:
+            _drop_frames(exc)
             if not state.greeted:
                 reason = _reason(f"expected hello; {exc.message}")
                 return [Close(conn, POLICY_VIOLATION, reason)]
@@ -265,6 +266,7 @@ class Core:
             self.changes.begin(ahead)
             return self._dispatch(state, request, binary)
         except ClientError as exc:
+            _drop_frames(exc)
             return [Send(conn, encode(self._error(exc, request.id), binary))]
         except Exception:
             log.exception("bug while handling %s from connection %d",
@@ -646,6 +648,17 @@ class Core:
     def subscribers(self, sid: str) -> Iterable[int]:
         return [c.id for c in self.connections.values() if sid in c.subscriptions]
 
+
+
+def _drop_frames(exc: BaseException) -> None:
+    """Forget the frames an answered client error holds. An error read ahead is raised
+    again here, by the frame that holds it (in `ahead`): its traceback then leads back to
+    it, a reference cycle, which only the garbage collector frees. Until then the cycle
+    keeps the whole request alive (a refused 5,000-token batch: about 20 MB), and the
+    collector may not come for a minute: what is alive when a large frame has been read
+    is frozen (server/ahead.py `_held_back`)."""
+    exc.__traceback__ = None
+    exc.__context__ = None
 
 
 def viewer_snapshot(scene: scenes.Scene) -> dict[str, Any]:

@@ -5,6 +5,7 @@ keep the Core's order."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import msgpack
@@ -101,3 +102,38 @@ def test_a_frame_read_ahead_for_another_frame_is_not_used() -> None:
     ahead = core.ahead(conn, a)
     (reply,) = _replies(core.receive(conn, b, ahead))
     assert reply["id"] == 3 and core.scenes["s"].tokens["a"].x == 200
+
+
+def test_a_refused_frame_read_ahead_leaves_no_garbage_for_the_collector() -> None:
+    """A refused request is freed as soon as it is answered: nothing it made is left for
+    the garbage collector, which may not run for a minute (the heap is frozen after large
+    reads). Raising the error read ahead once put it in a reference cycle with the frame
+    holding it, which kept a refused 5,000-token batch alive until then."""
+    many = [{"_id": f"t{k}", "x": 0, "y": 0} for k in range(2000)]
+    frames = [
+        msgpack.packb({"type": "token.create", "id": 2, "scene": "s", "tokens": many,
+                       "bogus": 1}),  # refused by the schema
+        msgpack.packb({"type": "token.create", "id": 3, "scene": "s",
+                       "tokens": [*many, many[0]]}),  # refused while building the scene
+        msgpack.packb({"type": "token.update", "id": 4, "scene": "s",
+                       "tokens": [{"_id": "nobody", "x": 1}]}),
+        b"\xa2\xed\xa0",  # not UTF-8
+    ]
+    core, conn = _core()
+    for frame in frames:  # warm: first calls fill caches
+        core.receive(conn, frame, core.ahead(conn, frame))
+    gc.unfreeze()  # a large read freezes the heap (server/ahead.py): look at all of it
+    gc.collect()
+    gc.disable()
+    try:
+        for frame in frames:
+            ahead = core.ahead(conn, frame)
+            assert ahead is not None and (ahead.error or ahead.refused) is not None
+            (reply,) = _replies(core.receive(conn, frame, ahead))
+            assert reply["type"] == "error", reply
+            del ahead
+        gc.unfreeze()
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0, f"{found} objects were left in reference cycles"
