@@ -148,6 +148,9 @@ class Worker:
         self.since = 0
         #: Each scene's revision when last looked at or acknowledged.
         self.revisions: dict[str, int | None] = {}
+        #: The frames since the last look, each with what was read as its reply: the
+        #: evidence printed when a look finds a scene changed.
+        self.recent: list[tuple[bytes | str, str]] = []
 
     async def open(self) -> None:
         self.ws = await connect(self.url, max_size=None, open_timeout=30,
@@ -205,7 +208,12 @@ class Worker:
                     and sid != changed):
                 self.report.tally.state_changes += 1
                 self.report.tally.note(f"scene {sid} changed by a refused request", frame)
+                self.report.tally.examples.append(
+                    f"  what changed in {sid}: {scene_diff(self.known[sid], now)}; the frames "
+                    "since the last look, each with the reply read for it: "
+                    + "; ".join(f"{f[:200]!r} -> {r}" for f, r in self.recent))
             self.known[sid] = now
+        self.recent = []
         if None in self.known.values() and not self.viewer:
             await self.setup()  # a scene was unloaded (an accepted scene.unload)
             await self.check_scenes(refused=False)
@@ -268,6 +276,8 @@ class Worker:
                 continue  # a push's failure (counted)
             break
         refused = got.get("type") == "error"
+        self.recent.append((frame, f"{got.get('type')} {got.get('code', '')} "
+                                   f"id={short(got.get('id'))} rev={got.get('revision')}"))
         t = self.report.tally
         t.refused += refused
         t.accepted += not refused
@@ -294,6 +304,34 @@ class Worker:
             await self.check_scenes(refused=True, frame=frame,
                                     changed=got["scene"] if changed else None)
             self.since = 0
+
+
+def short(value: Any) -> str:
+    return repr(value)[:40]
+
+
+def scene_diff(old: bytes | None, new: bytes | None) -> str:
+    """What differs between two `scene.get` snapshots (msgpack), by document id."""
+    if old is None or new is None:
+        return f"{'none' if old is None else 'a scene'} -> {'none' if new is None else 'a scene'}"
+    a, b = msgpack.unpackb(old), msgpack.unpackb(new)
+    out = [f"{k}: {short(a.get(k))} -> {short(b.get(k))}" for k in sorted(set(a) | set(b))
+           if not isinstance(a.get(k), list) and a.get(k) != b.get(k)]
+    for k in sorted(set(a) | set(b)):
+        if not isinstance(a.get(k), list):
+            continue
+        da = {str(d.get("id", d.get("_id"))): d for d in a.get(k) or [] if isinstance(d, dict)}
+        db = {str(d.get("id", d.get("_id"))): d for d in b.get(k) or [] if isinstance(d, dict)}
+        for i in sorted(set(da) | set(db)):
+            if da.get(i) != db.get(i):
+                x, y = da.get(i, {}), db.get(i, {})
+                keys = sorted(f for f in {*x, *y} if x.get(f) != y.get(f))
+                what = ("added" if i not in da else "removed" if i not in db
+                        else "fields " + ",".join(map(str, keys)))
+                out.append(f"{k}[{i}] {what}")
+        if list(da) != list(db) and set(da) == set(db):
+            out.append(f"{k}: same documents in another order")
+    return ", ".join(out) or "the same values, encoded differently"
 
 
 async def prober(url: str, seed: int, report: Report, stop: asyncio.Event) -> None:
