@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import shapely
 
 from geometry.square import Box
@@ -122,6 +123,74 @@ def crosses_opposite_faces(p: tuple[float, float, float], q: tuple[float, float,
 
     a, b = faces(t0), faces(t1)
     return any((k, 1 - side) in b for k, side in a)
+
+
+#: Segments one numpy operation tests at most (`any_crosses_opposite_faces`), and below
+#: how many the scalar test is quicker.
+_BLOCK = 1 << 16
+_FEW = 100
+
+
+def any_crosses_opposite_faces(ps: Sequence[tuple[float, float, float]],
+                               qs: Sequence[tuple[float, float, float]],
+                               box: Box, z0: float, z1: float) -> bool:
+    """Whether any segment from a point of `ps` to a point of `qs` crosses the target's
+    cube from one face to the opposite one (`crosses_opposite_faces`, every pair of points
+    at once): two big creatures flank when any of their squares' centres do."""
+    if len(ps) * len(qs) <= _FEW:
+        # Creatures of a square or a few (most): the arrays cost more than they save.
+        return any(crosses_opposite_faces(p, q, box, z0, z1) for p in ps for q in qs)
+    p, q = np.asarray(ps, dtype=np.float64), np.asarray(qs, dtype=np.float64)
+    step = max(1, _BLOCK // len(q))
+    for k in range(0, len(p), step):
+        a = np.repeat(p[k:k + step], len(q), axis=0)
+        b = np.tile(q, (len(p[k:k + step]), 1))
+        if crosses_opposite_faces_many(a, b, box, z0, z1).any():
+            return True
+    return False
+
+
+def crosses_opposite_faces_many(p: np.ndarray, q: np.ndarray, box: Box, z0: float,
+                                z1: float) -> np.ndarray:
+    """`crosses_opposite_faces` for segments p[k]-q[k] (arrays (N, 3)), as one array
+    computation; the same answer, segment by segment (tests/test_flanking.py)."""
+    x0, y0, x1, y1 = box
+    lows, highs = np.array([x0, y0, z0]), np.array([x1, y1, z1])
+    d = q - p
+    # Segments strictly between z0 and z1 are judged as on the flat map (as the scalar test
+    # does): no z faces, and y's tolerance taken from the box's width.
+    flat = (z0 < p[:, 2]) & (p[:, 2] < z1) & (z0 < q[:, 2]) & (q[:, 2] < z1)
+    ok = np.ones(len(p), dtype=bool)
+    t0, t1 = np.zeros(len(p)), np.ones(len(p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(3):  # the three axes
+            still = d[:, k] == 0
+            ok &= ~still | ((lows[k] < p[:, k]) & (p[:, k] < highs[k])) | (flat & (k == 2))
+            ta = (lows[k] - p[:, k]) / d[:, k]
+            tb = (highs[k] - p[:, k]) / d[:, k]
+            move = ~still & ~(flat & (k == 2))
+            t0 = np.where(move, np.maximum(t0, np.minimum(ta, tb)), t0)
+            t1 = np.where(move, np.minimum(t1, np.maximum(ta, tb)), t1)
+    ok &= ~((t1 - t0 <= _EPS) | (t0 <= _EPS) | (t1 >= 1 - _EPS))
+    span = highs - lows
+    tol = 1e-6 * np.maximum(1.0, span)
+    tol_flat = 1e-6 * max(1.0, x1 - x0)
+    found = np.zeros(len(p), dtype=bool)
+    for k in range(3):
+        if k == 2:
+            use = ~flat
+            tk = np.full(len(p), tol[2])
+        else:
+            use = np.ones(len(p), dtype=bool)
+            tk = np.where(flat, tol_flat, tol[k])
+        at0 = p[:, k] + t0 * d[:, k]
+        at1 = p[:, k] + t1 * d[:, k]
+        # In through the low face and out through the high one, or the other way round.
+        low_in, high_in = np.abs(at0 - lows[k]) <= tk, np.abs(at0 - highs[k]) <= tk
+        low_out, high_out = np.abs(at1 - lows[k]) <= tk, np.abs(at1 - highs[k]) <= tk
+        found |= use & ((low_in & high_out) | (high_in & low_out))
+    crossed: np.ndarray = ok & found
+    return crossed
 
 
 def crosses_opposite_prism_sides(p: tuple[float, float, float], q: tuple[float, float, float],

@@ -29,7 +29,7 @@ import shapely
 
 from geometry import kernel, openings
 from geometry.columns import columns
-from geometry.flanking import crosses_opposite_faces
+from geometry.flanking import any_crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
@@ -1600,7 +1600,6 @@ class CornerEngine:
                 continue
             zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)
             b_centres = [(*centre(sq), zb) for sq in self.squares[b]]
-            if any(crosses_opposite_faces(p, q, target_box, et, et + st)
-                   for p in a_centres for q in b_centres):
+            if any_crosses_opposite_faces(a_centres, b_centres, target_box, et, et + st):
                 found.append(other.id)
         return found

@@ -37,7 +37,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.columns import columns
-from geometry.flanking import crosses_opposite_faces, crosses_opposite_prism_sides
+from geometry.flanking import any_crosses_opposite_faces, crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
 from geometry.seams import Seams, box_seams, hex_seams, seam_hits
@@ -904,8 +904,9 @@ class _Context:
             z = flank_height(float(self.elev[b]), float(self.side[b]), et, st)
             return [(*centre(sq), z) for sq in squares(self.cs[b], self.grid)]
 
+        points = {b: centres(b) for b in who}
         for b, d in itertools.combinations(who, 2):
-            if any(crosses(p, q) for p in centres(b) for q in centres(d)):
+            if crosses(points[b], points[d]):
                 partners[b].append(d)
                 partners[d].append(b)
                 edges.append((b, d))
@@ -915,10 +916,11 @@ class _Context:
 
     def _crosses_target(self, t: int, box: Box, z0: float, z1: float) -> Any:
         """The opposite-faces test for target t (z0..z1: its cube's vertical extent in
-        feet): its square space, or on a hex grid the opposite sides of the hex under its
-        centre (a hexagonal prism: its top and bottom are opposite faces too)."""
+        feet), asked of every line between two sets of points at once (two allies'
+        squares' centres): its square space, or on a hex grid the opposite sides of the hex
+        under its centre (a hexagonal prism: its top and bottom are opposite faces too)."""
         if self.hex is None:
-            return lambda p, q: crosses_opposite_faces(p, q, box, z0, z1)
+            return lambda ps, qs: any_crosses_opposite_faces(ps, qs, box, z0, z1)
         layout = self.hex
         cells = hexgrid.footprint(self.cs[t], self.grid).cells
         cx, cy = self.centres[t]
@@ -927,7 +929,8 @@ class _Context:
         if cell not in cells:
             cell = cells[0]
         ring = [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()]
-        return lambda p, q: crosses_opposite_prism_sides(p, q, ring, z0, z1)
+        return lambda ps, qs: any(crosses_opposite_prism_sides(p, q, ring, z0, z1)
+                                  for p in ps for q in qs)
 
     def _body(self, c: int) -> shapely.Geometry:
         """A creature's space as a polygon (its hex footprint on a hex grid)."""
