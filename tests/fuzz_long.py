@@ -393,9 +393,12 @@ def _sampling_process(url: str, pipe: Any) -> None:
 
 async def fuzz_server(url: str, frames: int, workers: int = 4, seed: int = 1,
                       heavy: float = 0.002, probe: bool = True, sample: bool = True,
-                      report: Report | None = None, sample_apart: bool = False) -> Report:
+                      report: Report | None = None, sample_apart: bool = False,
+                      nice: int = 0) -> Report:
     """Fuzz the server at `url` (gm token GM, player token PLAYER) with `frames` frames;
-    `sample_apart`: the sampler runs in a process of its own."""
+    `sample_apart`: the sampler runs in a process of its own; `nice`: then this process,
+    the load (the fuzzing connections and the prober), gives way to the server and the
+    sampler by that much (os.nice)."""
     report = report or Report()
     stop = asyncio.Event()
     side = []
@@ -410,6 +413,11 @@ async def fuzz_server(url: str, frames: int, workers: int = 4, seed: int = 1,
         apart = (ctx.Process(target=fuzz_long._sampling_process, args=(url, theirs),
                              daemon=True), mine)
         apart[0].start()
+        if nice:
+            # On a machine of two cores the load would otherwise take one from the server,
+            # which on a real table runs on a machine of its own: what is measured is the
+            # server's slices, not the scheduler sharing the cores with the load.
+            os.nice(nice)
     elif sample:
         side.append(asyncio.create_task(sampler(url, report, stop)))
     if probe:
@@ -490,7 +498,8 @@ async def _watch(proc: subprocess.Popen[bytes], report: Report, stop: asyncio.Ev
         await asyncio.sleep(1)
 
 
-async def run_with_server(frames: int, workers: int, seed: int, heavy: float) -> Report:
+async def run_with_server(frames: int, workers: int, seed: int, heavy: float,
+                          nice: int = 0) -> Report:
     report = Report()
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -510,7 +519,7 @@ async def run_with_server(frames: int, workers: int, seed: int, heavy: float) ->
             watcher = asyncio.create_task(_watch(proc, report, stop))
             try:
                 await fuzz_server(f"ws://127.0.0.1:{port}", frames, workers, seed, heavy,
-                                  report=report, sample_apart=True)
+                                  report=report, sample_apart=True, nice=nice)
             finally:
                 stop.set()
                 await watcher
@@ -538,14 +547,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=int(os.environ.get("SEED", 1)))
     p.add_argument("--heavy", type=float, default=0.001,
                    help="fraction of frames that are huge batches (1000 to 5001 items)")
+    p.add_argument("--nice", type=int, default=int(os.environ.get("NICE", 10)),
+                   help="the load (fuzzing connections, prober) runs this much nicer than "
+                   "the server and the sampler, once both are started (0: the same)")
     p.add_argument("--url", help="fuzz this server (gm token and player token as here) "
                    "instead of starting one")
     args = p.parse_args(argv)
     if args.url:
         report = asyncio.run(fuzz_server(args.url, args.frames, args.workers, args.seed,
-                                         args.heavy, sample_apart=True))
+                                         args.heavy, sample_apart=True, nice=args.nice))
     else:
-        report = asyncio.run(run_with_server(args.frames, args.workers, args.seed, args.heavy))
+        report = asyncio.run(run_with_server(args.frames, args.workers, args.seed, args.heavy,
+                                             args.nice))
     out = report.summary()
     print(json.dumps(out, indent=2))
     bad = report.tally.bad + report.log_bugs + int(report.server_died)
