@@ -73,7 +73,9 @@ bench: install
 
 # The long fuzz run against a real server (tests/fuzz_long.py): FRAMES hostile frames
 # (default 1,000,000), its figures as JSON; fails if any crash, 1011 close, internal error
-# or state change on a refused request. `make test` runs a bounded version (tests/test_fuzz.py).
+# or state change on a refused request. The load runs at nice 10 beside the server and the
+# latency sampler (NICE=0: the same priority). `make test` runs a bounded version
+# (tests/test_fuzz.py).
 FRAMES ?= 1000000
 fuzz: install
 	FRAMES=$(FRAMES) $(BIN)/python -m tests.fuzz_long
