@@ -66,6 +66,9 @@ class Report:
     closes: Counter[int] = field(default_factory=Counter)
     probe_closes: Counter[int] = field(default_factory=Counter)
     reconnects: int = 0
+    #: Replies read for a frame that carry another request's id (a reply the reader
+    #: misplaced: what follows it on that connection is judged against the wrong frame).
+    misread: int = 0
     probes: int = 0
     latencies: list[float] = field(default_factory=list)
     rss_peak_kb: int | None = None
@@ -106,6 +109,7 @@ class Report:
             "closes_by_code": dict(sorted(self.closes.items())),
             "hello_probe_closes_by_code": dict(sorted(self.probe_closes.items())),
             "reconnects": self.reconnects, "hello_probes": self.probes,
+            "replies_misread": self.misread,
             "fuzzer_errors": self.generator_errors,
             "cover_query_samples": len(lat),
             "cover_query_ms_max": q(1.0), "cover_query_ms_p99": q(0.99),
@@ -275,6 +279,10 @@ class Worker:
             if got.get("type") == "error" and got.get("code") == "internal" and "id" not in got:
                 continue  # a push's failure (counted)
             break
+        sent = _id_of(frame)
+        if sent is not None and "id" in got and got["id"] != sent:
+            self.report.misread += 1
+            self.report.tally.note(f"reply with id {short(got.get('id'))} read for", frame)
         refused = got.get("type") == "error"
         self.recent.append((frame, f"{got.get('type')} {got.get('code', '')} "
                                    f"id={short(got.get('id'))} rev={got.get('revision')}"))
@@ -304,6 +312,20 @@ class Worker:
             await self.check_scenes(refused=True, frame=frame,
                                     changed=got["scene"] if changed else None)
             self.since = 0
+
+
+def _id_of(frame: bytes | str) -> Any:
+    """The `id` of the frame's message, when it is one a reply would echo (a plain string
+    or a small integer); None otherwise."""
+    try:
+        msg = decode(frame)
+    except Exception:
+        return None
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    if (isinstance(rid, str) and len(rid) <= 64 and rid.isascii()) or (
+            isinstance(rid, int) and not isinstance(rid, bool) and 0 <= rid < 2 ** 53):
+        return rid
+    return None
 
 
 def short(value: Any) -> str:
