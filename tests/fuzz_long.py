@@ -283,9 +283,13 @@ class Worker:
         if sent is not None and "id" in got and got["id"] != sent:
             self.report.misread += 1
             self.report.tally.note(f"reply with id {short(got.get('id'))} read for", frame)
+            self.report.tally.examples.append(
+                "  the frames before it on that connection, each with the reply read for "
+                "it: " + "; ".join(f"{f[:120]!r} -> {r}" for f, r in self.recent[-4:]))
         refused = got.get("type") == "error"
         self.recent.append((frame, f"{got.get('type')} {got.get('code', '')} "
-                                   f"id={short(got.get('id'))} rev={got.get('revision')}"))
+                                   f"id={short(got.get('id'))} rev={got.get('revision')} "
+                                   f"{short(got.get('message', ''))}"))
         t = self.report.tally
         t.refused += refused
         t.accepted += not refused
