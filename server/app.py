@@ -249,9 +249,13 @@ class App(Listener):
         if spent >= HEAVY_CALL_S:
             # A whole table computed in slices is a heavy call too (see HEAVY_CALL_S); the
             # heap is settled in a trip of its own.
-            with contextlib.suppress(RuntimeError):  # the pool is shut down
-                self._pool.submit(self._settle)
+            self._settle_soon()
         return result
+
+    def _settle_soon(self) -> None:
+        """Settle the heap in a trip of its own to the Core thread."""
+        with contextlib.suppress(RuntimeError):  # the pool is shut down
+            self._pool.submit(self._settle)
 
     def _settle(self) -> None:
         if time.perf_counter() - self._settled >= SETTLE_INTERVAL_S:
@@ -301,8 +305,7 @@ class App(Listener):
                     # The read froze the heap (server/ahead.py), with whatever cyclic
                     # garbage was in it (a connection closed meanwhile): a settle frees
                     # it, its full collection coming at most once a minute.
-                    with contextlib.suppress(RuntimeError):  # the pool is shut down
-                        self._pool.submit(self._settle)
+                    self._settle_soon()
                 if isinstance(ws, Guarded) and not ws.greeted and self.core.greeted(conn):
                     ws.welcome()  # before the welcome goes out
                 await self._deliver(outputs)

@@ -45,7 +45,17 @@ import msgpack
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.fuzzing import WRITES, Mutator, Tally, decode, hello, kind_of, load_hex, load_square
+from server.messages import request_id
+from tests.fuzzing import (
+    WRITES,
+    Mutator,
+    Tally,
+    decode,
+    hello,
+    load_hex,
+    load_square,
+    type_of,
+)
 
 GM, PLAYER = "fuzz-gm-token", "fuzz-player-token"
 #: Refused frames between two looks at a worker's scenes.
@@ -279,7 +289,12 @@ class Worker:
             if got.get("type") == "error" and got.get("code") == "internal" and "id" not in got:
                 continue  # a push's failure (counted)
             break
-        sent = _id_of(frame)
+        try:
+            msg: Any = decode(frame)
+        except Exception:
+            msg = None
+        kind = type_of(msg)
+        sent = request_id(msg)  # the id the server echoes, if any
         if sent is not None and "id" in got and got["id"] != sent:
             self.report.misread += 1
             self.report.tally.note(f"reply with id {short(got.get('id'))} read for", frame)
@@ -293,7 +308,6 @@ class Worker:
         t = self.report.tally
         t.refused += refused
         t.accepted += not refused
-        kind = kind_of(frame)
         if self.viewer and not refused and kind in WRITES and got.get("type") in ("ack",
                                                                                  "breath"):
             t.viewer_writes_accepted += 1
@@ -316,20 +330,6 @@ class Worker:
             await self.check_scenes(refused=True, frame=frame,
                                     changed=got["scene"] if changed else None)
             self.since = 0
-
-
-def _id_of(frame: bytes | str) -> Any:
-    """The `id` of the frame's message, when it is one a reply would echo (a plain string
-    or a small integer); None otherwise."""
-    try:
-        msg = decode(frame)
-    except Exception:
-        return None
-    rid = msg.get("id") if isinstance(msg, dict) else None
-    if (isinstance(rid, str) and len(rid) <= 64 and rid.isascii()) or (
-            isinstance(rid, int) and not isinstance(rid, bool) and 0 <= rid < 2 ** 53):
-        return rid
-    return None
 
 
 def short(value: Any) -> str:

@@ -642,5 +642,10 @@ def kind_of(frame: bytes | str) -> Any:
         msg = decode(frame)
     except Exception:
         return None
+    return type_of(msg)
+
+
+def type_of(msg: Any) -> str | None:
+    """A decoded message's type, when it is a string (a fuzzed type may be any value)."""
     kind = msg.get("type") if isinstance(msg, dict) else None
-    return kind if isinstance(kind, str) else None  # a fuzzed type may be any value
+    return kind if isinstance(kind, str) else None
