@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,10 @@ def _push(url: str, done: threading.Event, outcome: list[str]) -> None:
             if done.is_set():
                 break
             ws.send(BIG)
-        outcome.append("sent all")
+        # The server discards what follows its close, so a client whose reader was slow to
+        # see the close may get every frame out: the close is then waiting to be read.
+        ws.recv(timeout=30)
+        outcome.append("answered")
     except ConnectionClosed:
         rcvd = ws.protocol.close_rcvd
         outcome.append(f"closed {rcvd.code if rcvd else None}")
@@ -98,7 +102,7 @@ def test_forty_token_less_clients_pushing_4_mib_frames_leave_the_rss_flat(
             time.sleep(0.05)
         peak = max(peak, _rss_mb(proc.pid))
         assert peak - base < 150, (base, peak, outcome)
-        assert outcome.count("closed 1009") == CLIENTS, outcome
+        assert outcome.count("closed 1009") == CLIENTS, Counter(outcome)
         # The gm's subscription was answered all the same.
         reply = gm.recv(timeout=120)
         assert reply["type"] == "annotations" and reply["full"], reply.get("type")
