@@ -268,6 +268,11 @@ class Worker:
         every CHECK_EVERY frames (each frame since the last look was refused, so any change
         is a refused request's)."""
         assert self.ws is not None
+        try:
+            msg: Any = decode(frame)
+        except Exception:
+            msg = None
+        kind = type_of(msg)
         while True:
             try:
                 raw = await asyncio.wait_for(self.ws.recv(), REPLY_TIMEOUT_S)
@@ -282,18 +287,17 @@ class Worker:
                 self.report.tally.note("undecodable reply", frame)
                 return
             self._look(got, frame)
-            if got.get("type") == "annotations" and got.get("full") is False:
-                continue  # a push
+            if got.get("type") == "annotations" and (got.get("full") is False
+                                                     or ("id" not in got
+                                                         and kind != "subscribe")):
+                # A push: a delta, or the last (empty) full set of a scene unloaded, which
+                # follows the unload's own ack when this connection was subscribed.
+                continue
             if got.get("type") == "focus":
                 continue  # a push too (after a subscription, when the gm set a focus)
             if got.get("type") == "error" and got.get("code") == "internal" and "id" not in got:
                 continue  # a push's failure (counted)
             break
-        try:
-            msg: Any = decode(frame)
-        except Exception:
-            msg = None
-        kind = type_of(msg)
         sent = request_id(msg)  # the id the server echoes, if any
         if sent is not None and "id" in got and got["id"] != sent:
             self.report.misread += 1
