@@ -96,10 +96,12 @@ class Report:
         """A line on stderr every `every` fuzzed frames."""
         if self.tally.frames // every > self.shown:
             self.shown = self.tally.frames // every
+            # The sampler in a process of its own sends its latencies at the end only.
+            latency = (f", max latency {max(self.latencies) * 1000:.0f} ms"
+                       if self.latencies else "")
             print(f"{time.strftime('%H:%M:%S')} {self.tally.frames} frames, bad "
-                  f"{self.tally.bad}, max latency "
-                  f"{max(self.latencies, default=0) * 1000:.0f} ms, rss peak "
-                  f"{_mb(self.rss_peak_kb)} MB", file=sys.stderr, flush=True)
+                  f"{self.tally.bad}{latency}, rss peak {_mb(self.rss_peak_kb)} MB",
+                  file=sys.stderr, flush=True)
         while len(self.tally.examples) > self.told:
             print("  found:", self.tally.examples[self.told][:600], file=sys.stderr,
                   flush=True)
