@@ -37,7 +37,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.columns import columns
-from geometry.flanking import any_crosses_opposite_faces, crosses_opposite_prism_sides
+from geometry.flanking import any_crosses_opposite_faces, any_crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
 from geometry.seams import Seams, box_seams, hex_seams, seam_hits
@@ -929,8 +929,7 @@ class _Context:
         if cell not in cells:
             cell = cells[0]
         ring = [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()]
-        return lambda ps, qs: any(crosses_opposite_prism_sides(p, q, ring, z0, z1)
-                                  for p in ps for q in qs)
+        return lambda ps, qs: any_crosses_opposite_prism_sides(ps, qs, ring, z0, z1)
 
     def _body(self, c: int) -> shapely.Geometry:
         """A creature's space as a polygon (its hex footprint on a hex grid)."""
