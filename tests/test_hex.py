@@ -270,3 +270,33 @@ def test_a_line_along_a_hex_side_does_not_enter_it(kind: GridKind) -> None:
         assert tracer.trace(starts, ends).creature_line.size == 0, (kind, k)
         inward = 0.01 * (centre - (a + b) / 2) / np.hypot(*(centre - (a + b) / 2))
         assert tracer.trace(starts + inward, ends + inward).creature_line.size == 1, (kind, k)
+
+
+def _all_pairs_distance(lay: HexLayout, footprints: list[list[tuple[int, int]]]) -> np.ndarray:
+    n = len(footprints)
+    return np.array([[hexgrid.cells_distance(lay, footprints[a], footprints[b]) if a != b
+                      else 0 for b in range(n)] for a in range(n)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(kinds_st, st.lists(st.lists(st.tuples(st.integers(-4, 8), st.integers(-4, 8)),
+                                   min_size=1, max_size=25, unique=True),
+                          min_size=1, max_size=6))
+def test_footprints_distance_is_the_nearest_cells_of_every_two(
+        kind: GridKind, footprints: list[list[tuple[int, int]]]) -> None:
+    """Measured on border cells only, the distance is every cell's against every cell's:
+    footprints apart, touching, overlapping, one inside another, in pieces."""
+    lay = layout(kind)
+    got = hexgrid.footprints_distance(lay, footprints)
+    assert got.tolist() == _all_pairs_distance(lay, footprints).tolist()
+
+
+def test_two_huge_footprints_are_measured_on_their_borders() -> None:
+    """Two 40 x 40 blocks of cells apart, and a small one inside the first."""
+    lay = layout(GridKind.HEXODDR)
+    west = [(i, j) for i in range(40) for j in range(40)]
+    east = [(i, j + 43) for i in range(40) for j in range(40)]
+    inner = [(i + 15, j + 15) for i in range(10) for j in range(10)]
+    got = hexgrid.footprints_distance(lay, [west, east, inner])
+    assert got.tolist() == _all_pairs_distance(lay, [west, east, inner]).tolist()
+    assert got[0, 2] == 0 and got[0, 1] > 0
