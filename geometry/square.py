@@ -9,6 +9,8 @@ geometry is in geometry/hex.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 import shapely
@@ -242,6 +244,35 @@ def within_reach(a: Box, b: Box, reach_ft: float, grid: Grid) -> bool:
     sx, sy = grid_steps(a, b, grid.size)
     return bool(within_reach_many(np.array([sx]), np.array([sy]),
                                   np.array([reach_ft]))[0])
+
+
+def adjacent_pairs(a: Sequence[Box], b: Sequence[Box],
+                   grid: Grid) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Every (i, j) with a[i] and b[j] `adjacent`, in order of i then j: only the boxes
+    of `a` near each box of `b` along x are tested (two 20 x 20 creatures side by side were
+    160,000 tests one at a time, 3.4 s of the worker; the pairs are about 60)."""
+    if not len(a) or not len(b):
+        empty = np.zeros(0, dtype=np.intp)
+        return empty, empty
+    aa, bb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    size = grid.size
+    order = np.argsort(aa[:, 0], kind="stable")
+    x0 = aa[order, 0]
+    # Adjacent along x is a gap under one square: a box starts before b's end plus a
+    # square, and ends after b's start less a square (widest box of `a`, with room).
+    room = size * (1 + 1e-6) + 1e-9
+    widest = float((aa[:, 2] - aa[:, 0]).max())
+    lo = np.searchsorted(x0, bb[:, 0] - room - widest, side="left")
+    hi = np.searchsorted(x0, bb[:, 2] + room, side="right")
+    counts = hi - lo
+    jj = np.repeat(np.arange(len(bb)), counts)
+    ii = order[np.repeat(lo, counts) + np.arange(int(counts.sum()))
+               - np.repeat(np.cumsum(counts) - counts, counts)]
+    sx, sy = grid_steps_many(aa[ii], bb[jj], size)
+    keep = (sx <= 1) & (sy <= 1)
+    ii, jj = ii[keep], jj[keep]
+    by = np.lexsort((jj, ii))
+    return ii[by].astype(np.intp), jj[by].astype(np.intp)
 
 
 def adjacent(a: Box, b: Box, grid: Grid) -> bool:

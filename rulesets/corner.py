@@ -36,6 +36,7 @@ from geometry.square import (
     INSET_PX,
     Box,
     adjacent,
+    adjacent_pairs,
     centre,
     corners,
     corners_many,
@@ -599,11 +600,10 @@ class CornerEngine:
             self._corner_probes(plan, a, t, RANGED_LINE, self.options.big_creatures_ranged)
             return
         if mode is AttackMode.MELEE and self._adjacent(a, t):
-            for asq in self.squares[a]:
-                for tsq in self.squares[t]:
-                    if adjacent(asq, tsq, self.grid):
-                        plan.probe(a, t, ADJACENT_LINE, corners(asq), asq,
-                                   corners(tsq), tsq, tsq)
+            for i, j in zip(*adjacent_pairs(self.squares[a], self.squares[t], self.grid),
+                            strict=True):
+                asq, tsq = self.squares[a][i], self.squares[t][j]
+                plan.probe(a, t, ADJACENT_LINE, corners(asq), asq, corners(tsq), tsq, tsq)
             if plan.row_probe_start[-1] < len(plan.probe_start):
                 return
         self._corner_probes(plan, a, t, REACH_LINE, True)
@@ -1343,11 +1343,10 @@ class CornerEngine:
                 probes.append((np.array([o]), self._space_idx[t], self.spaces[t]))
         else:
             if mode is AttackMode.MELEE and self._adjacent(a, t):
-                for i, asq in enumerate(self.squares[a]):
-                    for j, tsq in enumerate(self.squares[t]):
-                        if adjacent(asq, tsq, self.grid):
-                            probes.append((self._square_idx[a][i], self._square_idx[t][j],
-                                           tsq))
+                for i, j in zip(*adjacent_pairs(self.squares[a], self.squares[t],
+                                                self.grid), strict=True):
+                    probes.append((self._square_idx[a][i], self._square_idx[t][j],
+                                   self.squares[t][j]))
                 kind = ADJACENT_LINE
             if not probes:
                 kind = RANGED_LINE if mode is AttackMode.RANGED else REACH_LINE
