@@ -251,6 +251,13 @@ def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]])
     i = np.array([c[0] for f in footprints for c in f], dtype=np.int64)
     j = np.array([c[1] for f in footprints for c in f], dtype=np.int64)
     q, r = offset_to_cube(layout, i, j)
+    if len(q) <= _ALL_CELLS:
+        # Few cells (Medium and Large tokens): every cell against every cell is quicker.
+        d = cube_distance(q[:, None], r[:, None], q[None, :], r[None, :])
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        every: IntArray = np.minimum.reduceat(np.minimum.reduceat(d, starts, axis=0),
+                                              starts, axis=1)
+        return every
     border = _border_cells(owner, q, r)
     bq, br, bo = q[border], r[border], owner[border]  # in owner order, as the cells are
     starts = np.searchsorted(bo, np.arange(n))  # every footprint has a border cell
@@ -268,6 +275,9 @@ def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]])
 
 #: Distances one block of `footprints_distance` holds at most (8 bytes each).
 _DISTANCE_BLOCK = 1 << 22
+#: Cells in all up to which `footprints_distance` measures every cell against every cell
+#: (at most 32 MB of distances).
+_ALL_CELLS = 2048
 
 
 def _sharing(owner: IntArray, q: IntArray, r: IntArray,

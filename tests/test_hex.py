@@ -284,11 +284,18 @@ def _all_pairs_distance(lay: HexLayout, footprints: list[list[tuple[int, int]]])
                           min_size=1, max_size=6))
 def test_footprints_distance_is_the_nearest_cells_of_every_two(
         kind: GridKind, footprints: list[list[tuple[int, int]]]) -> None:
-    """Measured on border cells only, the distance is every cell's against every cell's:
-    footprints apart, touching, overlapping, one inside another, in pieces."""
+    """Measured on border cells only (as for many cells), the distance is every cell's
+    against every cell's: footprints apart, touching, overlapping, one inside another, in
+    pieces."""
     lay = layout(kind)
-    got = hexgrid.footprints_distance(lay, footprints)
-    assert got.tolist() == _all_pairs_distance(lay, footprints).tolist()
+    want = _all_pairs_distance(lay, footprints).tolist()
+    assert hexgrid.footprints_distance(lay, footprints).tolist() == want
+    few = hexgrid._ALL_CELLS
+    try:
+        hexgrid._ALL_CELLS = 0  # the border cells' way, whatever the cells
+        assert hexgrid.footprints_distance(lay, footprints).tolist() == want
+    finally:
+        hexgrid._ALL_CELLS = few
 
 
 def test_two_huge_footprints_are_measured_on_their_borders() -> None:
