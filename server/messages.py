@@ -41,6 +41,11 @@ class Limits(Struct, frozen=True, rename="camel"):
     max_batch: int = 5000
     max_string: int = 256
     max_coordinate: float = 1e7
+    #: A token's width and height, in squares: the rules' largest creature, Colossal, takes
+    #: 6 squares a side. A pair of two 6 x 6 creatures costs the corner engine 23-24 ms,
+    #: every mode (8 x 8: 38-42 ms), growing with the fourth power of the side, and a pair
+    #: is the least a slice of a table holds (bench/RESULTS.md, "Big creatures").
+    max_token_squares: int = 6
     max_subscriptions: int = 64
     #: Attacker-target pairs a subscription's table may hold (tokens x (tokens - 1)):
     #: about 316 tokens. Measured (docs/protocol.md, 'Cost limits'): what one table of
@@ -53,7 +58,7 @@ LIMITS = Limits()
 Id = Annotated[str, Meta(min_length=1, max_length=LIMITS.max_string)]
 Coord = Annotated[float, Meta(ge=-LIMITS.max_coordinate, le=LIMITS.max_coordinate)]
 Height = Annotated[float, Meta(ge=-LIMITS.max_coordinate, le=LIMITS.max_coordinate)]
-Squares = Annotated[float, Meta(gt=0, le=100)]
+Squares = Annotated[float, Meta(gt=0, le=LIMITS.max_token_squares)]
 SizeLabel = Literal["fine", "diminutive", "tiny", "small", "medium", "large", "huge",
                     "gargantuan", "colossal"]
 Mode = Literal["melee", "reach", "ranged"]

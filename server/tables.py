@@ -15,10 +15,13 @@ scene's current subscriptions; what is sent to whom is server/subscriptions.py's
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from geometry.incremental import Affected
 from geometry.incremental import affected as affected_by
@@ -37,7 +40,8 @@ CHANGE_LOG = 32
 #: longest another scene's request waits for the worker behind it.
 SLICE_S = 0.025
 #: Pairs in the first slice of a scene whose pace is not known yet (the pace then
-#: doubles or halves, slice by slice, towards SLICE_S).
+#: doubles or halves, slice by slice, towards SLICE_S); counted in pairs of Medium
+#: creatures (`pair_costs`).
 FIRST_SLICE = 16
 #: Rounds `warm` gives a scene that changes while its table is computed.
 WARM_ROUNDS = 4
@@ -483,15 +487,18 @@ class Tables:
         scene = self.scenes[sid]
         out: list[AnnotationOut] = []
         size = self._pace.get(sid, FIRST_SLICE)
+        cost = np.cumsum(pair_costs(geom, pairs))
         k = 0
         while k < len(pairs):
-            chunk = pairs[k:k + size]
+            before = float(cost[k - 1]) if k else 0.0
+            end = max(k + 1, int(np.searchsorted(cost, before + size, side="right")))
+            chunk = pairs[k:end]
             t0 = time.perf_counter()
             out += map(annotation_out, scene.ruleset.annotate(
                 geom, scene.options, pairs=chunk, modes=modes, lines=lines))
             spent = time.perf_counter() - t0
             k += len(chunk)
-            if len(chunk) == size:
+            if float(cost[end - 1]) - before >= size:
                 # At most twice or half the last size: one slow or quick slice (a pair
                 # behind many walls, a collection) does not throw the pace off.
                 size = max(1, size // 2, min(2 * size, int(size * SLICE_S / max(spent, 1e-6))))
@@ -593,3 +600,17 @@ class Tables:
                     if found is not None:
                         lent.append(found)
         return (whole & touched) | own[0], (way & touched) | own[1], lent
+
+
+def pair_costs(geom: SceneGeom, pairs: Sequence[Pair]) -> np.ndarray:
+    """What each pair weighs in a slice, in pairs of Medium creatures: the corner lines
+    between the two creatures' squares over a Medium pair's 16 (a big creature's lines run
+    from every corner of its squares, issue 14 item 3). Slices are sized by this sum, not
+    by a count of pairs: a pair of two 6 x 6 creatures (the largest a token may be) weighs
+    150 and costs more than that many Medium pairs (about 20 ms), so it is a slice of its
+    own, never one of sixteen."""
+    points = {c.id: (math.ceil(c.width) + 1) * (math.ceil(c.height) + 1)
+              for c in geom.creatures if c.width > 1 or c.height > 1}
+    if not points:
+        return np.ones(len(pairs))
+    return np.array([points.get(a, 4) * points.get(t, 4) / 16 for a, t in pairs])

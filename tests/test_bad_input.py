@@ -261,6 +261,11 @@ CASES = [
         ("1000000000000.0",), "q"),
     Bad("token-width-1e9-squares", mp(update([{"id": "a", "width": 1e9}])), SIZE,
         "$.tokens[0].width", ("1000000000.0",), "u"),
+    # A side past the largest creature's (maxTokenSquares): a pair of two such creatures
+    # costs the fourth power of the side.
+    Bad("token-larger-than-a-colossus", mp(create([{"id": "ship", "x": 0, "y": 900,
+                                                     "width": 7, "height": 7}])),
+        SIZE, "$.tokens[0].width", ("7", "6"), "c"),
     Bad("id-of-10000-chars", mp(create([{"id": "x" * 10000, "x": 1, "y": 1}])), SIZE,
         "$.tokens[0].id", ("256",), "c"),
     Bad("more-tokens-than-the-scene-limit",

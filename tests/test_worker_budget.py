@@ -271,3 +271,48 @@ def test_a_scene_at_the_limits_loads_and_changes_without_holding_the_worker(
     assert light.ws.ping().wait(1)
     for p in (gm, light):
         p.close()
+
+
+def test_a_table_of_big_creatures_is_sliced_a_pair_at_a_time(server_process: str) -> None:
+    """Twelve Colossal (6 x 6) creatures, the largest a token may be: a pair of them costs
+    the corner engine about as much as 150 pairs of Medium creatures (its lines run from
+    every corner of its squares), so a slice holds one such pair, not sixteen (a first slice
+    of 16 took 0.3-0.4 s, and a light query waited as long). A player's query of a small
+    scene beside the subscription stays within the 100 ms budget of its quiet median."""
+    gm, heavy, light = (Peer(connect(server_process, max_size=None).__enter__())
+                        for _ in range(3))
+    for p in (gm, heavy, light):
+        assert p.hello()["type"] == "welcome"
+    side = LIMITS.max_token_squares
+    tokens = [{"_id": f"c{k}", "x": (k % 4) * (side + 2) * 100, "y": (k // 4) * (side + 2) * 100,
+               "width": side, "height": side, "disposition": 1 if k % 2 else -1}
+              for k in range(12)]
+    big = {"_id": "colossi", "grid": {"type": 1, "size": 100, "distance": 5},
+           "walls": [{"_id": "w", "c": [700, 0, 700, 300]}], "tokens": tokens}
+    assert gm.request({"type": "scene.load", "id": 1, "scene": big})["type"] == "ack"
+    assert gm.request({"type": "scene.load", "id": 2, "scene": LIGHT})["type"] == "ack"
+    quiet = statistics.median(_latencies(light, count=40))
+    done = threading.Event()
+    took: list[float] = []
+
+    def subscribe() -> None:
+        t0 = time.perf_counter()
+        heavy.send({"type": "subscribe", "id": 3, "scene": "colossi"})
+        heavy.ws.recv(timeout=600)
+        took.append(time.perf_counter() - t0)
+        done.set()
+
+    worker = threading.Thread(target=subscribe)
+    worker.start()
+    time.sleep(0.05)
+    busy = _latencies(light, stop=done, seconds=600)
+    worker.join(600)
+    assert took and took[0] > 0.5, took  # 132 pairs of Colossi: heavy
+    assert len(busy) >= 10, len(busy)
+    worst = max(busy)
+    print(f"cover.query alone: median {quiet * 1000:.1f} ms; beside the Colossi "
+          f"({took[0]:.1f} s): median {statistics.median(busy) * 1000:.1f} ms, worst "
+          f"{worst * 1000:.0f} ms over {len(busy)} queries")
+    assert worst - quiet < BUDGET_S, f"worst {worst * 1000:.0f} ms, {quiet * 1000:.1f} alone"
+    for p in (gm, heavy, light):
+        p.close()
