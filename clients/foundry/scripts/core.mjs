@@ -97,6 +97,7 @@ export class Covercast {
     this.viewerSubscribed = null; // the scene the player connection follows
     this.viewerAsk = null; // the filter it was last subscribed with (JSON)
     this.extras = new Map(); // token id -> JSON of the size and reach last sent
+    this.oversize = new Set(); // tokens left out for their size, each told once
     this.resyncTimer = null;
     this.subscribeTimer = null;
     this.lostNotified = false;
@@ -177,9 +178,13 @@ export class Covercast {
     // A player given (or denied) an actor: the players' filter follows.
     H.on("updateActor", () => this.subscribeViewer());
     H.on("canvasReady", () => this.onCanvasReady());
-    H.on("createToken", (/** @type {any} */ doc) => this.forward("token.create", doc, () => ({ tokens: [this.tokenData(doc)] })));
+    H.on("createToken", (/** @type {any} */ doc) => {
+      if (this.measured(doc)) this.forward("token.create", doc, () => ({ tokens: [this.tokenData(doc)] }));
+    });
     H.on("updateToken", (/** @type {any} */ doc, /** @type {any} */ changed) => this.onUpdateToken(doc, changed));
-    H.on("deleteToken", (/** @type {any} */ doc) => this.forward("token.delete", doc, () => ({ ids: [doc.id] })));
+    H.on("deleteToken", (/** @type {any} */ doc) => {
+      if (this.measured(doc)) this.forward("token.delete", doc, () => ({ ids: [doc.id] }));
+    });
     H.on("createWall", (/** @type {any} */ doc) => this.forward("wall.create", doc, () => ({ walls: [doc.toObject()] })));
     H.on("updateWall", (/** @type {any} */ doc, /** @type {any} */ changed) => this.forward("wall.update", doc, () => ({ walls: [this.patch(doc, changed)] })));
     H.on("deleteWall", (/** @type {any} */ doc) => this.forward("wall.delete", doc, () => ({ ids: [doc.id] })));
@@ -714,8 +719,24 @@ export class Covercast {
    * @param {any} scene */
   sceneData(scene) {
     const data = scene.toObject();
-    data.tokens = scene.tokens.map((/** @type {any} */ t) => this.tokenData(t));
+    data.tokens = scene.tokens.filter((/** @type {any} */ t) => this.measured(t))
+      .map((/** @type {any} */ t) => this.tokenData(t));
     return data;
+  }
+
+  /** Whether the server measures a token of this size (`welcome.limits.maxTokenSquares`
+   * squares a side: the rules' largest creature). A larger one (a ship, a map drawn as a
+   * token) is left out of the scene, and the GM told once; a token resized past the limit
+   * is refused by the server and the scene loaded again without it. @param {any} doc */
+  measured(doc) {
+    const max = this.welcome?.limits?.maxTokenSquares ?? Infinity;
+    if ((doc.width ?? 1) <= max && (doc.height ?? 1) <= max) return true;
+    if (!this.oversize.has(doc.id)) {
+      this.oversize.add(doc.id);
+      this.notify("warn", this.t("Notify.tokenTooLarge", {
+        name: doc.name ?? doc.id, width: doc.width, height: doc.height, max }));
+    }
+    return false;
   }
 
   /** @param {any} doc @param {any} changed */
@@ -748,6 +769,13 @@ export class Covercast {
 
   /** @param {any} doc @param {any} changed */
   onUpdateToken(doc, changed) {
+    if (!this.measured(doc)) {
+      // Resized past what the server measures: the scene goes again, without it. Any other
+      // change to a token left out is nothing to the server.
+      if (("width" in changed || "height" in changed) && this.isSender && this.link.open
+          && this.loaded.has(doc.parent?.id)) this.resyncSoon();
+      return;
+    }
     this.forward("token.update", doc, () => {
       const patch = this.patch(doc, changed);
       // An unlinked token's actor changes through the token (its `delta`).

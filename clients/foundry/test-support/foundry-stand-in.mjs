@@ -78,6 +78,9 @@ class FakeDocument {
   get id() { return this._source._id; }
   get name() { return this._source.name; }
   get hidden() { return Boolean(this._source.hidden); }
+  // A TokenDocument's size in grid units (walls and regions have none).
+  get width() { return this._source.width; }
+  get height() { return this._source.height; }
   get flags() { return this._source.flags ?? {}; }
   toObject() { return structuredClone(this._source); }
   get uuid() { return `Scene.${this.parent.id}.Token.${this.id}`; }

@@ -327,6 +327,39 @@ describe("Covercast module on a scene the server refuses", { skip }, () => {
   });
 });
 
+describe("Covercast module on a scene with a token larger than the largest creature", { skip }, () => {
+  const server = new Server();
+  after(() => server.kill());
+
+  it("leaves the token out, tells the GM once, and follows a token resized past the limit and back", async () => {
+    await server.start();
+    const world = new World();
+    world.addUser("gm00000000000000", "GM", true);
+    const gm = world.client(world.users[0], { settings: { url: server.url }, WebSocket: RecordingWebSocket });
+    const scene = keep();
+    // A ship drawn as a token: 12 x 12 squares, over the server's 6 (welcome.limits).
+    scene.tokens.push(new scene.tokens[0].constructor(scene, tokenSource("ship", "Ship", 3000, 3000, { width: 12, height: 12 })));
+    const sent = frames.length;
+    gm.login(scene);
+    await waitFor(() => gm.module.store.size === 60, "the annotations of the five creatures");
+    const load = frames.slice(sent).find((f) => f.type === "scene.load");
+    assert.deepEqual(load.scene.tokens.map((t) => t._id).sort(), ["archer", "fighter", "goblin", "ogre", "rogue"]);
+    const warned = () => gm.notifications.filter((n) => n.level === "warn");
+    assert.equal(warned().length, 1);
+    assert.match(warned()[0].text, /leaves out Ship \(12 x 12 squares\).* up to 6 squares/);
+    const before = frames.length;
+    world.updateToken(scene, "ship", { x: 3100 });
+    await sleep(100);
+    assert.equal(frames.slice(before).length, 0, "a token left out is nothing to the server");
+    world.updateToken(scene, "goblin", { width: 7, height: 7 });
+    await waitFor(() => gm.module.store.size === 36, "the scene again, without the goblin");
+    world.updateToken(scene, "goblin", { width: 1, height: 1 });
+    await waitFor(() => gm.module.store.size === 60, "the goblin back");
+    assert.equal(warned().length, 2, "the ship and the goblin, each told once");
+    gm.module.stop();
+  });
+});
+
 describe("Covercast module on a scene larger than a frame", { skip }, () => {
   const server = new Server();
   after(() => server.kill());
