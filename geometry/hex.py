@@ -20,6 +20,7 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -230,22 +231,25 @@ def cells_distance(layout: HexLayout, a: Sequence[Cell], b: Sequence[Cell]) -> i
     return int(d.min())
 
 
-def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]]) -> IntArray:
-    """Hexes between the nearest cells of every two footprints (n x n, 0 on the diagonal
-    and wherever two share a cell).
+def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]],
+                        among: IntArray | None = None) -> IntArray:
+    """Hexes between the nearest cells of every footprint and each footprint of `among`
+    (indices, sorted, unique; None: every footprint): (n, len(among)), 0 for a footprint
+    against itself and wherever two share a cell.
 
-    Only border cells (those with a neighbour outside their footprint) are measured: the
-    nearest cells of two footprints that share none are on their borders (a cell whose
-    neighbours are all in its footprint has one of them a step nearer any cell outside),
-    and two footprints that share cells share one on the border of one of them (the
-    shared cells have a border of their own), which `_sharing` finds. A 10 x 10 token has
-    36 border cells of its 100, a 100 x 100 one about 400 of 10,000: every cell against
+    Past a few cells only border cells (those with a neighbour outside their footprint) are
+    measured: the nearest cells of two footprints that share none are on their borders (a
+    cell whose neighbours are all in its footprint has one of them a step nearer any cell
+    outside), and two footprints that share cells share one on the border of one of them
+    (the shared cells have a border of their own), which `_sharing` finds. A 10 x 10 token
+    has 36 border cells of its 100, a 100 x 100 one about 400 of 10,000: every cell against
     every cell was 800 MB for 100 tokens of 10 x 10 on each evaluation, and a minute and
     3.2 GB for two 100 x 100 tokens. The distances are made in blocks of rows, so memory
     stays bounded."""
     n = len(footprints)
-    if n == 0:
-        return np.zeros((0, 0), dtype=np.int64)
+    cols = np.arange(n) if among is None else np.asarray(among, dtype=np.int64)
+    if n == 0 or not len(cols):
+        return np.zeros((n, len(cols)), dtype=np.int64)
     sizes = [len(f) for f in footprints]
     owner = np.repeat(np.arange(n), sizes)
     i = np.array([c[0] for f in footprints for c in f], dtype=np.int64)
@@ -257,20 +261,50 @@ def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]])
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         every: IntArray = np.minimum.reduceat(np.minimum.reduceat(d, starts, axis=0),
                                               starts, axis=1)
-        return every
+        picked: IntArray = every[:, cols]
+        return picked
     border = _border_cells(owner, q, r)
     bq, br, bo = q[border], r[border], owner[border]  # in owner order, as the cells are
-    starts = np.searchsorted(bo, np.arange(n))  # every footprint has a border cell
-    out: IntArray = np.full((n, n), np.iinfo(np.int64).max, dtype=np.int64)
-    step = max(1, _DISTANCE_BLOCK // max(1, len(bq)))
+    # The columns' border cells, in the order of `cols` (sorted, as the owners are).
+    chosen = np.isin(bo, cols)
+    cq, cr, col_of = bq[chosen], br[chosen], np.searchsorted(cols, bo[chosen])
+    starts = np.searchsorted(col_of, np.arange(len(cols)))  # each has a border cell
+    out: IntArray = np.full((n, len(cols)), np.iinfo(np.int64).max, dtype=np.int64)
+    step = max(1, _DISTANCE_BLOCK // max(1, len(cq)))
     for k in range(0, len(bq), step):
-        d = cube_distance(bq[k:k + step, None], br[k:k + step, None], bq[None, :], br[None, :])
+        d = cube_distance(bq[k:k + step, None], br[k:k + step, None], cq[None, :], cr[None, :])
         np.minimum.at(out, bo[k:k + step], np.minimum.reduceat(d, starts, axis=1))
     a, b = _sharing(owner, q, r, border)
-    out[a, b] = 0
-    out[b, a] = 0
-    np.fill_diagonal(out, 0)
-    return out
+    for x, y in ((a, b), (b, a)):
+        hit = np.isin(y, cols)
+        out[x[hit], np.searchsorted(cols, y[hit])] = 0
+    return out  # 0 against itself: its border cells are among the columns' cells
+
+
+class FootprintSteps:
+    """Hexes between every two footprints, read as an (n, n) array (`steps[a, t]`, with
+    indices or index arrays), each column (every footprint against one) measured when first
+    read: a slice of a table reads the columns of its pairs' targets, not all n (200 hex
+    tokens of 6 x 6 took 1.1 s for every slice when every column was measured)."""
+
+    def __init__(self, layout: HexLayout, footprints: Sequence[Sequence[Cell]]) -> None:
+        self.layout = layout
+        self.footprints = list(footprints)
+        n = len(self.footprints)
+        self._m: IntArray = np.zeros((n, n), dtype=np.int64)
+        self._done = np.zeros(n, dtype=bool)
+
+    def __getitem__(self, key: tuple[Any, Any]) -> Any:
+        rows, cols = key
+        n = len(self.footprints)
+        want = (np.arange(n) if isinstance(cols, slice)
+                else np.unique(np.asarray(cols, dtype=np.int64).ravel()))
+        todo = want[~self._done[want]]
+        if len(todo):
+            d = footprints_distance(self.layout, self.footprints, todo)
+            self._m[:, todo] = d
+            self._done[todo] = True
+        return self._m[rows, cols]
 
 
 #: Distances one block of `footprints_distance` holds at most (8 bytes each).

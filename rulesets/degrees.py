@@ -392,9 +392,9 @@ class _Context:
         return sx, np.zeros(len(sx), dtype=np.int64)
 
     @functools.cached_property
-    def _hex_steps(self) -> np.ndarray:
+    def _hex_steps(self) -> hexgrid.FootprintSteps:
         assert self.hex is not None
-        return hexgrid.footprints_distance(
+        return hexgrid.FootprintSteps(
             self.hex, [hexgrid.footprint(c, self.grid).cells for c in self.cs])
 
     def in_reach(self, a: int, t: int, reach: float) -> bool:

@@ -307,6 +307,7 @@ class RealmsContext:
         self.cs = scene.creatures
         self.index = {c.id: k for k, c in enumerate(self.cs)}
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
+        self._feet_columns: dict[int, npt.NDArray[np.int64]] = {}
         self.tracer = Tracer(scene)
         #: The reference measures every pair afresh, one by one.
         self.reference = reference
@@ -343,9 +344,10 @@ class RealmsContext:
         hexes between their nearest cells, as (n, 0)), all at once."""
         n = len(self.cs)
         if self.hex is not None:
+            # Measured column by column as read (the targets' columns; geometry.hex).
             cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
-            d = hexgrid.footprints_distance(self.hex, cells)
-            return d, np.zeros_like(d)
+            return (hexgrid.FootprintSteps(self.hex, cells),  # type: ignore[return-value]
+                    np.zeros((n, n), dtype=np.int64))
         boxes = np.array([space(c, self.grid) for c in self.cs], dtype=np.float64)
         a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
         sx, sy = grid_steps_many(boxes[a].reshape(-1, 4), boxes[t].reshape(-1, 4),
@@ -368,12 +370,25 @@ class RealmsContext:
         sx, sy = self.steps_all
         return feet_many(sx, sy, self.vertical_all)
 
+    def feet_to(self, t: int) -> npt.NDArray[np.int64]:
+        """Feet between every creature and t (`feet_all`'s column t; on a hex grid only the
+        columns read are measured)."""
+        if self.hex is None:
+            column: npt.NDArray[np.int64] = self.feet_all[:, t]
+            return column
+        if t not in self._feet_columns:
+            n = len(self.cs)
+            self._feet_columns[t] = feet_many(self.steps_all[0][np.arange(n), t],
+                                              np.zeros(n, dtype=np.int64),
+                                              self.vertical_all[:, t])
+        return self._feet_columns[t]
+
     def feet(self, a: int, t: int) -> float:
-        return float(self.feet_all[a, t])
+        return float(self.feet_to(t)[a])
 
     def others_near(self, a: int, t: int) -> bool:
         """Someone besides the attacker and the target within the vicinity of the target."""
-        near = self.feet_all[:, t] <= self.options.vicinity_ft
+        near = self.feet_to(t) <= self.options.vicinity_ft
         near[[a, t]] = False
         return bool(near.any())
 

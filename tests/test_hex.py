@@ -288,12 +288,22 @@ def test_footprints_distance_is_the_nearest_cells_of_every_two(
     against every cell's: footprints apart, touching, overlapping, one inside another, in
     pieces."""
     lay = layout(kind)
-    want = _all_pairs_distance(lay, footprints).tolist()
+    full = _all_pairs_distance(lay, footprints)
+    want = full.tolist()
+    some = np.arange(0, len(footprints), 2)
     assert hexgrid.footprints_distance(lay, footprints).tolist() == want
     few = hexgrid._ALL_CELLS
     try:
         hexgrid._ALL_CELLS = 0  # the border cells' way, whatever the cells
         assert hexgrid.footprints_distance(lay, footprints).tolist() == want
+        # Some columns only (every other footprint), and column by column as read.
+        assert (hexgrid.footprints_distance(lay, footprints, some).tolist()
+                == full[:, some].tolist())
+        steps = hexgrid.FootprintSteps(lay, footprints)
+        last = len(footprints) - 1
+        assert steps[np.arange(len(footprints)), last].tolist() == full[:, last].tolist()
+        assert steps[last, 0] == full[last, 0]
+        assert steps[:, :].tolist() == want
     finally:
         hexgrid._ALL_CELLS = few
 
