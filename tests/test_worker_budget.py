@@ -50,6 +50,29 @@ def _latencies(peer: Peer, seconds: float | None = None, count: int | None = Non
     return out
 
 
+def _beside(light: Peer, heavy: Peer, request: dict[str, Any]
+            ) -> tuple[list[float], list[bytes | str], list[float]]:
+    """`heavy` sends `request` and waits for its answer (its time and frame), while `light`
+    queries its small scene (their latencies) until the answer is in."""
+    done = threading.Event()
+    took: list[float] = []
+    frames: list[bytes | str] = []
+
+    def send() -> None:
+        t0 = time.perf_counter()
+        heavy.send(request)
+        frames.append(heavy.ws.recv(timeout=600))  # decoded later, not beside the queries
+        took.append(time.perf_counter() - t0)
+        done.set()
+
+    worker = threading.Thread(target=send)
+    worker.start()
+    time.sleep(0.05)
+    busy = _latencies(light, stop=done, seconds=600)
+    worker.join(600)
+    return took, frames, busy
+
+
 @pytest.fixture
 def server_process(tmp_path: Path) -> Iterator[str]:
     """`covercast serve` in a process of its own (the test's clients decode their replies
@@ -91,22 +114,7 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
     baseline = _latencies(light, count=40)
     quiet = statistics.median(baseline)
 
-    done = threading.Event()
-    took: list[float] = []
-    frames: list[bytes | str] = []
-
-    def subscribe() -> None:
-        t0 = time.perf_counter()
-        heavy.send({"type": "subscribe", "id": 3, "scene": sid})
-        frames.append(heavy.ws.recv(timeout=600))  # decoded later, not beside the queries
-        took.append(time.perf_counter() - t0)
-        done.set()
-
-    worker = threading.Thread(target=subscribe)
-    worker.start()
-    time.sleep(0.05)
-    busy = _latencies(light, stop=done, seconds=600)
-    worker.join(600)
+    took, frames, busy = _beside(light, heavy, {"type": "subscribe", "id": 3, "scene": sid})
     assert took, "the subscription was not answered"
     reply = msgpack.unpackb(frames[0])
     assert reply["type"] == "annotations" and reply["full"], reply.get("type")
@@ -292,21 +300,7 @@ def test_a_table_of_big_creatures_is_sliced_a_pair_at_a_time(server_process: str
     assert gm.request({"type": "scene.load", "id": 1, "scene": big})["type"] == "ack"
     assert gm.request({"type": "scene.load", "id": 2, "scene": LIGHT})["type"] == "ack"
     quiet = statistics.median(_latencies(light, count=40))
-    done = threading.Event()
-    took: list[float] = []
-
-    def subscribe() -> None:
-        t0 = time.perf_counter()
-        heavy.send({"type": "subscribe", "id": 3, "scene": "colossi"})
-        heavy.ws.recv(timeout=600)
-        took.append(time.perf_counter() - t0)
-        done.set()
-
-    worker = threading.Thread(target=subscribe)
-    worker.start()
-    time.sleep(0.05)
-    busy = _latencies(light, stop=done, seconds=600)
-    worker.join(600)
+    took, _, busy = _beside(light, heavy, {"type": "subscribe", "id": 3, "scene": "colossi"})
     assert took and took[0] > 0.5, took  # 132 pairs of Colossi: heavy
     assert len(busy) >= 10, len(busy)
     worst = max(busy)
