@@ -7,7 +7,7 @@ what flanking is worth, is the ruleset's business.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import shapely
@@ -138,20 +138,19 @@ def any_crosses_opposite_faces(ps: Sequence[tuple[float, float, float]],
     cube from one face to the opposite one (`crosses_opposite_faces`, every pair of points
     at once): two big creatures flank when any of their squares' centres do.
 
-    Only the pairs that can cross are tested (`_may_cross`, on groups of points by where
-    they lie against the cube's faces): two 100 x 100 allies west of a target are 10^8
-    pairs, none of which can enter it (10 s of the worker when each was tested)."""
+    Only the pairs that can cross are tested (`_groups_that_may_cross`, on groups of
+    points by where they lie against the cube's faces): two 100 x 100 allies west of a
+    target are 10^8 pairs, none of which can enter it (10 s of the worker when each was
+    tested)."""
     if len(ps) * len(qs) <= _FEW:
         # Creatures of a square or a few (most): the arrays cost more than they save.
         return any(crosses_opposite_faces(p, q, box, z0, z1) for p in ps for q in qs)
     p, q = np.asarray(ps, dtype=np.float64), np.asarray(qs, dtype=np.float64)
     x0, y0, x1, y1 = box
     lows, highs = np.array([x0, y0, z0]), np.array([x1, y1, z1])
-    kinds_p, group_p = np.unique(_sides(p, lows, highs), return_inverse=True)
-    kinds_q, group_q = np.unique(_sides(q, lows, highs), return_inverse=True)
-    may = _may_cross(kinds_p[:, None], kinds_q[None, :])
-    for i, j in zip(*np.nonzero(may), strict=True):
-        a, b = p[group_p.ravel() == i], q[group_q.ravel() == j]
+    for ia, ib in _groups_that_may_cross(_sides(p, lows, highs), _sides(q, lows, highs), 6,
+                                         _CUBE_OPPOSITE):
+        a, b = p[ia], q[ib]
         step = max(1, _BLOCK // len(b))
         for k in range(0, len(a), step):
             part = a[k:k + step]
@@ -161,41 +160,52 @@ def any_crosses_opposite_faces(ps: Sequence[tuple[float, float, float]],
     return False
 
 
-#: The bits of `_sides`, per axis k (x, y, z): at or below the low face, at or above the
-#: high face, near enough the low face to enter or leave through it, the same for the high.
-_BELOW, _ABOVE, _NEAR_LOW, _NEAR_HIGH = 1, 2, 4, 8
+#: The cube's faces as `_sides` numbers them (x low, x high, y low, y high, z low, z high),
+#: each one's opposite.
+_CUBE_OPPOSITE = np.array([1, 0, 3, 2, 5, 4])
 
 
 def _sides(points: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
-    """Where each point lies against the cube's faces, as 4 bits per axis (`_BELOW`...).
-    "Near" is a tolerance ten times the one the crossing tests give a face, so that no
-    point they find on a face is missed."""
+    """Per point, for each face of the cube (x low, x high, y low, y high, z low, z high):
+    at or beyond it, then near enough it to enter or leave through it (ten times the
+    tolerance the crossing tests give a face, so that no point they find on a face is
+    missed)."""
     span = highs - lows
     tol = 1e-5 * np.maximum(1.0, np.array([max(span[0], span[1])] * 2 + [span[2]]))
-    code = np.zeros(len(points), dtype=np.int64)
+    out, near = [], []
     for k in range(3):
         v = points[:, k]
-        bits = ((v <= lows[k]) * _BELOW + (v >= highs[k]) * _ABOVE
-                + (v <= lows[k] + tol[k]) * _NEAR_LOW + (v >= highs[k] - tol[k]) * _NEAR_HIGH)
-        code |= bits.astype(np.int64) << (4 * k)
-    return code
+        out += [v <= lows[k], v >= highs[k]]
+        near += [v <= lows[k] + tol[k], v >= highs[k] - tol[k]]
+    return np.stack(out + near, axis=1)
 
 
-def _may_cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """For points lying as `a` and `b` say (`_sides`), whether a segment between them can
-    cross the cube from a face to the opposite one; False only where it cannot:
-    - both ends at or beyond the same face: the segment never enters the cube (each test
-      clips it to an empty or one-point stretch inside);
-    - no axis with one end near its low face and the other near its high face: entering
-      through a face and leaving through the opposite one takes that."""
-    out_same = np.zeros(np.broadcast(a, b).shape, dtype=bool)
-    across = np.zeros_like(out_same)
-    for k in range(3):
-        ka, kb = (a >> (4 * k)) & 15, (b >> (4 * k)) & 15
-        out_same |= ((ka & kb) & (_BELOW | _ABOVE)) != 0
-        across |= (((ka & _NEAR_LOW) != 0) & ((kb & _NEAR_HIGH) != 0)) | (
-            ((ka & _NEAR_HIGH) != 0) & ((kb & _NEAR_LOW) != 0))
-    return ~out_same & across
+def _groups_that_may_cross(sides_p: np.ndarray, sides_q: np.ndarray, planes: int,
+                           opposite: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The points of `ps` and of `qs` (as index arrays), group against group, between which
+    a segment may cross a convex solid from a face to the opposite one. A point's row of
+    `sides_*` holds, for each of `planes` support planes, whether it is at or beyond it,
+    then for each face whether it is near it (`opposite[f]`: the face across from f).
+    Groups whose points lie alike are left out where no segment between them can cross:
+    - both ends at or beyond the same plane: the segment never enters the solid (each
+      test clips it to an empty or one-point stretch inside);
+    - no face with one end near it and the other near the face across: entering through
+      a face and leaving through the opposite one takes that."""
+    def groups(sides: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        # Rows as one integer each (at most 62 bits: a hexagon's 32 planes and 8 faces).
+        assert sides.shape[1] <= 62
+        key = sides.astype(np.int64) @ (np.int64(1) << np.arange(sides.shape[1], dtype=np.int64))
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(group, kind="stable")
+        return sides[first], np.split(order, np.cumsum(np.bincount(group))[:-1])
+
+    kinds_p, members_p = groups(sides_p)
+    kinds_q, members_q = groups(sides_q)
+    for i, a in enumerate(kinds_p):
+        for j, b in enumerate(kinds_q):
+            if (a[:planes] & b[:planes]).any() or not (a[planes:] & b[planes:][opposite]).any():
+                continue
+            yield members_p[i], members_q[j]
 
 
 def crosses_opposite_faces_many(p: np.ndarray, q: np.ndarray, box: Box, z0: float,
@@ -317,21 +327,15 @@ def any_crosses_opposite_prism_sides(ps: Sequence[tuple[float, float, float]],
     if len(ps) * len(qs) <= _FEW:
         return any(crosses_opposite_prism_sides(p, q, ring, z0, z1) for p in ps for q in qs)
     p, q = np.asarray(ps, dtype=np.float64), np.asarray(qs, dtype=np.float64)
-    kinds_p, group_p = np.unique(_prism_sides(p, ring, z0, z1), axis=0, return_inverse=True)
-    kinds_q, group_q = np.unique(_prism_sides(q, ring, z0, z1), axis=0, return_inverse=True)
     n = len(ring)
     opposite = np.array([(k + n // 2) % n for k in range(n)] + [n + 1, n])
-    planes = n + _SUPPORTS + 2
-    for i, a in enumerate(kinds_p):
-        for j, b in enumerate(kinds_q):
-            out_a, near_a = a[:planes], a[planes:]
-            out_b, near_b = b[:planes], b[planes:]
-            if (out_a & out_b).any() or not (near_a & near_b[opposite]).any():
-                continue  # never inside, or no pair of opposite faces to go through
-            for x in p[group_p.ravel() == i]:
-                for y in q[group_q.ravel() == j]:
-                    if crosses_opposite_prism_sides(tuple(x), tuple(y), ring, z0, z1):
-                        return True
+    for ia, ib in _groups_that_may_cross(_prism_sides(p, ring, z0, z1),
+                                         _prism_sides(q, ring, z0, z1), n + _SUPPORTS + 2,
+                                         opposite):
+        for x in p[ia]:
+            for y in q[ib]:
+                if crosses_opposite_prism_sides(tuple(x), tuple(y), ring, z0, z1):
+                    return True
     return False
 
 
