@@ -293,11 +293,14 @@ class FootprintSteps:
         n = len(self.footprints)
         self._m: IntArray = np.zeros((n, n), dtype=np.int64)
         self._done = np.zeros(n, dtype=bool)
+        # Few cells: `footprints_distance` measures every cell against every cell whatever
+        # the columns asked, so the first read takes them all.
+        self._all_at_once = sum(len(f) for f in self.footprints) <= _ALL_CELLS
 
     def __getitem__(self, key: tuple[Any, Any]) -> Any:
         rows, cols = key
         n = len(self.footprints)
-        want = (np.arange(n) if isinstance(cols, slice)
+        want = (np.arange(n) if isinstance(cols, slice) or self._all_at_once
                 else np.unique(np.asarray(cols, dtype=np.int64).ravel()))
         todo = want[~self._done[want]]
         if len(todo):

@@ -292,6 +292,10 @@ def test_footprints_distance_is_the_nearest_cells_of_every_two(
     want = full.tolist()
     some = np.arange(0, len(footprints), 2)
     assert hexgrid.footprints_distance(lay, footprints).tolist() == want
+    # Few cells: the first read measures every column at once.
+    once = hexgrid.FootprintSteps(lay, footprints)
+    assert once[0, len(footprints) - 1] == full[0, -1]
+    assert once[:, :].tolist() == want
     few = hexgrid._ALL_CELLS
     try:
         hexgrid._ALL_CELLS = 0  # the border cells' way, whatever the cells
