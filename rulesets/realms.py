@@ -339,15 +339,15 @@ class RealmsContext:
     # -- distances ------------------------------------------------------------------------
 
     @functools.cached_property
-    def steps_all(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def steps_all(self) -> tuple[npt.NDArray[np.int64] | hexgrid.FootprintSteps,
+                                 npt.NDArray[np.int64]]:
         """Grid steps between every two creatures' spaces, along x and y (hex grids: the
         hexes between their nearest cells, as (n, 0)), all at once."""
         n = len(self.cs)
         if self.hex is not None:
             # Measured column by column as read (the targets' columns; geometry.hex).
             cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
-            return (hexgrid.FootprintSteps(self.hex, cells),  # type: ignore[return-value]
-                    np.zeros((n, n), dtype=np.int64))
+            return hexgrid.FootprintSteps(self.hex, cells), np.zeros((n, n), dtype=np.int64)
         boxes = np.array([space(c, self.grid) for c in self.cs], dtype=np.float64)
         a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
         sx, sy = grid_steps_many(boxes[a].reshape(-1, 4), boxes[t].reshape(-1, 4),
@@ -365,9 +365,11 @@ class RealmsContext:
 
     @functools.cached_property
     def feet_all(self) -> npt.NDArray[np.int64]:
-        """Feet between every two creatures (5 ft a hex; 5/10 diagonals on squares), in
-        three dimensions: a climb or a flight counts as on every other ruleset."""
+        """Feet between every two creatures on a square grid (5/10 diagonals), in three
+        dimensions: a climb or a flight counts as on every other ruleset. On a hex grid
+        (5 ft a hex) the distances are read a column at a time: `feet_to`."""
         sx, sy = self.steps_all
+        assert isinstance(sx, np.ndarray), "a hex grid's feet are read with feet_to"
         return feet_many(sx, sy, self.vertical_all)
 
     def feet_to(self, t: int) -> npt.NDArray[np.int64]:
