@@ -176,23 +176,28 @@ class Realms(Ruleset):
         adjacent = np.maximum(np.maximum(sx, sy), sz) <= 1
         out = []
         measures = [ctx.best_measure(a, t, named=lines) for a, t in idx]
-        degrees = [self.degree_of(m.covered) for m in measures]
-        # Full cover from every viewpoint, yet a line of effect through an opening from
-        # elsewhere in the attacker's space (geometry.openings): three-quarters.
-        full = np.array([d is Degree.TOTAL for d in degrees], dtype=bool)
-        if full.any():
-            seen = openings.pairs_line_of_effect(
-                ctx.tracer, openings.spaces_of(ctx.tracer, INSET_PX), at[full, 0], at[full, 1])
-            for k in np.flatnonzero(full)[seen].tolist():
-                degrees[k] = Degree.THREE_QUARTERS
+        degrees = self._degrees(ctx, at, measures)
         for k, (a, t) in enumerate(idx):
             m = measures[k]
-            degree = self.floored(degrees[k], scene.creatures[t].cover_floor)
+            degree = degrees[k]
             penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
             for mode in modes:
                 out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines,
                                           bool(in_reach[mode][k]), bool(adjacent[k])))
         return out
+
+    def _degrees(self, ctx: RealmsContext, at: IntArray,
+                 measures: Sequence[Measure]) -> list[Degree]:
+        """Per pair (at[k]: attacker, target) the degree of cover its measure gives, after
+        the exact line of effect and the GM's floor: full cover from every viewpoint, yet a
+        line of effect through an opening from elsewhere in the attacker's space
+        (geometry.openings), is three-quarters."""
+        degrees = [self.degree_of(m.covered) for m in measures]
+        full = np.flatnonzero([d is Degree.TOTAL for d in degrees])
+        for k in full[ctx.lines_of_effect(at[full])].tolist():
+            degrees[k] = Degree.THREE_QUARTERS
+        return [self.floored(d, ctx.cs[int(t)].cover_floor)
+                for d, t in zip(degrees, at[:, 1].tolist(), strict=True)]
 
     def degree_of(self, covered: float) -> Degree:
         for least, degree in self.THRESHOLDS:
@@ -230,11 +235,18 @@ class Realms(Ruleset):
         return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, not full, degree, tuple(mods),
                           frozenset(flags), (), traced, round(1.0 - m.covered, 6))
 
+    def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
+        # Creatures cast no shadows here: one stepping into or out of a pair's lines changes
+        # none of its annotations (who stands near the target is `widen`'s).
+        return ()
+
     def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
               pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """The friendly-fire flag depends on who stands near the target: a creature that
-        moved, came or went changes every attack on the targets within the vicinity of its
-        old or new place."""
+        moved, came or went changes the attacks on the targets within the vicinity of its
+        old or new place. Only those at three-quarters cover: the flag is always raised at
+        full cover and never below three-quarters, and a pair of creatures that did not
+        change keeps its degree (it depends on the two, the walls and the regions)."""
         before = {c.id: c for c in old.creatures}
         after = {c.id: c for c in new.creatures}
         moved = [c for i in before.keys() | after.keys() if before.get(i) != after.get(i)
@@ -243,11 +255,18 @@ class Realms(Ruleset):
             return pairs
         ctx = RealmsContext(replace(new, creatures=(*new.creatures, *moved)), options)
         n = len(new.creatures)
-        near = {new.creatures[t].id for t in range(n)
-                for m in range(n, n + len(moved))
-                if ctx.feet(m, t) <= options.vicinity_ft}
         ids = [c.id for c in new.creatures]
-        return pairs | {(a, t) for t in near for a in ids if a != t}
+        near = [t for t in range(n)
+                if any(ctx.feet(m, t) <= options.vicinity_ft for m in range(n, n + len(moved)))]
+        todo = [(a, t) for t in near for a in range(n)
+                if a != t and (ids[a], ids[t]) not in pairs]
+        if not todo:
+            return pairs
+        ctx.measure_pairs(todo)
+        degrees = self._degrees(ctx, np.array(todo, dtype=np.intp),
+                                [ctx.best_measure(a, t, named=False) for a, t in todo])
+        return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
+                        if d is Degree.THREE_QUARTERS}
 
     # -- areas --------------------------------------------------------------------------
 
@@ -269,31 +288,47 @@ class Realms(Ruleset):
 
 
 # A pair's covered fraction depends only on the two creatures (where they stand, how tall),
-# the walls, the regions and the options: creatures cast no shadows. It is kept across
-# revisions, per wall tuple (by identity; token-only changes keep the tuple), so a move
-# re-measures only the pairs of the creature that moved.
-_MEASURES: dict[int, tuple[tuple[WallGeom, ...], tuple[RegionGeom, ...], Grid, RealmsOptions,
-                           dict[tuple[CreatureGeom, CreatureGeom], Measure]]] = {}
+# the walls, the regions and the options: creatures cast no shadows. So does its line of
+# effect through openings. Both are kept across revisions, per wall tuple (by identity;
+# token-only changes keep the tuple), so a move re-measures only the pairs of the creature
+# that moved.
+CreaturePair = tuple[CreatureGeom, CreatureGeom]
+
+
+@dataclass(slots=True)
+class _Kept:
+    """What was measured for one scene's walls, regions, grid and options: each pair's
+    `Measure`, and whether it has a line of effect (asked of pairs at full cover only)."""
+
+    walls: tuple[WallGeom, ...]
+    regions: tuple[RegionGeom, ...]
+    grid: Grid
+    options: RealmsOptions
+    measures: dict[CreaturePair, Measure]
+    seen: dict[CreaturePair, bool]
+
+
+_MEASURES: dict[int, _Kept] = {}
 _MEASURE_SCENES = 8
 _MEASURE_PAIRS = 200_000
 
 
-def _measure_cache(scene: SceneGeom,
-                   options: RealmsOptions) -> dict[tuple[CreatureGeom, CreatureGeom], Measure]:
+def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
     # The wall tuple's identity ties the table to one scene's walls; the grid, regions and
     # options are compared too (scenes without walls all share the empty tuple).
     hit = _MEASURES.get(id(scene.walls))
-    if hit is not None and hit[0] is scene.walls and hit[1] == scene.regions \
-            and hit[2] == scene.grid and hit[3] == options:
-        if len(hit[4]) > _MEASURE_PAIRS:
-            hit[4].clear()
-        return hit[4]
+    if hit is not None and hit.walls is scene.walls and hit.regions == scene.regions \
+            and hit.grid == scene.grid and hit.options == options:
+        if len(hit.measures) + len(hit.seen) > _MEASURE_PAIRS:
+            hit.measures.clear()
+            hit.seen.clear()
+        return hit
     _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
         del _MEASURES[next(iter(_MEASURES))]
-    table: dict[tuple[CreatureGeom, CreatureGeom], Measure] = {}
-    _MEASURES[id(scene.walls)] = (scene.walls, scene.regions, scene.grid, options, table)
-    return table
+    kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {})
+    _MEASURES[id(scene.walls)] = kept
+    return kept
 
 
 class RealmsContext:
@@ -311,7 +346,9 @@ class RealmsContext:
         self.tracer = Tracer(scene)
         #: The reference measures every pair afresh, one by one.
         self.reference = reference
-        self._measures = {} if reference else _measure_cache(scene, options)
+        kept = _measure_cache(scene, options) if not reference else None
+        self._measures: dict[CreaturePair, Measure] = {} if kept is None else kept.measures
+        self._seen: dict[CreaturePair, bool] = {} if kept is None else kept.seen
         self.bodies: list[shapely.Geometry] = []
         self.centres: list[tuple[float, float]] = []
         self.viewpoints: list[FloatArray] = []
@@ -416,6 +453,28 @@ class RealmsContext:
             return
         for (a, t), m in zip(todo, self.covered_many(todo), strict=True):
             self._measures[(self.cs[a], self.cs[t])] = m
+
+    def lines_of_effect(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
+        """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
+        spaces unstopped (geometry.openings), asked once per pair of creatures as they
+        stand."""
+        out = np.zeros(len(pairs), dtype=bool)
+        keys = [(self.cs[a], self.cs[t]) for a, t in pairs.tolist()]
+        todo = [k for k, key in enumerate(keys) if key not in self._seen]
+        if todo:
+            rows = pairs[todo]
+            seen = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, rows[:, 0],
+                                                 rows[:, 1])
+            for k, s in zip(todo, seen.tolist(), strict=True):
+                self._seen[keys[k]] = s
+        for k, key in enumerate(keys):
+            out[k] = self._seen[key]
+        return out
+
+    @functools.cached_property
+    def loe_spaces(self) -> openings.Spaces:
+        """Every creature's space for the exact line of effect, a hair inside."""
+        return openings.spaces_of(self.tracer, INSET_PX)
 
     def _best_measure(self, a: int, t: int) -> Measure:
         best: Measure | None = None
