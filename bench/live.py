@@ -54,7 +54,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import Event
 
-from bench.scenes import BenchScene, Move, generate, move_frame, pick_mover
+from bench.scenes import BenchScene, Move, generate, move_frame, path, pick_mover
 from covercast.client import expand, expand_plain
 from server.app import run
 from server.compact import encode_annotations
@@ -173,7 +173,7 @@ def fresh_table(scene: BenchScene) -> dict[Key, Any]:
 # -- one move through the Core -------------------------------------------------------------------
 
 def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
-              ruleset: str = "dnd35") -> Result:
+              ruleset: str = "dnd35", walking: bool = False) -> Result:
     scene = generate(tokens, walls, seed)
     if ruleset != scene.message["ruleset"]:
         scene = replace(scene, message={**scene.message, "ruleset": ruleset})
@@ -188,9 +188,9 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
     cpu_times: list[float] = []  # CPU time of this thread: what the Core itself costs
     changed: list[int] = []
     sizes: list[int] = []
-    position = mover[1]
+    places = path(scene, mover, moves + 1, walking)
     for k in range(moves + 1):  # the last one is not timed: it checks the result
-        position = mover[2] if k % 2 == 0 else mover[1]
+        position = places[k]
         frame = pack(move_frame(scene, mover[0], position, k))
         # The idle-time work the server does after each change's fan-out, not timed.
         h.core.prepare(scene.scene_id)
@@ -215,6 +215,7 @@ def core_move(tokens: int, walls: int, seed: int, moves: int = 20,
     wrong = sorted(k for k in expected.keys() | view.keys() if expected.get(k) != view.get(k))
     return {
         "tokens": tokens, "walls": walls, "moves": moves, "mover": mover[0], "ruleset": ruleset,
+        "walking": walking,
         "median_s": statistics.median(times), "times": times,
         "cpu_median_s": statistics.median(cpu_times),
         "changed_median": statistics.median(changed), "changed_max": max(changed),
@@ -540,7 +541,7 @@ def steadiness(samples: int = 100, pause_s: float = 0.005) -> Result:
 async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: float,
               server_cpu: Callable[[], float | None], warmup: int = WARMUP_MOVES,
               server_cpu_ns: Callable[[], int | None] = lambda: None,
-              compact: bool = False) -> Result:
+              compact: bool = False, walking: bool = False) -> Result:
     out: Result = {"tokens": scene.tokens, "walls": scene.walls, "clients": clients,
                    "moves": moves, "warmup": warmup, "ruleset": scene.message["ruleset"],
                    "compact": compact}
@@ -574,6 +575,8 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
         out["snapshot_bytes"] = len(msgpack.packb(first))
         mover: Move = pick_mover(scene, expand_plain(first)["annotations"])
         out["mover"] = mover[0]
+        out["walking"] = walking
+        places = path(scene, mover, warmup + moves, walking)
         # The clients' own heap (the decoded snapshot: 30,000 dicts) must not put garbage
         # collections of this process into the latencies measured: what is left is frozen.
         del first
@@ -589,7 +592,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
         # their own, not in the percentiles, as a benchmark's warm-up runs are.
         warm: list[float] = []
         for k in range(warmup):
-            to = mover[2] if k % 2 == 0 else mover[1]
+            to = places[k]
             t_send = time.perf_counter()
             await mover_ws.send(pack(move_frame(scene, mover[0], to, k)))
             rev = int((await _recv_type(mover_ws, "ack", timeout=60))["revision"])
@@ -610,7 +613,7 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
         # long because the server worked longer from one that waited.
         move_cpu: list[float] = []
         for k in range(warmup, warmup + moves):
-            to = mover[2] if k % 2 == 0 else mover[1]
+            to = places[k]
             frame = pack(move_frame(scene, mover[0], to, k))
             ns0 = server_cpu_ns()
             t_send = time.perf_counter()
@@ -687,7 +690,8 @@ async def e2e(url: str, scene: BenchScene, clients: int, moves: int, seconds: fl
 
 
 def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
-            in_thread: bool, mem_limit_gib: float | None, compact: bool = False) -> Result:
+            in_thread: bool, mem_limit_gib: float | None, compact: bool = False,
+            walking: bool = False) -> Result:
     steady = steadiness()
     load = os.getloadavg()[0]
     server = ServerHandle(in_thread=in_thread, mem_limit_gib=mem_limit_gib)
@@ -695,7 +699,7 @@ def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
         with asyncio.Runner(loop_factory=_stamping_loop) as runner:
             result = runner.run(e2e(server.url, scene, clients, moves, seconds,
                                     server.cpu_seconds, server_cpu_ns=server.cpu_ns,
-                                    compact=compact))
+                                    compact=compact, walking=walking))
     finally:
         _Stamped.selector = None
         server.stop()
@@ -706,14 +710,14 @@ def run_e2e(scene: BenchScene, clients: int, moves: int, seconds: float,
 
 
 def e2e_runs(tokens: int, walls: int, seed: int, ruleset: str, compact: bool, clients: int,
-             moves: int, runs: int, in_thread: bool = False) -> Result:
+             moves: int, runs: int, in_thread: bool = False, walking: bool = False) -> Result:
     """`runs` end-to-end runs on fresh servers of one ruleset and one form; the run with the
     median p99 (until all subscribers have a move's delta) stands for them, with every run's
     p50 and p99, the machine's steadiness and load before each."""
     scene = generate(tokens, walls, seed)
     if ruleset != scene.message["ruleset"]:
         scene = replace(scene, message={**scene.message, "ruleset": ruleset})
-    done = [run_e2e(scene, clients, moves, 0.0, in_thread, None, compact)
+    done = [run_e2e(scene, clients, moves, 0.0, in_thread, None, compact, walking)
             for _ in range(runs)]
     ok = [r for r in done if "all_delivered_p99_s" in r and "error" not in r]
     if not ok:
@@ -731,7 +735,7 @@ def e2e_runs(tokens: int, walls: int, seed: int, ruleset: str, compact: bool, cl
 
 
 def e2e_matrix(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clients: int,
-               moves: int, runs: int) -> Result:
+               moves: int, runs: int, walking: bool = False) -> Result:
     """End to end for each ruleset, verbose and compact, `runs` times each on fresh servers,
     interleaved (run k of every ruleset and form before run k + 1 of any), so that a busy
     stretch of a shared machine falls on all of them alike; per ruleset and form, the run
@@ -742,9 +746,10 @@ def e2e_matrix(tokens: int, walls: int, seed: int, rulesets: Sequence[str], clie
             for compact in (False, True):
                 name = f"{ruleset} {'compact' if compact else 'verbose'}"
                 done.setdefault(name, []).append(
-                    e2e_runs(tokens, walls, seed, ruleset, compact, clients, moves, 1))
+                    e2e_runs(tokens, walls, seed, ruleset, compact, clients, moves, 1,
+                             walking=walking))
     out: Result = {"tokens": tokens, "walls": walls, "clients": clients, "runs": runs,
-                   "results": {}}
+                   "walking": walking, "results": {}}
     for name, results in done.items():
         ok = [r for r in results if "all_delivered_p99_s" in r]
         if not ok:
@@ -1083,13 +1088,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--compact", action="store_true",
                    help="for e2e: the subscribers ask for the compact form")
     p.add_argument("--runs", type=int, default=3, help="for e2e: runs on fresh servers")
+    p.add_argument("--walk", action="store_true",
+                   help="for move, e2e, e2e-matrix: the mover walks to squares it has never "
+                        "stood on, rather than one square right and back")
     p.add_argument("--out")
     args = p.parse_args(argv)
     tune_process()  # as the server runs (server/memory.py)
     if args.what == "serve":
         return serve_main()
     if args.what == "move":
-        result = core_move(args.tokens, args.walls, args.seed, args.moves, args.ruleset)
+        result = core_move(args.tokens, args.walls, args.seed, args.moves, args.ruleset,
+                           args.walk)
     elif args.what == "memory":
         result = core_memory(args.tokens, args.walls, args.seed)
     elif args.what == "sizes":
@@ -1097,12 +1106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sizes_markdown(result))
     elif args.what == "e2e":
         result = e2e_runs(args.tokens, args.walls, args.seed, args.ruleset, args.compact,
-                          args.clients, args.moves, args.runs)
+                          args.clients, args.moves, args.runs, walking=args.walk)
     elif args.what == "fan-out":
         result = fan_out(args.tokens, args.walls, args.seed, args.rulesets, args.clients)
     elif args.what == "e2e-matrix":
         result = e2e_matrix(args.tokens, args.walls, args.seed, args.rulesets, args.clients,
-                            args.moves, args.runs)
+                            args.moves, args.runs, args.walk)
         print(e2e_markdown(result))
     else:
         result = compression(args.tokens, args.walls, args.seed, args.clients)

@@ -315,11 +315,17 @@ SIZES: tuple[tuple[Size, float, float], ...] = (
 
 def _blocked_squares(walls: list[Wall], side: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
     """Per square (row, col): a wall runs through its open interior."""
+    return _squares_crossed(np.array([w.c for w in walls], dtype=np.float64), side)
+
+
+def _squares_crossed(coords: np.ndarray[Any, np.dtype[np.float64]],
+                     side: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per square (row, col): one of the segments (x0, y0, x1, y1 in pixels) runs through
+    its open interior."""
     blocked = np.zeros((side, side), dtype=bool)
-    if not walls:
+    if not len(coords):
         return blocked
-    lines = shapely.linestrings(np.array([w.c for w in walls], dtype=np.float64)
-                                .reshape(-1, 2, 2) / GRID_PX)
+    lines = shapely.linestrings(coords.reshape(-1, 2, 2) / GRID_PX)
     tree = shapely.STRtree(lines)
     eps = 1e-6
     rows, cols = np.mgrid[0:side, 0:side]
@@ -397,6 +403,53 @@ def pick_mover(scene: BenchScene, annotations: list[Doc]) -> Move:
         if a["mode"] == "ranged" and a["loe"]:
             seen[a["attacker"]] = seen.get(a["attacker"], 0) + 1
     return max(scene.movers, key=lambda m: seen.get(m[0], 0))
+
+
+def walk(scene: BenchScene, token_id: str, steps: int) -> list[tuple[float, float]]:
+    """`steps` positions (pixels) of a Medium token walking one square at a time (right,
+    down, left, up, then the diagonals, the first that will do) to squares it has not
+    stood on, none holding another token or a wall: a move to where it has never been, so
+    nothing measured for an earlier place of it can be reused. Walled in, it goes on from
+    the nearest square it may still take."""
+    geom = scene.geom
+    taken = _squares_crossed(np.array([(w.x0, w.y0, w.x1, w.y1) for w in geom.walls],
+                                      dtype=np.float64).reshape(-1, 4), scene.side)
+    here: tuple[int, int] | None = None
+    for c in geom.creatures:
+        r, col = math.floor(c.y / GRID_PX), math.floor(c.x / GRID_PX)
+        if c.id == token_id:
+            here = (r, col)
+            continue
+        span = max(1, math.ceil(c.width))
+        taken[r:r + span, col:col + span] = True
+    if here is None:
+        raise KeyError(token_id)
+    taken[here] = True
+    out: list[tuple[float, float]] = []
+    steps_around = ((0, 1), (1, 0), (0, -1), (-1, 0), (1, 1), (-1, 1), (1, -1), (-1, -1))
+    while len(out) < steps:
+        free = [(here[0] + dr, here[1] + dc) for dr, dc in steps_around
+                if 0 <= here[0] + dr < scene.side and 0 <= here[1] + dc < scene.side
+                and not taken[here[0] + dr, here[1] + dc]]
+        if free:
+            here = free[0]
+        else:
+            rows, cols = np.nonzero(~taken)
+            if not len(rows):
+                raise RuntimeError(f"{token_id} has no square left to walk to")
+            k = int(np.argmin(np.maximum(abs(rows - here[0]), abs(cols - here[1]))))
+            here = (int(rows[k]), int(cols[k]))
+        taken[here] = True
+        out.append((here[1] * GRID_PX, here[0] * GRID_PX))
+    return out
+
+
+def path(scene: BenchScene, mover: Move, count: int, walking: bool) -> list[tuple[float, float]]:
+    """Where the mover goes in `count` moves: one square right and back (`mover`'s two
+    places), or walking to new squares (`walk`)."""
+    if walking:
+        return walk(scene, mover[0], count)
+    return [mover[2] if k % 2 == 0 else mover[1] for k in range(count)]
 
 
 # -- documents and geometry ----------------------------------------------------------------------
