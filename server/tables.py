@@ -498,10 +498,20 @@ class Tables:
                 geom, scene.options, pairs=chunk, modes=modes, lines=lines))
             spent = time.perf_counter() - t0
             k += len(chunk)
-            if float(cost[end - 1]) - before >= size:
-                # At most twice or half the last size: one slow or quick slice (a pair
-                # behind many walls, a collection) does not throw the pace off.
-                size = max(1, size // 2, min(2 * size, int(size * SLICE_S / max(spent, 1e-6))))
+            weight = float(cost[end - 1]) - before
+            if weight > size:
+                # One pair heavier than a whole slice (a big creature's): it says how slow
+                # such pairs are, not how many lighter ones fit, and pairs of one weight vary
+                # several times over (melee ones trace more): the pace may only shrink.
+                size = max(1, size // 2, min(size, int(size * SLICE_S / max(spent, 1e-6))))
+                self._pace[sid] = size
+            elif end < len(pairs) or weight == size:
+                # A full slice (the next pair would not have fitted): the pace follows
+                # what its weight took, at most twice or half the last size, so one slow
+                # or quick slice (a pair behind many walls, a collection) does not throw
+                # it off.
+                size = max(1, size // 2,
+                           min(2 * size, int(weight * SLICE_S / max(spent, 1e-6))))
                 self._pace[sid] = size
             if k < len(pairs) or k > len(chunk):
                 # (After the last of several slices too: installing the table is work of
@@ -603,14 +613,15 @@ class Tables:
 
 
 def pair_costs(geom: SceneGeom, pairs: Sequence[Pair]) -> np.ndarray:
-    """What each pair weighs in a slice, in pairs of Medium creatures: the corner lines
-    between the two creatures' squares over a Medium pair's 16 (a big creature's lines run
-    from every corner of its squares, issue 14 item 3). Slices are sized by this sum, not
-    by a count of pairs: a pair of two 6 x 6 creatures (the largest a token may be) weighs
-    150 and costs more than that many Medium pairs (about 20 ms), so it is a slice of its
-    own, never one of sixteen."""
-    points = {c.id: (math.ceil(c.width) + 1) * (math.ceil(c.height) + 1)
-              for c in geom.creatures if c.width > 1 or c.height > 1}
-    if not points:
+    """What each pair weighs in a slice, in pairs of Medium creatures: the squares of one
+    creature times the squares of the other (the corner engine traces every square of one
+    against every square of the other, 16 corner lines each: issue 14 item 3). Slices are
+    sized by this sum, not by a count of pairs: a pair of two 6 x 6 creatures (the largest
+    a token may be) weighs 1,296 and costs 10-80 ms (Medium pairs: about 0.03 ms), so it is
+    a slice of its own."""
+    squares = {c.id: math.ceil(c.width) * math.ceil(c.height)
+               for c in geom.creatures if c.width > 1 or c.height > 1}
+    if not squares:
         return np.ones(len(pairs))
-    return np.array([points.get(a, 4) * points.get(t, 4) / 16 for a, t in pairs])
+    return np.array([squares.get(a, 1) * squares.get(t, 1) for a, t in pairs],
+                    dtype=np.float64)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bench.scenes import generate
 from rulesets.base import AttackMode
 from server import ahead as ahead_reading
 from server import scene as scenes
@@ -95,6 +96,24 @@ def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
     assert len(steps) > 3  # it did yield between slices
     key = ("s", False, False)
     assert tables.cache[key].table == _fresh(held["s"])
+
+
+def test_slices_grow_towards_their_time_whatever_the_creatures_sizes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice quicker than SLICE_S doubles the next, also when its pairs weigh more than
+    one (Large and Tiny creatures: `pair_costs`), and its last pair fills it short of the
+    size: a table of 2,450 pairs takes a handful of slices, not one per 16 pairs (each
+    call has fixed costs: a move on the benchmark scene took half again as long)."""
+    monkeypatch.setattr(annotation_tables, "SLICE_S", 1000.0)  # every slice is quick
+    scene = generate(50, 300, 1)
+    assert {c.width for c in scene.geom.creatures} >= {0.5, 1, 2}
+    held = {"s": _loaded(scene.message)}
+    tables = Tables(held, _following([]))
+    steps = list(tables.warm([("s", False, False)]))
+    # 16, 32, 64, ... pairs of Medium creatures: 2,450 pairs (some weighing 2.25 or 4)
+    # in at most 10 slices.
+    assert len(steps) <= 10, len(steps)
+    assert tables.cache[("s", False, False)].table == _fresh(held["s"])
 
 
 def test_a_scene_forgotten_while_its_table_is_computed_never_gets_it(
