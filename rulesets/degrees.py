@@ -773,9 +773,15 @@ class _Context:
         for b, tk in sorted(candidates):
             if known[(b, tk)] != TOTAL:
                 threats.setdefault(tk, []).append(b)
+        threatening = {(b, tk) for tk, who in threats.items() for b in who}
         out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
         by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
         for ak, tk in pairs:
+            # Only an attacker threatening the target can flank it: the partners are
+            # matched among those (a move asks for the mover against every target, and it
+            # threatens a few).
+            if (ak, tk) not in threatening:
+                continue
             key = (tk, self.cs[ak].disposition)
             if key not in by_target:
                 who = [b for b in threats.get(tk, ()) if self.cs[b].disposition == key[1]]
