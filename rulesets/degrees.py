@@ -751,17 +751,25 @@ class _Context:
                       levels: IntArray) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
         """`reference_flanking`, with who threatens each target found for all targets at
         once: only creatures within their reach of a target can threaten it, so only their
-        levels are traced when the pairs asked for lack them."""
+        levels are traced when the pairs asked for lack them; and only an attacker that
+        threatens its target can flank it, so only those targets' threats are looked for (a
+        move asks for the mover against every target, and it threatens a few)."""
         n = len(self.cs)
-        targets = np.unique(t)
+        known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
+                         strict=True))
+        sx, sy = self.steps_many(a, t)
+        sz = vertical_steps_many(self.elev[a], self.side[a], self.elev[t], self.side[t])
+        threat = (levels != TOTAL) & (a != t) & (self.reach[a] > 0) \
+            & within_reach_many(sx, sy, self.reach[a], sz)
+        targets = np.unique(t[threat])
+        if targets.size == 0:
+            return {}
         bb = np.repeat(np.arange(n, dtype=np.intp), len(targets))
         tt = np.tile(targets, n)
         sx, sy = self.steps_many(bb, tt)
         sz = vertical_steps_many(self.elev[bb], self.side[bb], self.elev[tt], self.side[tt])
         near = (bb != tt) & (self.reach[bb] > 0) & within_reach_many(sx, sy, self.reach[bb], sz)
         bb, tt = bb[near], tt[near]
-        known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
-                         strict=True))
         candidates = list(zip(bb.tolist(), tt.tolist(), strict=True))
         missing = [k for k, pair in enumerate(candidates) if pair not in known]
         if missing:
