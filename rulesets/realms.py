@@ -349,29 +349,56 @@ class RealmsContext:
         kept = _measure_cache(scene, options) if not reference else None
         self._measures: dict[CreaturePair, Measure] = {} if kept is None else kept.measures
         self._seen: dict[CreaturePair, bool] = {} if kept is None else kept.seen
-        self.bodies: list[shapely.Geometry] = []
-        self.centres: list[tuple[float, float]] = []
-        self.viewpoints: list[FloatArray] = []
-        for c in self.cs:
-            if self.hex is not None:
-                fp = hexgrid.footprint(c, self.grid)
-                self.bodies.append(fp.polygon)
-                self.centres.append(fp.centre)
-                self.viewpoints.append(fp.cell_centres)
-            else:
-                box = space(c, self.grid)
-                self.bodies.append(shapely.box(*box))
-                self.centres.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
-                self.viewpoints.append(np.array([((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
-                                                 for b in squares(c, self.grid)]))
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         tr = self.tracer
-        self._wall_lines = shapely.linestrings(tr.wall_xy.reshape(-1, 2, 2)) \
-            if len(tr.walls) else np.empty(0, dtype=object)
         self._obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
                                                         strict=True)
                            if r.kind is RegionKind.OBSCURING]
+
+    # Built when first read: a move's `widen` reads its measures back from the cache and
+    # needs none of them.
+    @functools.cached_property
+    def _shapes(self) -> tuple[list[shapely.Geometry], list[tuple[float, float]],
+                               list[FloatArray]]:
+        bodies: list[shapely.Geometry] = []
+        centres: list[tuple[float, float]] = []
+        viewpoints: list[FloatArray] = []
+        for c in self.cs:
+            if self.hex is not None:
+                fp = hexgrid.footprint(c, self.grid)
+                bodies.append(fp.polygon)
+                centres.append(fp.centre)
+                viewpoints.append(fp.cell_centres)
+            else:
+                box = space(c, self.grid)
+                bodies.append(shapely.box(*box))
+                centres.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
+                viewpoints.append(np.array([((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
+                                            for b in squares(c, self.grid)]))
+        return bodies, centres, viewpoints
+
+    @property
+    def bodies(self) -> list[shapely.Geometry]:
+        """Per creature, its space as a polygon (its hex footprint on a hex grid)."""
+        return self._shapes[0]
+
+    @property
+    def centres(self) -> list[tuple[float, float]]:
+        """Per creature, the centre of its space."""
+        return self._shapes[1]
+
+    @property
+    def viewpoints(self) -> list[FloatArray]:
+        """Per creature, where it may shoot from: the centres of its squares or hexes."""
+        return self._shapes[2]
+
+    @functools.cached_property
+    def _wall_lines(self) -> npt.NDArray[np.object_]:
+        tr = self.tracer
+        lines: npt.NDArray[np.object_] = shapely.linestrings(tr.wall_xy.reshape(-1, 2, 2)) \
+            if len(tr.walls) else np.empty(0, dtype=object)
+        return lines
 
     # -- distances ------------------------------------------------------------------------
 
