@@ -14,6 +14,7 @@ tables below; every choice is quoted against the seed in docs/rulesets.md.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar
@@ -256,8 +257,11 @@ class Realms(Ruleset):
         ctx = RealmsContext(replace(new, creatures=(*new.creatures, *moved)), options)
         n = len(new.creatures)
         ids = [c.id for c in new.creatures]
-        near = [t for t in range(n)
-                if any(ctx.feet(m, t) <= options.vicinity_ft for m in range(n, n + len(moved)))]
+        # Distances are symmetric: the moved creatures' columns, not every target's.
+        close = np.zeros(len(ctx.cs), dtype=bool)
+        for m in range(n, n + len(moved)):
+            close |= ctx.feet_to(m) <= options.vicinity_ft
+        near = np.flatnonzero(close[:n]).tolist()
         todo = [(a, t) for t in near for a in range(n)
                 if a != t and (ids[a], ids[t]) not in pairs]
         if not todo:
@@ -292,7 +296,12 @@ class Realms(Ruleset):
 # effect through openings. Both are kept across revisions, per wall tuple (by identity;
 # token-only changes keep the tuple), so a move re-measures only the pairs of the creature
 # that moved.
-CreaturePair = tuple[CreatureGeom, CreatureGeom]
+# Pairs are keyed by a number per creature state (its CreatureGeom, interned once per
+# context): a dict lookup then hashes two ints, not two dataclasses of thirteen fields.
+# Numbers are never reused, not even after the tables are emptied, so a context holding
+# numbers from before reads nothing of another creature.
+CreaturePair = tuple[int, int]
+_NUMBERS = itertools.count()
 
 
 @dataclass(slots=True)
@@ -306,6 +315,7 @@ class _Kept:
     options: RealmsOptions
     measures: dict[CreaturePair, Measure]
     seen: dict[CreaturePair, bool]
+    numbers: dict[CreatureGeom, int]
 
 
 _MEASURES: dict[int, _Kept] = {}
@@ -322,11 +332,12 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
         if len(hit.measures) + len(hit.seen) > _MEASURE_PAIRS:
             hit.measures.clear()
             hit.seen.clear()
+            hit.numbers.clear()
         return hit
     _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
         del _MEASURES[next(iter(_MEASURES))]
-    kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {})
+    kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {}, {})
     _MEASURES[id(scene.walls)] = kept
     return kept
 
@@ -349,6 +360,10 @@ class RealmsContext:
         kept = _measure_cache(scene, options) if not reference else None
         self._measures: dict[CreaturePair, Measure] = {} if kept is None else kept.measures
         self._seen: dict[CreaturePair, bool] = {} if kept is None else kept.seen
+        numbers: dict[CreatureGeom, int] = {} if kept is None else kept.numbers
+        #: Per creature, the number its state is known by in the tables above.
+        self.number = [numbers[c] if c in numbers else numbers.setdefault(c, next(_NUMBERS))
+                       for c in self.cs]
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         tr = self.tracer
@@ -463,7 +478,7 @@ class RealmsContext:
     def best_measure(self, a: int, t: int, named: bool = True) -> Measure:
         """The attacker shoots from whichever of its cells sees most of the target (with
         `named`, the walls and regions that cover it named too)."""
-        key = (self.cs[a], self.cs[t])
+        key = (self.number[a], self.number[t])
         found = self._measures.get(key)
         if found is None or (named and not found.named):
             found = self._measures[key] = self._best_measure(a, t)
@@ -475,18 +490,20 @@ class RealmsContext:
         if self.reference:
             return
         todo = list(dict.fromkeys(
-            (a, t) for a, t in pairs if (self.cs[a], self.cs[t]) not in self._measures))
+            (a, t) for a, t in pairs
+            if (self.number[a], self.number[t]) not in self._measures))
         if not todo:
             return
         for (a, t), m in zip(todo, self.covered_many(todo), strict=True):
-            self._measures[(self.cs[a], self.cs[t])] = m
+            self._measures[(self.number[a], self.number[t])] = m
 
     def lines_of_effect(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
         spaces unstopped (geometry.openings), asked once per pair of creatures as they
         stand."""
         out = np.zeros(len(pairs), dtype=bool)
-        keys = [(self.cs[a], self.cs[t]) for a, t in pairs.tolist()]
+        number = self.number
+        keys = [(number[a], number[t]) for a, t in pairs.tolist()]
         todo = [k for k, key in enumerate(keys) if key not in self._seen]
         if todo:
             rows = pairs[todo]
