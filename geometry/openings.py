@@ -672,11 +672,12 @@ def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
 
 
 def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
-                         origin: tuple[float, float] | None = None) -> BoolArray:
+                         origin: tuple[float, float] | None = None,
+                         walked: bool = False) -> BoolArray:
     """Per pair (a[k], t[k]) of the tracer's creatures: `line_of_effect` from a's space to
     t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
     attacker's vertical extent (an area's origin). Each unordered pair is looked at once,
-    both ways."""
+    both ways. `walked`: as `line_of_effect_both`'s, for every ring pair."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
         return out
@@ -700,7 +701,7 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     else:
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
     fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
-                                   a_tall, tracer.elev[tt], tracer.tall[tt])
+                                   a_tall, tracer.elev[tt], tracer.tall[tt], walked)
     seen_f = np.zeros(len(ua), dtype=bool)
     seen_b = np.zeros(len(ua), dtype=bool)
     seen_f[pair[fwd]] = True

@@ -470,6 +470,15 @@ class _Context:
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
+        # Pairs one plain wall (or a run of them) separates wholly, found by the kernel's
+        # walk over their corner lines (geometry.openings, 'Sealed'): every line between
+        # the two spaces is blocked, so none of their samples is traced, and the exact line
+        # of effect is not looked for (square grids: one ring a creature).
+        found = self._sealed_pairs(a[shut], t[shut])
+        walked = found is not None
+        sealed = shut[found] if found is not None else None
+        if found is not None:
+            shut = shut[~found]
         if shut.size:
             # Padding samples (hex footprints of fewer corners) repeat a real line: skipped.
             todo = ~self._covered(shut, hits, starts, ends, a, t) & self._valid_lines(
@@ -495,24 +504,43 @@ class _Context:
             np.maximum.at(level, cl[keep],
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
-        open_any = self._through_openings(a, t, open_any)
+        if sealed is not None:
+            open_any[sealed] = True  # left out of the exact search: no line of effect
+        open_any = self._through_openings(a, t, open_any, walked)
+        if sealed is not None:
+            open_any[sealed] = False
         level[~open_any] = TOTAL
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None
         return level, lines
 
-    def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray) -> BoolArray:
+    def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray,
+                          walked: bool = False) -> BoolArray:
         """`open_any` (per pair: some 'any part' line is unblocked) with the pairs whose
         every sample line is blocked looked at exactly: a line of effect through an opening
         narrower than the samples' spacing still exists (geometry.openings), and the pair's
-        degree is then its centre line's, as for any pair with line of effect."""
+        degree is then its centre line's, as for any pair with line of effect. `walked`:
+        the kernel found no plain wall sealing them (`_sealed_pairs`)."""
         shut = np.flatnonzero(~open_any)
         if shut.size == 0:
             return open_any
         out = open_any.copy()
         out[shut] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[shut],
-                                                  t[shut])
+                                                  t[shut], walked=walked)
         return out
+
+    def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
+        """Per pair (square grids): whether one plain wall, or a run of them end to end,
+        crosses every line between the corners of the two spaces (the 'any part' samples'
+        corners), which separates them wholly (`kernel.sealed_blocks`); None on a hex grid
+        (a creature's space is one ring a hex there) or with no plain wall."""
+        tr = self.tracer
+        plain = np.flatnonzero(tr.wall_plain)
+        if self.hex is not None or len(plain) == 0:
+            return None
+        rings = self.loe_spaces.rings
+        sealed: BoolArray = kernel.sealed_blocks(rings[a], rings[t], tr.wall_xy, plain)
+        return sealed
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:
