@@ -39,11 +39,12 @@ Result = dict[str, Any]
 @contextmanager
 def baseline() -> Iterator[None]:
     """The engine as it was before exact line of effect: no openings test, no sealed marks
-    looked for in the kernel."""
+    looked for in the kernel, no sealed pairs looked for first (degrees)."""
     patches: list[tuple[Any, str, Any]] = [
         (CornerEngine, "_through_openings", lambda self, plan, sealed, level, reach:
          (level, reach)),
-        (_Context, "_through_openings", lambda self, a, t, open_any: open_any),
+        (_Context, "_through_openings", lambda self, a, t, open_any, walked=False: open_any),
+        (_Context, "_sealed_pairs", lambda self, a, t: None),
         (_Context, "_origin_sees", lambda self, origin, t: False),
     ]
     original_any = kernel.blocks_cross_walls_any
