@@ -145,6 +145,12 @@ def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
     return out
 
 
+def overlapping(a: FloatArray, b: FloatArray) -> BoolArray:
+    """Per pair of convex rings (N, V, 2), (N, W, 2): do they overlap or touch? Such spaces
+    see each other (step 1)."""
+    return _overlap(a, b)
+
+
 def _degenerate(ring: FloatArray) -> BoolArray:
     """Rings of one point (an area's origin)."""
     out: BoolArray = (np.ptp(ring, axis=1).max(axis=1) == 0)
