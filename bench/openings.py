@@ -43,7 +43,7 @@ def baseline() -> Iterator[None]:
     patches: list[tuple[Any, str, Any]] = [
         (CornerEngine, "_through_openings", lambda self, plan, sealed, level, reach:
          (level, reach)),
-        (_Context, "_through_openings", lambda self, a, t, open_any, walked=False: open_any),
+        (_Context, "_through_openings", lambda self, a, t, open_any, sealed=None: open_any),
         (_Context, "_sealed_pairs", lambda self, a, t: None),
         (_Context, "_origin_sees", lambda self, origin, t: False),
     ]

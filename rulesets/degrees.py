@@ -211,10 +211,10 @@ class CoverDegrees(Ruleset):
         a = np.array([p[0] for p in idx], dtype=np.intp)
         t = np.array([p[1] for p in idx], dtype=np.intp)
         levels, lines = ctx.fast_rows(a, t, want_lines)
-        flanking = ctx.fast_flanking(idx, a, t, levels) \
-            if any(m is not AttackMode.RANGED for m in modes) else {}
         sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
+        flanking = ctx.fast_flanking(idx, a, t, levels, (sx, sy, sz)) \
+            if any(m is not AttackMode.RANGED for m in modes) else {}
         by_mode = self._reach_by_mode(ctx, a, sx, sy, sz)
         reach = {m: by_mode[m].tolist() for m in modes}
         adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
@@ -471,35 +471,29 @@ class _Context:
         at TOTAL and nothing of theirs is traced (97% of the benchmark scene's pairs have
         every line blocked). With lines asked for, their centre lines are traced as
         drawn, and only their samples are left out."""
-        if want_lines:
-            return self._rows(a, t, True)
-        found = self._sealed_pairs(a, t)
-        if found is None or not found.any():
-            return self._rows(a, t, False, walked=found is not None)
+        sealed = self._sealed_pairs(a, t)
+        if want_lines or sealed is None or not sealed.any():
+            return self._rows(a, t, want_lines, sealed)
         level = np.full(len(a), TOTAL, dtype=np.intp)
-        rest = np.flatnonzero(~found)
+        rest = np.flatnonzero(~sealed)
         if rest.size:
-            level[rest] = self._rows(a[rest], t[rest], False, walked=True)[0]
+            level[rest] = self._rows(a[rest], t[rest], False, sealed[rest])[0]
         return level, None
 
-    def _rows(self, a: IntArray, t: IntArray, want_lines: bool, walked: bool = False,
+    def _rows(self, a: IntArray, t: IntArray, want_lines: bool, sealed: BoolArray | None,
               ) -> tuple[IntArray, list[tuple[TracedLine, ...]] | None]:
-        """`fast_rows` from the centre lines on; `walked`: `_sealed_pairs` found none of
-        these pairs sealed (it is not asked again)."""
+        """`fast_rows` from the centre lines on; `sealed`: `_sealed_pairs`' answer for
+        these pairs (None: not asked), whose sealed pairs' samples are not traced."""
         n = len(a)
         starts, ends = self.centre_arr[a], self.centre_arr[t]
         hits = self.with_seams(self._trace_lines(starts, ends), starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
         shut = np.nonzero(blocked)[0]
-        sealed = None
-        if not walked:
-            # Pairs whose centre line is blocked, sealed (as in `fast_rows`): none of their
-            # samples is traced.
-            found = self._sealed_pairs(a[shut], t[shut])
-            walked = found is not None
-            if found is not None:
-                shut, sealed = shut[~found], shut[found]
+        if sealed is not None:
+            # (A sealed pair's centre line is blocked too: every line between the spaces
+            # is.)
+            shut = shut[~sealed[shut]]
         if shut.size:
             # Padding samples (hex footprints of fewer corners) repeat a real line: skipped.
             todo = ~self._covered(shut, hits, starts, ends, a, t) & self._valid_lines(
@@ -525,29 +519,27 @@ class _Context:
             np.maximum.at(level, cl[keep],
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
-        if sealed is not None:
-            open_any[sealed] = True  # left out of the exact search: no line of effect
-        open_any = self._through_openings(a, t, open_any, walked)
-        if sealed is not None:
-            open_any[sealed] = False
+        open_any = self._through_openings(a, t, open_any, sealed)
         level[~open_any] = TOTAL
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None
         return level, lines
 
     def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray,
-                          walked: bool = False) -> BoolArray:
+                          sealed: BoolArray | None = None) -> BoolArray:
         """`open_any` (per pair: some 'any part' line is unblocked) with the pairs whose
         every sample line is blocked looked at exactly: a line of effect through an opening
         narrower than the samples' spacing still exists (geometry.openings), and the pair's
-        degree is then its centre line's, as for any pair with line of effect. `walked`:
-        the kernel found no plain wall sealing them (`_sealed_pairs`)."""
-        shut = np.flatnonzero(~open_any)
-        if shut.size == 0:
+        degree is then its centre line's, as for any pair with line of effect. `sealed`:
+        `_sealed_pairs`' answer, if asked: the sealed pairs have none, and the others'
+        walk is not done again."""
+        shut = ~open_any if sealed is None else ~open_any & ~sealed
+        rows = np.flatnonzero(shut)
+        if rows.size == 0:
             return open_any
         out = open_any.copy()
-        out[shut] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[shut],
-                                                  t[shut], walked=walked)
+        out[rows] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[rows],
+                                                  t[rows], walked=sealed is not None)
         return out
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
@@ -800,17 +792,20 @@ class _Context:
                 for k in range(hits.n)]
 
     def fast_flanking(self, pairs: Sequence[tuple[int, int]], a: IntArray, t: IntArray,
-                      levels: IntArray) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
+                      levels: IntArray,
+                      steps: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                   npt.NDArray[np.int64]],
+                      ) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
         """`reference_flanking`, with who threatens each target found for all targets at
         once: only creatures within their reach of a target can threaten it, so only their
         levels are traced when the pairs asked for lack them; and only an attacker that
         threatens its target can flank it, so only those targets' threats are looked for (a
-        move asks for the mover against every target, and it threatens a few)."""
+        move asks for the mover against every target, and it threatens a few). `steps`: the
+        pairs' grid steps along x, y and z."""
         n = len(self.cs)
         known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
                          strict=True))
-        sx, sy = self.steps_many(a, t)
-        sz = vertical_steps_many(self.elev[a], self.side[a], self.elev[t], self.side[t])
+        sx, sy, sz = steps
         threat = (levels != TOTAL) & (a != t) & (self.reach[a] > 0) \
             & within_reach_many(sx, sy, self.reach[a], sz)
         targets = np.unique(t[threat])
