@@ -499,19 +499,17 @@ class Tables:
             spent = time.perf_counter() - t0
             k += len(chunk)
             weight = float(cost[end - 1]) - before
-            if weight > size:
-                # One pair heavier than a whole slice (a big creature's): it says how slow
-                # such pairs are, not how many lighter ones fit, and pairs of one weight vary
-                # several times over (melee ones trace more): the pace may only shrink.
-                size = max(1, size // 2, min(size, int(size * SLICE_S / max(spent, 1e-6))))
-                self._pace[sid] = size
-            elif end < len(pairs) or weight == size:
+            heavy = weight > size
+            if heavy or end < len(pairs) or weight == size:
                 # A full slice (the next pair would not have fitted): the pace follows
                 # what its weight took, at most twice or half the last size, so one slow
                 # or quick slice (a pair behind many walls, a collection) does not throw
-                # it off.
-                size = max(1, size // 2,
-                           min(2 * size, int(weight * SLICE_S / max(spent, 1e-6))))
+                # it off. One pair heavier than a whole slice (a big creature's) says how
+                # slow such pairs are, not how many lighter ones fit, and pairs of one
+                # weight vary several times over (melee ones trace more): the pace may
+                # only shrink.
+                basis, most = (size, size) if heavy else (weight, 2 * size)
+                size = max(1, size // 2, min(most, int(basis * SLICE_S / max(spent, 1e-6))))
                 self._pace[sid] = size
             if k < len(pairs) or k > len(chunk):
                 # (After the last of several slices too: installing the table is work of
