@@ -501,7 +501,6 @@ class RealmsContext:
         """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
         spaces unstopped (geometry.openings), asked once per pair of creatures as they
         stand."""
-        out = np.zeros(len(pairs), dtype=bool)
         number = self.number
         keys = [(number[a], number[t]) for a, t in pairs.tolist()]
         todo = [k for k, key in enumerate(keys) if key not in self._seen]
@@ -511,9 +510,7 @@ class RealmsContext:
                                                  rows[:, 1])
             for k, s in zip(todo, seen.tolist(), strict=True):
                 self._seen[keys[k]] = s
-        for k, key in enumerate(keys):
-            out[k] = self._seen[key]
-        return out
+        return np.array([self._seen[key] for key in keys], dtype=bool)
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:
