@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import shapely
 
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
@@ -675,6 +676,48 @@ def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
     dist = np.hypot(d[..., 0], d[..., 1])[..., None]
     moved = verts + d / np.maximum(dist, 1e-12) * np.minimum(inset_px, dist)
     return Spaces(moved, tracer.cell_start, tracer.cell_count)
+
+
+def hull_rings(spaces: Spaces, points: FloatArray | None = None,
+               valid: BoolArray | None = None) -> tuple[FloatArray, IntArray]:
+    """Per creature, one convex ring holding all of its space: the convex hull of its
+    rings' corners, grown about its centre just enough to hold its `points` too (n, P, 2;
+    where `valid`: on a hex grid the 'any part' samples, a hair inside towards the
+    footprint's centre, where the hexes are a hair inside towards their own). A wall that
+    separates two such rings wholly separates everything inside them. Returns the rings
+    (n, V, 2), shorter ones padded by repeating their last corner (a repeated corner only
+    repeats a line), and each one's own number of corners."""
+    n = len(spaces.first)
+    order = np.repeat(spaces.first, spaces.count) + (
+        np.arange(int(spaces.count.sum()))
+        - np.repeat(np.cumsum(spaces.count) - spaces.count, spaces.count))
+    xy = spaces.rings[order].reshape(-1, 2)
+    who = np.repeat(np.arange(n), spaces.count * spaces.rings.shape[1])
+    hulls = shapely.convex_hull(shapely.multipoints(xy, indices=who))
+    outline = np.where(shapely.get_type_id(hulls) == 3, shapely.get_exterior_ring(hulls), hulls)
+    pts, idx = shapely.get_coordinates(outline, return_index=True)
+    total = np.bincount(idx, minlength=n)
+    start = np.cumsum(total) - total
+    count = total - (shapely.get_type_id(outline) == 2)  # a ring repeats its first corner
+    width = int(count.max())
+    col = np.minimum(np.arange(width)[None, :], count[:, None] - 1)
+    rings: FloatArray = pts[start[:, None] + col]
+    if points is None:
+        return rings, count.astype(np.intp)
+    # The least growth about the centre that holds every point: per side (inward normal
+    # m through corner v), a point p needs the factor m.(c - p) / m.(c - v).
+    centre = rings.mean(axis=1, keepdims=True)
+    start_v, normal = _inward(rings)
+    reach = np.einsum("nvk,nvk->nv", normal, centre - start_v)  # > 0 on real sides
+    keep = np.ones(points.shape[:2], dtype=bool) if valid is None else valid
+    need = np.einsum("nvk,npk->nvp", normal, centre - points)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where((reach > 0)[:, :, None] & keep[:, None, :],
+                          need / reach[:, :, None], 1.0)
+    grow = np.maximum(factor.max(axis=(1, 2)), 1.0)
+    # A hair more than the least: the points then lie inside, not on a side.
+    grown: FloatArray = centre + (rings - centre) * (grow + 1e-12)[:, None, None]
+    return grown, count.astype(np.intp)
 
 
 def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,

@@ -467,7 +467,8 @@ class _Context:
 
         Before any of it, pairs that one plain wall (or a run of them end to end) separates
         wholly are found by the kernel's walk over their corner lines (geometry.openings,
-        'Sealed'; square grids): every line between the two spaces is blocked, so they are
+        'Sealed'; on a hex grid, the corners of a ring holding all of each creature,
+        `seal_rings`): every line between the two spaces is blocked, so they are
         at TOTAL and nothing of theirs is traced (97% of the benchmark scene's pairs have
         every line blocked). With lines asked for, their centre lines are traced as
         drawn, and only their samples are left out."""
@@ -538,25 +539,46 @@ class _Context:
         if rows.size == 0:
             return open_any
         out = open_any.copy()
+        # On a hex grid the walk was over each creature's one hull, not over the pairs of
+        # hexes the exact test looks at: it is not taken as done for them.
         out[rows] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[rows],
-                                                  t[rows], walked=sealed is not None)
+                                                  t[rows],
+                                                  walked=sealed is not None and self.hex is None)
         return out
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
-        """Per pair (square grids): whether one plain wall, or a run of them end to end,
-        crosses every line between the corners of the two spaces (the 'any part' samples'
-        corners), which separates them wholly (`kernel.sealed_blocks`); None on a hex grid
-        (a creature's space is one ring a hex there) or with no plain wall."""
+        """Per pair: whether one plain wall, or a run of them end to end, crosses every line
+        between the corners of the two spaces (`seal_rings`), which separates them wholly
+        (`kernel.sealed_blocks`); None with no plain wall. Pairs are taken by their rings'
+        numbers of corners (a hex creature's are 6 to a dozen), so no pair's lines are
+        padded to the largest creature's."""
         tr = self.tracer
         plain = np.flatnonzero(tr.wall_plain)
-        if self.hex is not None or len(plain) == 0:
+        if len(plain) == 0:
             return None
-        rings = self.loe_spaces.rings
-        ra, rt = rings[a], rings[t]
-        sealed: BoolArray = kernel.sealed_blocks(ra, rt, tr.wall_xy, plain)
-        # Spaces that overlap or touch see each other (a rider on its mount).
-        sealed[sealed] &= ~openings.overlapping(ra[sealed], rt[sealed])
+        rings, corners = self.seal_rings
+        sealed = np.zeros(len(a), dtype=bool)
+        width = int(corners.max()) + 1
+        kind = corners[a] * width + corners[t]
+        for k in np.unique(kind).tolist():
+            rows = np.flatnonzero(kind == k)
+            ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
+            got = kernel.sealed_blocks(ra, rt, tr.wall_xy, plain)
+            # Spaces that overlap or touch see each other (a rider on its mount).
+            got[got] &= ~openings.overlapping(ra[got], rt[got])
+            sealed[rows] = got
         return sealed
+
+    @functools.cached_property
+    def seal_rings(self) -> tuple[FloatArray, IntArray]:
+        """Per creature, a convex ring holding its whole space and its 'any part' samples,
+        and its number of corners: on a square grid its space a hair inside (the samples
+        are its corners); on a hex grid the hull of its hexes a hair inside, grown a hair
+        to hold its footprint's corners (geometry.openings.hull_rings)."""
+        if self.hex is None:
+            rings = self.loe_spaces.rings
+            return rings, np.full(len(rings), rings.shape[1], dtype=np.intp)
+        return openings.hull_rings(self.loe_spaces, self.samples, self.sample_valid)
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:

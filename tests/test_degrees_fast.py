@@ -27,14 +27,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+import shapely
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
+from geometry import hex as hexgrid
 from geometry.model import GridKind, SceneGeom
-from geometry.square import centre, corners, inset
+from geometry.square import INSET_PX, centre, corners, inset
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.degrees import CoverDegrees, DegreesOptions
@@ -303,6 +305,34 @@ def test_hex_fast_path_is_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None
     assert own.max() > 7 and own.min() <= 7  # a multi-hex footprint and a one-hex one
     for k in range(len(geom.creatures)):
         assert own[k] == len(ctx._samples(k))
+
+
+@pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
+def test_hex_seal_rings_hold_each_space_and_its_samples(kind: GridKind) -> None:
+    """The rings the sealed-pairs step tests on a hex grid (one convex ring a creature)
+    hold every hex of the creature's space and every 'any part' sample (a wall sealing two
+    rings then seals everything the rules trace between them), and stay within a hair of
+    its footprint's hull (a wall along a creature's side still seals)."""
+    geom = hex_dressed(1, kind)
+    ctx = rules("pf2")._context(geom, Pf2Options())
+    rings, corners = ctx.seal_rings
+    spaces = ctx.loe_spaces
+    for k in range(len(ctx.cs)):
+        hull = shapely.Polygon(rings[k, :corners[k]])
+        assert hull.is_valid and hull.area > 0
+        own = np.concatenate([ctx.samples[k][ctx.sample_valid[k]],
+                              spaces.rings[spaces.first[k]:spaces.first[k]
+                                           + spaces.count[k]].reshape(-1, 2)])
+        assert shapely.covers(hull, shapely.points(own)).all(), k
+        footprint = hexgrid.footprint(ctx.cs[k], geom.grid).polygon
+        assert hull.buffer(-INSET_PX / 2).within(footprint.convex_hull), k
+    # Most pairs of a scene of rooms are sealed, found before anything is traced.
+    rooms = on_hex(generate(24, 150, 1).geom, kind, 1)
+    room_ctx = rules("pf2")._context(rooms, Pf2Options())
+    n = len(rooms.creatures)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    sealed = room_ctx._sealed_pairs(a[a != t], t[a != t])
+    assert sealed is not None and sealed.mean() > 0.5, None if sealed is None else sealed.mean()
 
 
 @st.composite
