@@ -564,8 +564,13 @@ class _Context:
             rows = np.flatnonzero(kind == k)
             ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
             got = kernel.sealed_blocks(ra, rt, tr.wall_xy, plain)
-            # Spaces that overlap or touch see each other (a rider on its mount).
-            got[got] &= ~openings.overlapping(ra[got], rt[got])
+            # Spaces that overlap or touch see each other (a rider on its mount); only
+            # rings whose boxes meet can.
+            near = np.flatnonzero(got)
+            lo_a, hi_a = ra[near].min(axis=1), ra[near].max(axis=1)
+            lo_t, hi_t = rt[near].min(axis=1), rt[near].max(axis=1)
+            near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
+            got[near] &= ~openings.overlapping(ra[near], rt[near])
             sealed[rows] = got
         return sealed
 
