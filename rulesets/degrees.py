@@ -305,6 +305,11 @@ class CoverDegrees(Ruleset):
         return hits
 
 
+#: Pairs up to which `_sealed_pairs` tests all of them in one call, their rings padded to
+#: the largest (the kernel's cost per call outweighs the padded lines below it).
+_SEAL_ONE_CALL = 2_000
+
+
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
@@ -560,6 +565,10 @@ class _Context:
         sealed = np.zeros(len(a), dtype=bool)
         width = int(corners.max()) + 1
         kind = corners[a] * width + corners[t]
+        if len(a) <= _SEAL_ONE_CALL:
+            # Few pairs (a move's): one call, padded to their largest rings, costs less
+            # than one call per group.
+            kind = np.full(len(a), corners[a].max() * width + corners[t].max())
         for k in np.unique(kind).tolist():
             rows = np.flatnonzero(kind == k)
             ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
