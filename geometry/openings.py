@@ -678,8 +678,8 @@ def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
     return Spaces(moved, tracer.cell_start, tracer.cell_count)
 
 
-def hull_rings(spaces: Spaces, points: FloatArray | None = None,
-               valid: BoolArray | None = None) -> tuple[FloatArray, IntArray]:
+def hull_rings(spaces: Spaces, points: FloatArray,
+               valid: BoolArray) -> tuple[FloatArray, IntArray]:
     """Per creature, one convex ring holding all of its space: the convex hull of its
     rings' corners, grown about its centre just enough to hold its `points` too (n, P, 2;
     where `valid`: on a hex grid the 'any part' samples, a hair inside towards the
@@ -702,17 +702,14 @@ def hull_rings(spaces: Spaces, points: FloatArray | None = None,
     width = int(count.max())
     col = np.minimum(np.arange(width)[None, :], count[:, None] - 1)
     rings: FloatArray = pts[start[:, None] + col]
-    if points is None:
-        return rings, count.astype(np.intp)
     # The least growth about the centre that holds every point: per side (inward normal
     # m through corner v), a point p needs the factor m.(c - p) / m.(c - v).
     centre = rings.mean(axis=1, keepdims=True)
     start_v, normal = _inward(rings)
     reach = np.einsum("nvk,nvk->nv", normal, centre - start_v)  # > 0 on real sides
-    keep = np.ones(points.shape[:2], dtype=bool) if valid is None else valid
     need = np.einsum("nvk,npk->nvp", normal, centre - points)
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where((reach > 0)[:, :, None] & keep[:, None, :],
+        factor = np.where((reach > 0)[:, :, None] & valid[:, None, :],
                           need / reach[:, :, None], 1.0)
     grow = np.maximum(factor.max(axis=(1, 2)), 1.0)
     # A hair more than the least: the points then lie inside, not on a side.

@@ -563,12 +563,15 @@ class _Context:
             return None
         rings, corners = self.seal_rings
         sealed = np.zeros(len(a), dtype=bool)
+        if len(a) == 0:
+            return sealed
         width = int(corners.max()) + 1
-        kind = corners[a] * width + corners[t]
         if len(a) <= _SEAL_ONE_CALL:
             # Few pairs (a move's): one call, padded to their largest rings, costs less
             # than one call per group.
             kind = np.full(len(a), corners[a].max() * width + corners[t].max())
+        else:
+            kind = corners[a] * width + corners[t]
         for k in np.unique(kind).tolist():
             rows = np.flatnonzero(kind == k)
             ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]

@@ -341,6 +341,11 @@ def test_hex_seal_rings_hold_each_space_and_its_samples(kind: GridKind,
     monkeypatch.setattr(degrees_module, "_SEAL_ONE_CALL", 0)
     grouped = room_ctx._sealed_pairs(a[a != t], t[a != t])
     assert grouped is not None and (grouped == sealed).all()
+    none = np.zeros(0, dtype=np.intp)
+    for limit in (0, 2_000):
+        monkeypatch.setattr(degrees_module, "_SEAL_ONE_CALL", limit)
+        empty = room_ctx._sealed_pairs(none, none)
+        assert empty is not None and empty.shape == (0,)
 
 
 @st.composite
