@@ -678,11 +678,11 @@ def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
     return Spaces(moved, tracer.cell_start, tracer.cell_count)
 
 
-def hull_rings(spaces: Spaces, points: FloatArray,
-               valid: BoolArray) -> tuple[FloatArray, IntArray]:
+def hull_rings(spaces: Spaces, points: FloatArray | None = None,
+               valid: BoolArray | None = None) -> tuple[FloatArray, IntArray]:
     """Per creature, one convex ring holding all of its space: the convex hull of its
-    rings' corners, grown about its centre just enough to hold its `points` too (n, P, 2;
-    where `valid`: on a hex grid the 'any part' samples, a hair inside towards the
+    rings' corners, grown about its centre just enough to hold its `points` too, if given
+    (n, P, 2; where `valid`: on a hex grid the 'any part' samples, a hair inside towards the
     footprint's centre, where the hexes are a hair inside towards their own). A wall that
     separates two such rings wholly separates everything inside them. Returns the rings
     (n, V, 2), shorter ones padded by repeating their last corner (a repeated corner only
@@ -702,9 +702,11 @@ def hull_rings(spaces: Spaces, points: FloatArray,
     width = int(count.max())
     col = np.minimum(np.arange(width)[None, :], count[:, None] - 1)
     rings: FloatArray = pts[start[:, None] + col]
+    centre = rings.mean(axis=1, keepdims=True)
+    if points is None or valid is None:
+        return rings, count.astype(np.intp)
     # The least growth about the centre that holds every point: per side (inward normal
     # m through corner v), a point p needs the factor m.(c - p) / m.(c - v).
-    centre = rings.mean(axis=1, keepdims=True)
     start_v, normal = _inward(rings)
     reach = np.einsum("nvk,nvk->nv", normal, centre - start_v)  # > 0 on real sides
     need = np.einsum("nvk,npk->nvp", normal, centre - points)
@@ -715,6 +717,48 @@ def hull_rings(spaces: Spaces, points: FloatArray,
     # A hair more than the least: the points then lie inside, not on a side.
     grown: FloatArray = centre + (rings - centre) * (grow + 1e-12)[:, None, None]
     return grown, count.astype(np.intp)
+
+
+#: Pairs up to which `sealed_pairs` tests all of them in one call, their rings padded to
+#: the largest (the kernel's cost per call outweighs the padded lines below it).
+SEAL_ONE_CALL = 2_000
+
+
+def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
+                 t: IntArray) -> BoolArray | None:
+    """Per pair (a[k], t[k]) of creatures: whether one plain wall, or a run of them end to
+    end, crosses every line between the corners of their convex rings (rings (n, V, 2),
+    creature c's first corners[c] corners; `hull_rings`), which separates the two rings
+    wholly (`kernel.sealed_blocks`, step 2 above): every line from one to the other is
+    stopped, at any height, from either end. None with no plain wall. Pairs are taken by
+    their rings' numbers of corners (a hex creature's are 6 to a dozen), so no pair's lines
+    are padded to the largest creature's."""
+    plain = np.flatnonzero(tracer.wall_plain)
+    if len(plain) == 0:
+        return None
+    sealed = np.zeros(len(a), dtype=bool)
+    if len(a) == 0:
+        return sealed
+    width = int(corners.max()) + 1
+    if len(a) <= SEAL_ONE_CALL:
+        # Few pairs (a move's): one call, padded to their largest rings, costs less than
+        # one call per group.
+        kind = np.full(len(a), corners[a].max() * width + corners[t].max())
+    else:
+        kind = corners[a] * width + corners[t]
+    for k in np.unique(kind).tolist():
+        rows = np.flatnonzero(kind == k)
+        ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
+        got = kernel.sealed_blocks(ra, rt, tracer.wall_xy, plain)
+        # Spaces that overlap or touch see each other (a rider on its mount); only rings
+        # whose boxes meet can.
+        near = np.flatnonzero(got)
+        lo_a, hi_a = ra[near].min(axis=1), ra[near].max(axis=1)
+        lo_t, hi_t = rt[near].min(axis=1), rt[near].max(axis=1)
+        near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
+        got[near] &= ~_overlap(ra[near], rt[near])
+        sealed[rows] = got
+    return sealed
 
 
 def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,

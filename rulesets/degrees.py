@@ -305,11 +305,6 @@ class CoverDegrees(Ruleset):
         return hits
 
 
-#: Pairs up to which `_sealed_pairs` tests all of them in one call, their rings padded to
-#: the largest (the kernel's cost per call outweighs the padded lines below it).
-_SEAL_ONE_CALL = 2_000
-
-
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
@@ -552,39 +547,10 @@ class _Context:
         return out
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
-        """Per pair: whether one plain wall, or a run of them end to end, crosses every line
-        between the corners of the two spaces (`seal_rings`), which separates them wholly
-        (`kernel.sealed_blocks`); None with no plain wall. Pairs are taken by their rings'
-        numbers of corners (a hex creature's are 6 to a dozen), so no pair's lines are
-        padded to the largest creature's."""
-        tr = self.tracer
-        plain = np.flatnonzero(tr.wall_plain)
-        if len(plain) == 0:
-            return None
-        rings, corners = self.seal_rings
-        sealed = np.zeros(len(a), dtype=bool)
-        if len(a) == 0:
-            return sealed
-        width = int(corners.max()) + 1
-        if len(a) <= _SEAL_ONE_CALL:
-            # Few pairs (a move's): one call, padded to their largest rings, costs less
-            # than one call per group.
-            kind = np.full(len(a), corners[a].max() * width + corners[t].max())
-        else:
-            kind = corners[a] * width + corners[t]
-        for k in np.unique(kind).tolist():
-            rows = np.flatnonzero(kind == k)
-            ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
-            got = kernel.sealed_blocks(ra, rt, tr.wall_xy, plain)
-            # Spaces that overlap or touch see each other (a rider on its mount); only
-            # rings whose boxes meet can.
-            near = np.flatnonzero(got)
-            lo_a, hi_a = ra[near].min(axis=1), ra[near].max(axis=1)
-            lo_t, hi_t = rt[near].min(axis=1), rt[near].max(axis=1)
-            near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
-            got[near] &= ~openings.overlapping(ra[near], rt[near])
-            sealed[rows] = got
-        return sealed
+        """Per pair: whether one plain wall, or a run of them end to end, separates the two
+        creatures' `seal_rings` wholly (geometry.openings.sealed_pairs); None with no plain
+        wall."""
+        return openings.sealed_pairs(self.tracer, *self.seal_rings, a, t)
 
     @functools.cached_property
     def seal_rings(self) -> tuple[FloatArray, IntArray]:

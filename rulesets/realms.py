@@ -98,6 +98,15 @@ class Measure:
     named: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one combination of facts gives an annotation (shared by all that have it)."""
+
+    full: bool
+    modifiers: tuple[Modifier, ...]
+    flags: frozenset[Flag]
+
+
 class Realms(Ruleset):
     """Seed 003: partial/three-quarters/full cover by covered fraction; friendly fire."""
 
@@ -173,18 +182,41 @@ class Realms(Ruleset):
         sx, sy = ctx.steps_all[0][at[:, 0], at[:, 1]], ctx.steps_all[1][at[:, 0], at[:, 1]]
         sz = ctx.vertical_all[at[:, 0], at[:, 1]]
         reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
-        in_reach = in_reach_by_mode(sx, sy, reach, sz)
-        adjacent = np.maximum(np.maximum(sx, sy), sz) <= 1
+        by_mode = in_reach_by_mode(sx, sy, reach, sz)
+        # Per pair, which modes reach: bit j for modes[j].
+        reach_bits = sum((by_mode[mode].astype(np.int64) << j
+                          for j, mode in enumerate(modes)), np.zeros(len(idx), dtype=np.int64))
+        reach_l = reach_bits.tolist()
+        adjacent = (np.maximum(np.maximum(sx, sy), sz) <= 1).tolist()
         out = []
         measures = [ctx.best_measure(a, t, named=lines) for a, t in idx]
         degrees = self._degrees(ctx, at, measures)
+        ids = [c.id for c in ctx.cs]
+        centres = ctx.centres
+        no_penalty: tuple[int, tuple[str, ...]] = (0, ())
+        # One outcome per mode for each distinct combination of a pair's facts, shared by
+        # the annotations that have it (most pairs of a scene of rooms are at full cover).
+        outcomes: dict[tuple[Any, ...], list[_Outcome]] = {}
         for k, (a, t) in enumerate(idx):
             m = measures[k]
             degree = degrees[k]
-            penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
-            for mode in modes:
-                out.append(self._annotate(ctx, a, t, mode, degree, m, penalty, lines,
-                                          bool(in_reach[mode][k]), bool(adjacent[k])))
+            penalty = ctx.obscurement(centres[a], centres[t]) if ctx.obscuring else no_penalty
+            # Whether others stand near a target at three-quarters cover (friendly fire).
+            crowded = degree is Degree.THREE_QUARTERS and ctx.others_near(a, t)
+            visible = round(1.0 - m.covered, 6)
+            key = (degree, penalty, reach_l[k], adjacent[k], crowded)
+            per_mode = outcomes.get(key)
+            if per_mode is None:
+                per_mode = outcomes[key] = [
+                    self._outcome(mode, degree, penalty, bool(reach_l[k] >> j & 1),
+                                  adjacent[k], crowded) for j, mode in enumerate(modes)]
+            for mode, o in zip(modes, per_mode, strict=True):
+                traced = None
+                if lines:
+                    traced = (TracedLine(m.origin, centres[t], o.full, m.walls, (),
+                                         tuple(sorted({*m.regions, *penalty[1]}))),)
+                out.append(Annotation(ids[a], ids[t], mode, not o.full, degree, o.modifiers,
+                                      o.flags, (), traced, visible))
         return out
 
     def _degrees(self, ctx: RealmsContext, at: IntArray,
@@ -206,9 +238,12 @@ class Realms(Ruleset):
                 return degree
         return Degree.NONE
 
-    def _annotate(self, ctx: RealmsContext, a: int, t: int, mode: AttackMode, degree: Degree,
-                  m: Measure, penalty: tuple[int, tuple[str, ...]], lines: bool,
-                  in_reach: bool, adjacent: bool) -> Annotation:
+    def _outcome(self, mode: AttackMode, degree: Degree, penalty: tuple[int, tuple[str, ...]],
+                 in_reach: bool, adjacent: bool, crowded: bool) -> _Outcome:
+        """What an attack in `mode` at this degree of cover faces: the table's modifiers
+        (ranged), the obscurement penalty (`penalty`: its value and the regions), and the
+        flags; `crowded`: others stand within the vicinity of a target at three-quarters
+        cover (the friendly-fire rule)."""
         full = degree is Degree.TOTAL
         flags = set()
         if in_reach:
@@ -222,19 +257,14 @@ class Realms(Ruleset):
         mods: list[Modifier] = []
         if mode is AttackMode.RANGED:
             mods.extend(self.TABLE[degree])
-            if full or (degree is Degree.THREE_QUARTERS and ctx.others_near(a, t)):
+            if full or crowded:
                 flags.add(Flag.FRIENDLY_FIRE)
         value, regions = penalty
         if value:
             why = "obscured by " + ", ".join(regions)
             mods.append(M(Stat.ATTACK, -value, ModKind.OBSCUREMENT, why))
             mods.append(M(Stat.AWARENESS, -value, ModKind.OBSCUREMENT, why))
-        traced = None
-        if lines:
-            traced = (TracedLine(m.origin, ctx.centres[t], full, m.walls, (),
-                                 tuple(sorted({*m.regions, *regions}))),)
-        return Annotation(ctx.cs[a].id, ctx.cs[t].id, mode, not full, degree, tuple(mods),
-                          frozenset(flags), (), traced, round(1.0 - m.covered, 6))
+        return _Outcome(full, tuple(mods), frozenset(flags))
 
     def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
         # Creatures cast no shadows here: one stepping into or out of a pair's lines changes
@@ -367,9 +397,10 @@ class RealmsContext:
         self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
         self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
         tr = self.tracer
-        self._obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
-                                                        strict=True)
-                           if r.kind is RegionKind.OBSCURING]
+        #: The obscuring regions and their polygons.
+        self.obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
+                                                       strict=True)
+                          if r.kind is RegionKind.OBSCURING]
 
     # Built when first read: a move's `widen` reads its measures back from the cache and
     # needs none of them.
@@ -489,13 +520,62 @@ class RealmsContext:
         (`covered_many`), for `best_measure` to read back."""
         if self.reference:
             return
-        todo = list(dict.fromkeys(
-            (a, t) for a, t in pairs
-            if (self.number[a], self.number[t]) not in self._measures))
+        number, measures = self.number, self._measures
+        todo = {}
+        for a, t in pairs:
+            key = (number[a], number[t])
+            if key not in measures:
+                todo[key] = (a, t)
         if not todo:
             return
-        for (a, t), m in zip(todo, self.covered_many(todo), strict=True):
-            self._measures[(self.number[a], self.number[t])] = m
+        sealed = self.sealed(np.array(list(todo.values()), dtype=np.intp).reshape(-1, 2))
+        # Wholly in one plain wall's shadow from every viewpoint: the measure a batch gives,
+        # from the attacker's first viewpoint (one per attacker, shared); and no line of
+        # effect at all.
+        shut: dict[int, Measure] = {}
+        rest: dict[CreaturePair, tuple[int, int]] = {}
+        for (key, (a, t)), closed in zip(todo.items(), sealed.tolist(), strict=True):
+            if not closed:
+                rest[key] = (a, t)
+                continue
+            m = shut.get(a)
+            if m is None:
+                x, y = self.viewpoints[a][0]
+                m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
+            measures[key] = m
+            self._seen[key] = False
+        if rest:
+            measures.update(zip(rest, self.covered_many(list(rest.values())), strict=True))
+
+    def sealed(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
+        """Per pair (pairs[k]: attacker, target): whether one plain wall (or a run of them
+        end to end) separates the two creatures' whole spaces (`seal_rings`; geometry.
+        openings.sealed_pairs). Such a wall casts a shadow of full weight that holds every
+        point of the target's body, seen from anywhere in the attacker's space: the covered
+        fraction is 1 from each viewpoint, and no line joins the two spaces. 97% of the
+        benchmark scene's pairs are at full cover, 90% of them sealed so; finding them costs
+        about a twentieth of measuring them. A creature whose space is a point or a line is
+        never taken as sealed (it is measured)."""
+        rings, corners = self.seal_rings
+        a, t = pairs[:, 0], pairs[:, 1]
+        found = openings.sealed_pairs(self.tracer, rings, corners, a, t)
+        if found is None:
+            return np.zeros(len(pairs), dtype=bool)
+        flat = np.ptp(rings, axis=1).min(axis=1) <= 0
+        out: npt.NDArray[np.bool_] = found & ~flat[a] & ~flat[t]
+        return out
+
+    @functools.cached_property
+    def seal_rings(self) -> tuple[FloatArray, IntArray]:
+        """Per creature, a convex ring holding its whole space, its border included (its box
+        on a square grid; on a hex grid the hull of its hexes), and its number of corners.
+        Not a hair inside, as the line-of-effect spaces are: the shadows must hold the
+        target's whole body."""
+        tr = self.tracer
+        if self.hex is None:
+            rings = openings.box_rings(tr.boxes.reshape(-1, 4), 0.0)
+            return rings, np.full(len(rings), 4, dtype=np.intp)
+        return openings.hull_rings(openings.spaces_of(tr, 0.0))
 
     def lines_of_effect(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
@@ -855,11 +935,11 @@ class RealmsContext:
                     q: tuple[float, float]) -> tuple[int, tuple[str, ...]]:
         """The worst penalty of the obscuring regions the line from p to q passes through or
         ends in (penalties do not stack), and those regions."""
-        if not self._obscuring:
+        if not self.obscuring:
             return 0, ()
         line = shapely.LineString([p, q])
         worst, found = 0, []
-        for r, poly in self._obscuring:
+        for r, poly in self.obscuring:
             if poly.intersects(line):
                 found.append(r.id)
                 penalty = r.penalty if r.penalty is not None else self.options.obscured_penalty

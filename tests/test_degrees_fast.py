@@ -35,10 +35,10 @@ from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import hex as hexgrid
+from geometry import openings
 from geometry.model import GridKind, SceneGeom
 from geometry.square import INSET_PX, centre, corners, inset
 from rulesets import REGISTRY
-from rulesets import degrees as degrees_module
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.degrees import CoverDegrees, DegreesOptions
 from rulesets.pf2 import Pf2Options
@@ -338,12 +338,12 @@ def test_hex_seal_rings_hold_each_space_and_its_samples(kind: GridKind,
     assert sealed is not None and sealed.mean() > 0.5, None if sealed is None else sealed.mean()
     # Many pairs are taken a group of ring sizes at a time, few in one padded call: the
     # same answer.
-    monkeypatch.setattr(degrees_module, "_SEAL_ONE_CALL", 0)
+    monkeypatch.setattr(openings, "SEAL_ONE_CALL", 0)
     grouped = room_ctx._sealed_pairs(a[a != t], t[a != t])
     assert grouped is not None and (grouped == sealed).all()
     none = np.zeros(0, dtype=np.intp)
     for limit in (0, 2_000):
-        monkeypatch.setattr(degrees_module, "_SEAL_ONE_CALL", limit)
+        monkeypatch.setattr(openings, "SEAL_ONE_CALL", limit)
         empty = room_ctx._sealed_pairs(none, none)
         assert empty is not None and empty.shape == (0,)
 

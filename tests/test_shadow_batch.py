@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
+from geometry import openings
 from geometry.model import SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode
@@ -225,6 +226,38 @@ def test_realms_measures_covered_fractions_in_one_batch(
     anns = Realms().evaluate(_scene(30, 200, 1, False), RealmsOptions())
     assert any(a.visible is not None and a.visible < 1 for a in anns)
     assert not calls
+
+
+@pytest.mark.parametrize("kind", [None, *HEX_KINDS])
+def test_realms_sealed_pairs_are_at_full_cover_from_every_viewpoint(kind: Any) -> None:
+    """Pairs one plain wall (or a run) separates are not measured: each must be at full
+    cover, measured one by one from every viewpoint of the attacker, with no line of effect
+    at all; their rings hold the whole body, border included; and most of a scene of rooms'
+    pairs are found so (the reason for the step)."""
+    geom = _scene(24, 150, 1, False)
+    if kind is not None:
+        geom = on_hex(geom, kind, 1)
+    ctx = realms.RealmsContext(geom, RealmsOptions(), reference=True)
+    n = len(ctx.cs)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    pairs = np.column_stack([a[a != t], t[a != t]])
+    sealed = ctx.sealed(pairs)
+    assert sealed.mean() > 0.5, sealed.mean()
+    rings, corners = ctx.seal_rings
+    for k in range(n):
+        assert shapely.covers(shapely.Polygon(rings[k, :corners[k]]), ctx.bodies[k]), k
+    shut = pairs[sealed]
+    assert not openings.pairs_line_of_effect(ctx.tracer, ctx.loe_spaces, shut[:, 0],
+                                             shut[:, 1]).any()
+    for p, q in shut[::7].tolist():
+        for x, y in ctx.viewpoints[p]:
+            assert ctx.measure((float(x), float(y)), q, attacker=p).covered >= realms._FULL
+    # The batch then reads them back at full cover with nothing left to see.
+    realms._MEASURES.clear()
+    fast = realms.RealmsContext(geom, RealmsOptions())
+    fast.measure_pairs([(int(p), int(q)) for p, q in shut.tolist()])
+    assert all(fast.best_measure(int(p), int(q), named=False).covered == 1.0
+               for p, q in shut.tolist())
 
 
 # -- random small scenes ----------------------------------------------------------------------
