@@ -43,7 +43,6 @@ from geometry.square import (
     grid_steps_many,
     space,
     squares,
-    vertical_side,
     vertical_steps_many,
 )
 from geometry.templates import Template, inside, shape
@@ -179,8 +178,7 @@ class Realms(Ruleset):
         if not lines:
             ctx.measure_pairs(idx)
         at = np.array(idx, dtype=np.intp)
-        sx, sy = ctx.steps_all[0][at[:, 0], at[:, 1]], ctx.steps_all[1][at[:, 0], at[:, 1]]
-        sz = ctx.vertical_all[at[:, 0], at[:, 1]]
+        sx, sy, sz = ctx.steps(at[:, 0], at[:, 1])
         reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
         by_mode = in_reach_by_mode(sx, sy, reach, sz)
         # Per pair, which modes reach: bit j for modes[j].
@@ -449,50 +447,35 @@ class RealmsContext:
     # -- distances ------------------------------------------------------------------------
 
     @functools.cached_property
-    def steps_all(self) -> tuple[npt.NDArray[np.int64] | hexgrid.FootprintSteps,
-                                 npt.NDArray[np.int64]]:
-        """Grid steps between every two creatures' spaces, along x and y (hex grids: the
-        hexes between their nearest cells, as (n, 0)), all at once."""
-        n = len(self.cs)
+    def _hex_steps(self) -> hexgrid.FootprintSteps:
+        """Hexes between every two creatures' nearest cells, measured a column (a target)
+        at a time as read (geometry.hex)."""
+        assert self.hex is not None
+        cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
+        return hexgrid.FootprintSteps(self.hex, cells)
+
+    def steps(self, a: IntArray, t: IntArray) -> tuple[npt.NDArray[np.int64],
+                                                       npt.NDArray[np.int64],
+                                                       npt.NDArray[np.int64]]:
+        """Per pair (a[k], t[k]): grid steps between the two spaces along x and y (on a hex
+        grid the hexes between their nearest cells, and 0), and between their cubes
+        vertically (geometry.square). Only the pairs asked: a move asks for the mover's."""
         if self.hex is not None:
-            # Measured column by column as read (the targets' columns; geometry.hex).
-            cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
-            return hexgrid.FootprintSteps(self.hex, cells), np.zeros((n, n), dtype=np.int64)
-        boxes = np.array([space(c, self.grid) for c in self.cs], dtype=np.float64)
-        a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
-        sx, sy = grid_steps_many(boxes[a].reshape(-1, 4), boxes[t].reshape(-1, 4),
-                                 self.grid.size)
-        return sx.reshape(n, n), sy.reshape(n, n)
-
-    @functools.cached_property
-    def vertical_all(self) -> npt.NDArray[np.int64]:
-        """Vertical steps between every two creatures' cubes (geometry.square), all at once."""
-        n = len(self.cs)
-        side = np.array([vertical_side(c) for c in self.cs], dtype=np.float64)
-        a, t = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
-        return vertical_steps_many(self._elev[a], side[a], self._elev[t],
-                                   side[t]).reshape(n, n)
-
-    @functools.cached_property
-    def feet_all(self) -> npt.NDArray[np.int64]:
-        """Feet between every two creatures on a square grid (5/10 diagonals), in three
-        dimensions: a climb or a flight counts as on every other ruleset. On a hex grid
-        (5 ft a hex) the distances are read a column at a time: `feet_to`."""
-        sx, sy = self.steps_all
-        assert isinstance(sx, np.ndarray), "a hex grid's feet are read with feet_to"
-        return feet_many(sx, sy, self.vertical_all)
+            sx = np.asarray(self._hex_steps[a, t], dtype=np.int64)
+            sy = np.zeros(len(a), dtype=np.int64)
+        else:
+            boxes = self.tracer.boxes.reshape(-1, 4)
+            sx, sy = grid_steps_many(boxes[a], boxes[t], self.grid.size)
+        side = self.tracer.side
+        sz = vertical_steps_many(self._elev[a], side[a], self._elev[t], side[t])
+        return sx, sy, sz
 
     def feet_to(self, t: int) -> npt.NDArray[np.int64]:
-        """Feet between every creature and t (`feet_all`'s column t; on a hex grid only the
-        columns read are measured)."""
-        if self.hex is None:
-            column: npt.NDArray[np.int64] = self.feet_all[:, t]
-            return column
+        """Feet between every creature and t (5/10 diagonals on a square grid, 5 ft a hex),
+        in three dimensions: a climb or a flight counts as on every other ruleset."""
         if t not in self._feet_columns:
             n = len(self.cs)
-            self._feet_columns[t] = feet_many(self.steps_all[0][np.arange(n), t],
-                                              np.zeros(n, dtype=np.int64),
-                                              self.vertical_all[:, t])
+            self._feet_columns[t] = feet_many(*self.steps(np.arange(n), np.full(n, t)))
         return self._feet_columns[t]
 
     def feet(self, a: int, t: int) -> float:
@@ -544,8 +527,19 @@ class RealmsContext:
                 m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
             measures[key] = m
             self._seen[key] = False
-        if rest:
-            measures.update(zip(rest, self.covered_many(list(rest.values())), strict=True))
+        if not rest:
+            return
+        measures.update(zip(rest, self.covered_many(list(rest.values())), strict=True))
+        # Those at full cover are asked for a line of effect next (`_degrees`): asked here,
+        # the kernel's walk for one plain wall sealing them is not done twice (it was done
+        # above, on rings holding the lines' spaces; on a hex grid the exact test's rings
+        # are the hexes, which that walk did not look at).
+        full = [key for key in rest if measures[key].covered >= _FULL and key not in self._seen]
+        if full:
+            rows = np.array([rest[key] for key in full], dtype=np.intp)
+            seen = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, rows[:, 0],
+                                                 rows[:, 1], walked=self.hex is None)
+            self._seen.update(zip(full, seen.tolist(), strict=True))
 
     def sealed(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether one plain wall (or a run of them
