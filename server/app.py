@@ -63,6 +63,11 @@ RETRY_AFTER_S = 5
 #: own writer, which waits for the socket to drain (websockets' default high-water mark):
 #: a fan-out never queues more than one frame beyond it.
 FAN_OUT_BACKLOG = 2**15
+#: A reply larger than this (a large table's full set: 53 MB at 200 tokens) goes out as a
+#: fragmented message of pieces this size, one at a time as the socket drains: written
+#: whole, websockets copies it into one frame on the event loop (tens of ms a copy), and
+#: every other connection of the worker waits for that.
+FRAGMENT_BYTES = 2**20
 #: A Core call at least this long (a whole matrix: a first subscription, a scene's first
 #: annotations) is followed by a full garbage collection, and what survives it is frozen
 #: (gc.freeze), at most once per SETTLE_INTERVAL seconds. Measured with 100 tokens, 1,000
@@ -460,16 +465,16 @@ class App(Listener):
                 peer.busy = True
                 try:
                     while not peer.replies.empty():
-                        await peer.ws.send(peer.replies.get())
+                        await _send(peer.ws, peer.replies.get())
                     while peer.news:
                         scene = peer.news.pop()
                         frame = await self._core_sliced(
                             functools.partial(self.core.warm_delta, [conn], scene),
                             self.core.delta, conn, scene)
                         if frame is not None:
-                            await peer.ws.send(frame)
+                            await _send(peer.ws, frame)
                         while not peer.replies.empty():
-                            await peer.ws.send(peer.replies.get())
+                            await _send(peer.ws, peer.replies.get())
                 finally:
                     peer.busy = False
                 peer.idle.set()
@@ -479,6 +484,20 @@ class App(Listener):
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._ahead.shutdown(wait=False, cancel_futures=True)
+
+
+async def _send(ws: ServerConnection, frame: bytes | str) -> None:
+    """Send one frame's message, fragmented past FRAGMENT_BYTES (a client reads it as one
+    message: WebSocket fragments are reassembled before any application sees them). Only
+    a connection's writer sends this way: a fan-out's `broadcast` skips a connection with a
+    fragmented message under way, and never meets one (the writer holds it busy)."""
+    if len(frame) <= FRAGMENT_BYTES:
+        await ws.send(frame)
+    elif isinstance(frame, bytes):
+        view = memoryview(frame)
+        await ws.send(view[k:k + FRAGMENT_BYTES] for k in range(0, len(view), FRAGMENT_BYTES))
+    else:
+        await ws.send(frame[k:k + FRAGMENT_BYTES] for k in range(0, len(frame), FRAGMENT_BYTES))
 
 
 #: Seconds between the collections that walk the frozen heap too (at most one per this

@@ -77,9 +77,12 @@ from server.roles import WRITE_TYPES, WRITES, Access, Role, forbidden
 from server.store import Store
 from server.subscriptions import (
     EVERYTHING,
+    EncodedFullSet,
     Filter,
     Frames,
     Subscription,
+    Table,
+    encoding_full_set,
     full_set,
     open_subscription,
     refuse_too_large,
@@ -172,6 +175,9 @@ class Core:
         # Per scene, delta frames to its current state, shared by its subscribers
         # (server/subscriptions.py).
         self._deltas = Frames()
+        # Per connection, the full set of the subscription it sent last, encoded ahead of
+        # handling it (`warm_frame`); taken by `_subscribe`.
+        self._full_sets: dict[int, EncodedFullSet] = {}
         self._seeds = random.Random(seed)
         # Each token's air (drowning and suffocating), kept in the store.
         self.air = drowning.Air(self.store, self._seeds)
@@ -195,6 +201,7 @@ class Core:
 
     def disconnect(self, conn: int) -> None:
         self.connections.pop(conn, None)
+        self._full_sets.pop(conn, None)
 
     def preload(self, request: SceneLoad, keep_stored: bool = True) -> bool:
         """Install a scene without a client (the demo scene at start-up); with
@@ -546,6 +553,7 @@ class Core:
                 None if request.sides is None else frozenset(_SIDES[s]
                                                              for s in request.sides))
             yield from self.tables.warm_for(request.scene, request.lines, state.role.viewer, (flt,))
+            yield from self._full_set_ahead(state, request, isinstance(frame, bytes))
 
     def warm_delta(self, conns: Iterable[int], sid: str) -> Generator[None, None, None]:
         """`warm` for the deltas of these subscribers of scene `sid`: the pairs its
@@ -563,6 +571,7 @@ class Core:
         """A new subscription (server/subscriptions.py), or a new ask of this connection's
         subscription to the scene: its full set now, computed for the pairs it follows.
         A refused one leaves the connection's subscriptions as they were."""
+        ahead = self._full_sets.pop(state.id, None)
         scene = self._scene(request.scene)
         if (request.scene not in state.subscriptions
                 and len(state.subscriptions) >= LIMITS.max_subscriptions):
@@ -570,16 +579,46 @@ class Core:
                               f"$.scene: this connection has {len(state.subscriptions)} "
                               f"subscriptions, the limit is {LIMITS.max_subscriptions}",
                               path="$.scene")
+        sub, table = self._opened(state, request, binary)
+        frame = full_set(sub, request.scene, scene.revision, table,
+                         self._breath_visible(request.scene, sub.viewer), request.id, ahead)
+        state.subscriptions[request.scene] = sub
+        # The scene's focus follows its full set (none is sent while nobody set one).
+        return [Send(state.id, frame), *self._focus_news(request.scene, only=state.id)]
+
+    def _opened(self, state: Connection, request: Subscribe, binary: bool
+                ) -> tuple[Subscription, Table]:
+        """The subscription this request opens and the table its full set is taken from
+        (ClientError: its filter is refused)."""
         viewer = state.role.viewer
+        scene = self._scene(request.scene)
         _, geom = self.tables.view_key(request.scene, request.lines, viewer)
         sub = open_subscription(request, scene.id, scene.tokens, geom.creatures, viewer,
                                 binary, state.compact)
         table = self.tables.view_table(request.scene, request.lines, viewer, extra=(sub.filter,))
-        frame = full_set(sub, request.scene, scene.revision, table,
-                         self._breath_visible(request.scene, viewer), request.id)
-        state.subscriptions[request.scene] = sub
-        # The scene's focus follows its full set (none is sent while nobody set one).
-        return [Send(state.id, frame), *self._focus_news(request.scene, only=state.id)]
+        return sub, table
+
+    def _full_set_ahead(self, state: Connection, request: Subscribe, binary: bool
+                        ) -> Generator[None, None, None]:
+        """The full set this subscription will be sent, encoded now in steps (its table
+        just computed by `warm_frame`), kept for `receive`: a large one (119,400
+        annotations at 200 tokens) is 70 ms of the encoder in one call, longer than a
+        slice of any table. `receive` sends it if nothing it was made of changed
+        meanwhile, and builds it again otherwise."""
+        try:
+            sub, table = self._opened(state, request, binary)
+        except ClientError:
+            return  # refused when it is handled
+        air = self._breath_visible(request.scene, sub.viewer)
+        revision = self._scene(request.scene).revision
+        done = self._full_sets.get(state.id)
+        if done is not None and done.fits(sub, revision, table, air, request.id):
+            return  # (warm_frame is asked again after work done in steps)
+        # Installing the table just computed was a step's work of its own (the slices
+        # yield before it, not after).
+        yield
+        self._full_sets[state.id] = yield from encoding_full_set(
+            sub, request.scene, revision, table, air, request.id)
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)

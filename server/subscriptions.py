@@ -13,14 +13,14 @@ creature's id and side, or touches a socket.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from geometry.model import CreatureGeom
 from rulesets.base import AttackMode
 from server import focus as focusing
-from server.compact import encode_annotations
+from server.compact import encode_annotations, encoding_annotations
 from server.errors import ClientError, ErrorCode
 from server.messages import (
     LIMITS,
@@ -272,14 +272,67 @@ def view(table: Table, sub: Subscription) -> tuple[frozenset[Pair] | None,
 
 
 def full_set(sub: Subscription, sid: str, revision: int, table: Table,
-             air: dict[str, BreathOut], rid: Any) -> bytes | str:
-    """The `annotations` full set a new subscription starts from; it now holds it."""
-    sub.pairs, sub.sent = view(table, sub)
+             air: dict[str, BreathOut], rid: Any, ahead: EncodedFullSet | None = None
+             ) -> bytes | str:
+    """The `annotations` full set a new subscription starts from; it now holds it. `ahead`:
+    a full set encoded before the request was handled (`encoding_full_set`), sent as it is
+    when it is this very one (nothing it was made of changed meanwhile)."""
+    if ahead is not None and ahead.fits(sub, revision, table, air, rid):
+        sub.pairs, sub.sent, frame = ahead.pairs, ahead.sent, ahead.frame
+    else:
+        sub.pairs, sub.sent = view(table, sub)
+        frame = encode_annotations(_full_message(sid, revision, sub.sent, air, rid),
+                                   sub.binary, sub.compact)
     sub.source = table.source
     sub.revision = revision
     sub.breath_sent = air
-    msg = Annotations(sid, revision, True, list(sub.sent.values()), [], list(air.values()), rid)
-    return encode_annotations(msg, sub.binary, sub.compact)
+    return frame
+
+
+def _full_message(sid: str, revision: int, sent: Mapping[Key, AnnotationOut],
+                  air: dict[str, BreathOut], rid: Any) -> Annotations:
+    return Annotations(sid, revision, True, list(sent.values()), [], list(air.values()), rid)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedFullSet:
+    """A subscription's full set encoded ahead of its request (in steps, so that a large
+    one does not hold the server's worker in one call), with what it was made of."""
+
+    source: CacheKey
+    #: The table's entries it was taken from (a changed table is a new mapping).
+    entries: Mapping[Key, AnnotationOut]
+    revision: int
+    air: dict[str, BreathOut]
+    rid: Any
+    ask: tuple[Filter, frozenset[str], bool, bool]
+    pairs: frozenset[Pair] | None
+    sent: Mapping[Key, AnnotationOut]
+    frame: bytes | str
+
+    def fits(self, sub: Subscription, revision: int, table: Table,
+             air: dict[str, BreathOut], rid: Any) -> bool:
+        """Whether this is the full set `full_set` would build for these."""
+        return (self.entries is table.entries and self.source == table.source
+                and self.revision == revision and self.air == air
+                and type(self.rid) is type(rid) and self.rid == rid
+                and self.ask == _ask(sub))
+
+
+def _ask(sub: Subscription) -> tuple[Filter, frozenset[str], bool, bool]:
+    return sub.filter, sub.wants, sub.binary, sub.compact
+
+
+def encoding_full_set(sub: Subscription, sid: str, revision: int, table: Table,
+                      air: dict[str, BreathOut], rid: Any
+                      ) -> Generator[None, None, EncodedFullSet]:
+    """The full set `full_set` would send `sub`, encoded in steps (server/compact.py
+    `encoding_annotations`); `sub` is left as it was."""
+    pairs, sent = view(table, sub)
+    frame = yield from encoding_annotations(_full_message(sid, revision, sent, air, rid),
+                                            sub.binary, sub.compact)
+    return EncodedFullSet(table.source, table.entries, revision, air, rid, _ask(sub), pairs,
+                          sent, frame)
 
 
 def touched_since(table: Table, sub: Subscription) -> list[Key] | None:

@@ -97,17 +97,19 @@ def server_process(tmp_path: Path) -> Iterator[str]:
 
 def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_ms(
         server_process: str) -> None:
-    """A realms subscription to 100 tokens and 1,000 walls (seconds of geometry here:
-    9,900 pairs, a 12 MB full set) runs beside a player querying one pair of a small
-    scene. The player's queries while the table is computed come back within 100 ms of
-    the same query's median without it (measured first, in this run) at the 99th
-    percentile, and none later than 200 ms; before, the first query waited for the whole
-    table."""
+    """A realms subscription to 200 tokens and 1,000 walls (about a second of geometry
+    here: 39,800 pairs, a 53 MB full set) runs beside a player querying one pair of a
+    small scene. The player's queries while the table is computed, encoded and sent come
+    back within 100 ms of the same query's median without it (measured first, in this run)
+    at the 99th percentile, and none later than 200 ms; before, the first query waited for
+    the whole table, and later for the full set's encoding (70 ms in one call) and its
+    writing as one frame (p99 140-200 ms over the median)."""
     gm, heavy, light = (Peer(connect(server_process, max_size=None).__enter__())
                         for _ in range(3))
     for p in (gm, heavy, light):
         assert p.hello()["type"] == "welcome"
-    load: dict[str, Any] = {**generate(100, 1000, 1).message, "ruleset": "realms", "id": 1}
+    tokens = 200
+    load: dict[str, Any] = {**generate(tokens, 1000, 1).message, "ruleset": "realms", "id": 1}
     sid = load["scene"]["_id"]
     assert gm.request(load)["type"] == "ack"
     assert gm.request({"type": "scene.load", "id": 2, "scene": LIGHT})["type"] == "ack"
@@ -118,16 +120,17 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
     assert took, "the subscription was not answered"
     reply = msgpack.unpackb(frames[0])
     assert reply["type"] == "annotations" and reply["full"], reply.get("type")
-    assert len(reply["annotations"]) == 3 * 100 * 99
-    # The heavy request really was heavy, and the light one was asked all along.
-    assert took[0] > 1.0, took
+    assert len(reply["annotations"]) == 3 * tokens * (tokens - 1)
+    # The heavy request really was heavy (done in one go, it would hold every query
+    # several budgets long), and the light one was asked all along.
+    assert took[0] > 5 * BUDGET_S, took
     assert len(busy) >= 10, len(busy)
     worst = max(busy)
     p95 = sorted(busy)[int(0.95 * len(busy))]
     print(f"cover.query alone: median {quiet * 1000:.1f} ms; beside the subscription "
           f"({took[0]:.1f} s): median {statistics.median(busy) * 1000:.1f} ms, p95 "
           f"{p95 * 1000:.0f} ms, worst {worst * 1000:.0f} ms over {len(busy)} queries")
-    # The budget holds for 99 queries in 100 (the worst is printed: 65-77 ms over the
+    # The budget holds for 99 queries in 100 (the worst is printed: 39-46 ms over the
     # median in three quiet runs; a realms slice that meets dearer pairs than the last one
     # runs past its 25 ms, and the query waits for it). Before, every query waited for the
     # whole table.

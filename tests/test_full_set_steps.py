@@ -1,0 +1,200 @@
+"""A large full set is encoded and written in steps (issue 16's budget at 200 tokens).
+
+`server.compact.encoding_annotations` gives the very bytes `encode_annotations` gives, in
+both forms and both encodings, whatever the chunk size; the Core encodes a subscription's
+full set ahead of handling it (`warm_frame`, as the server's worker runs it), sends that
+frame when nothing changed meanwhile and a fresh one when something did; and the server
+writes a large frame as a fragmented message that a client reads whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from bench.scenes import generate
+from server import app, compact
+from server.compact import encode_annotations, encoding_annotations
+from server.messages import AnnotationOut, Annotations, BreathOut
+from server.session import Core, Send
+from tests.conftest import LiveServer, Peer
+
+HELLO = {"type": "hello", "protocol": 1, "client": "pytest"}
+
+
+def _run(steps: Generator[None, None, Any]) -> tuple[Any, int]:
+    """What a stepped computation returns, and how many times it yielded."""
+    count = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value, count
+        count += 1
+
+
+def _core(tokens: int = 24, walls: int = 60, ruleset: str = "pf2",
+          compact_form: bool = False) -> tuple[Core, int, str]:
+    core = Core()
+    conn = core.connect()
+    core.receive(conn, msgpack.packb({**HELLO, "compact": compact_form}))
+    load = {**generate(tokens, walls, 1).message, "ruleset": ruleset, "id": 1}
+    core.receive(conn, msgpack.packb(load))
+    return core, conn, load["scene"]["_id"]
+
+
+def _annotations() -> list[AnnotationOut]:
+    """Annotations of every mode, with lines, flankers and visible fractions among them:
+    a generated scene's (pf2) and the demo scene's (pf1)."""
+    out: list[AnnotationOut] = []
+    demo = json.loads((Path(__file__).parent.parent / "server/demo/demo.json").read_text())
+    for scene, ruleset in ((generate(24, 60, 1).message["scene"], "pf2"),
+                           (demo["scene"], "pf1")):
+        core = Core()
+        conn = core.connect()
+        core.receive(conn, msgpack.packb(HELLO))
+        core.receive(conn, msgpack.packb({"type": "scene.load", "id": 1, "scene": scene,
+                                          "ruleset": ruleset}))
+        core.receive(conn, msgpack.packb({"type": "subscribe", "id": 2, "lines": True,
+                                          "scene": scene["_id"]}))
+        out += core.tables.view_table(scene["_id"], True, False).entries.values()
+    return out
+
+
+ANNOTATIONS = _annotations()
+BREATH = [BreathOut("t1", 3, 5, False, False, False, 1, 12, 20)]
+
+
+@pytest.mark.parametrize("binary", [True, False])
+@pytest.mark.parametrize("compact_form", [True, False])
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 1000, 65_536])
+def test_encoding_in_steps_gives_the_same_bytes(binary: bool, compact_form: bool,
+                                                 count: int) -> None:
+    """Across msgpack's array and map headers (16 and 65,536 items), with chunks smaller
+    and larger than the message, with and without breath and a request id."""
+    items = (ANNOTATIONS * (count // len(ANNOTATIONS) + 1))[:count]
+    if count >= len(ANNOTATIONS):
+        assert any(a.flankers for a in items) and any(a.visible is not None for a in items)
+    for breath, rid in (([], None), (BREATH, 7), (BREATH, "req-é")):
+        message = Annotations("scene", 3, True, items, [], breath, rid)
+        want = encode_annotations(message, binary, compact_form)
+        for chunk in (1, 7, 16, 4096, 100_000):
+            if count > 1000 and chunk < 4096:
+                continue
+            got, steps = _run(encoding_annotations(message, binary, compact_form, chunk))
+            assert got == want, (breath, rid, chunk)
+            assert steps == (0 if count <= chunk else -(-count // chunk))
+
+
+def _subscribe_as_the_server_does(core: Core, conn: int, frame: bytes) -> tuple[bytes, int]:
+    """`warm_frame` until it has no more work (asked again after work done in steps, as
+    server/app.py's `_core_sliced` does), then `receive`: the frame sent, and the steps."""
+    steps = 0
+    while True:
+        _, done = _run(core.warm_frame(conn, frame))
+        steps += done
+        if not done:
+            break
+    (sent, *_) = core.receive(conn, frame)
+    assert isinstance(sent, Send) and isinstance(sent.frame, bytes)
+    return sent.frame, steps
+
+
+@pytest.mark.parametrize("compact_form", [False, True])
+def test_a_full_set_encoded_ahead_is_the_frame_receive_alone_sends(
+        compact_form: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compact, "ENCODE_CHUNK", 50)
+    frames = []
+    for ahead in (True, False):
+        core, conn, sid = _core(compact_form=compact_form)
+        frame = msgpack.packb({"type": "subscribe", "id": 2, "scene": sid})
+        if ahead:
+            got, steps = _subscribe_as_the_server_does(core, conn, frame)
+            assert steps > 10  # the table in slices, the full set in chunks of 50
+            assert not core._full_sets  # taken
+        else:
+            (sent, *_) = core.receive(conn, frame)
+            assert isinstance(sent, Send) and isinstance(sent.frame, bytes)
+            got = sent.frame
+        frames.append(got)
+    assert frames[0] == frames[1]
+    assert len(msgpack.unpackb(frames[0])["annotations"]) == 3 * 24 * 23
+
+
+def test_a_full_set_encoded_ahead_is_not_sent_once_the_scene_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change between the full set's encoding and the request's handling (another
+    connection's, served between two steps): the subscriber gets the scene as it is."""
+    monkeypatch.setattr(compact, "ENCODE_CHUNK", 50)
+    core, conn, sid = _core()
+    gm = core.connect()
+    core.receive(gm, msgpack.packb(HELLO))
+    frame = msgpack.packb({"type": "subscribe", "id": 2, "scene": sid})
+    _, steps = _run(core.warm_frame(conn, frame))
+    assert steps > 1 and conn in core._full_sets
+    token = generate(24, 60, 1).message["scene"]["tokens"][0]
+    core.receive(gm, msgpack.packb({"type": "token.update", "scene": sid, "id": 3,
+                                    "tokens": [{"_id": token["_id"], "x": token["x"] + 100}]}))
+    (sent, *_) = core.receive(conn, frame)
+    assert isinstance(sent, Send) and isinstance(sent.frame, bytes)
+    got = msgpack.unpackb(sent.frame)
+    assert got["revision"] == core.scenes[sid].revision == 2
+    fresh, fresh_conn, _ = _core()
+    fresh.receive(fresh_conn, msgpack.packb({"type": "token.update", "scene": sid, "id": 3,
+                                             "tokens": [{"_id": token["_id"],
+                                                         "x": token["x"] + 100}]}))
+    (want, *_) = fresh.receive(fresh_conn, frame)
+    assert isinstance(want, Send)
+    assert sent.frame == want.frame
+
+
+class _Socket:
+    """What `server.app._send` hands websockets: each message, its fragments listed."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def send(self, message: Any) -> None:
+        self.sent.append(message if isinstance(message, (bytes, str)) else
+                         [bytes(m) if isinstance(m, memoryview) else m for m in message])
+
+
+@pytest.mark.parametrize("frame", [b"\x01" * (2**20 * 5 // 2), "é" * (2**20 * 5 // 2)])
+def test_a_large_frame_is_written_in_fragments(frame: bytes | str) -> None:
+    ws = _Socket()
+    asyncio.run(app._send(ws, frame))  # type: ignore[arg-type]
+    (pieces,) = ws.sent
+    assert [len(p) for p in pieces] == [2**20, 2**20, 2**19]
+    joined = b"".join(pieces) if isinstance(frame, bytes) else "".join(pieces)
+    assert joined == frame
+    asyncio.run(app._send(ws, frame[:2**20]))  # type: ignore[arg-type]
+    assert ws.sent[-1] == frame[:2**20]  # one frame, as it is
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_a_large_full_set_reaches_the_client_as_one_message(live_server: LiveServer,
+                                                            binary: bool) -> None:
+    """A full set of several MB (fragmented by the server) decodes whole, in msgpack and
+    in JSON."""
+    gm = Peer.open(live_server.url)
+    assert gm.hello()["type"] == "welcome"
+    load = {**generate(60, 100, 1).message, "id": 1}
+    assert gm.request(load)["type"] == "ack"
+    request = {"type": "subscribe", "id": 2, "scene": load["scene"]["_id"]}
+    if binary:
+        gm.send(request)
+    else:
+        gm.send_raw(json.dumps(request))
+    frame = gm.ws.recv(60)
+    assert isinstance(frame, bytes if binary else str)
+    assert len(frame) > 2 * app.FRAGMENT_BYTES
+    reply = msgpack.unpackb(frame) if isinstance(frame, bytes) else json.loads(frame)
+    assert reply["type"] == "annotations" and reply["full"] and reply["id"] == 2
+    assert len(reply["annotations"]) == 3 * 60 * 59
+    gm.close()
