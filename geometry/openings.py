@@ -732,13 +732,17 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     wholly (`kernel.sealed_blocks`, step 2 above): every line from one to the other is
     stopped, at any height, from either end. None with no plain wall. Pairs are taken by
     their rings' numbers of corners (a hex creature's are 6 to a dozen), so no pair's lines
-    are padded to the largest creature's."""
+    are padded to the largest creature's. A wall that separates two rings separates them
+    both ways: each unordered pair is tested once."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
         return None
-    sealed = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
-        return sealed
+        return np.zeros(0, dtype=bool)
+    n = len(rings)
+    keys, back = np.unique(np.minimum(a, t) * n + np.maximum(a, t), return_inverse=True)
+    a, t = keys // n, keys % n
+    sealed = np.zeros(len(a), dtype=bool)
     width = int(corners.max()) + 1
     if len(a) <= SEAL_ONE_CALL:
         # Few pairs (a move's): one call, padded to their largest rings, costs less than
@@ -758,7 +762,8 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
         got[near] &= ~_overlap(ra[near], rt[near])
         sealed[rows] = got
-    return sealed
+    out: BoolArray = sealed[back.reshape(-1)]
+    return out
 
 
 def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
