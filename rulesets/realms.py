@@ -193,27 +193,35 @@ class Realms(Ruleset):
         centres = ctx.centres
         no_penalty: tuple[int, tuple[str, ...]] = (0, ())
         # One outcome per mode for each distinct combination of a pair's facts, shared by
-        # the annotations that have it (most pairs of a scene of rooms are at full cover).
-        outcomes: dict[tuple[Any, ...], list[_Outcome]] = {}
+        # the annotations that have it (most pairs of a scene of rooms are at full cover),
+        # with what each mode's annotation reads of it.
+        outcomes: dict[tuple[Any, ...], list[tuple[AttackMode, _Outcome]]] = {}
+        # Most pairs share a handful of covered fractions (full cover above all).
+        visibles: dict[float, float] = {}
         for k, (a, t) in enumerate(idx):
             m = measures[k]
             degree = degrees[k]
             penalty = ctx.obscurement(centres[a], centres[t]) if ctx.obscuring else no_penalty
             # Whether others stand near a target at three-quarters cover (friendly fire).
             crowded = degree is Degree.THREE_QUARTERS and ctx.others_near(a, t)
-            visible = round(1.0 - m.covered, 6)
+            visible = visibles.get(m.covered)
+            if visible is None:
+                visible = visibles[m.covered] = round(1.0 - m.covered, 6)
             key = (degree, penalty, reach_l[k], adjacent[k], crowded)
             per_mode = outcomes.get(key)
             if per_mode is None:
                 per_mode = outcomes[key] = [
-                    self._outcome(mode, degree, penalty, bool(reach_l[k] >> j & 1),
-                                  adjacent[k], crowded) for j, mode in enumerate(modes)]
-            for mode, o in zip(modes, per_mode, strict=True):
-                traced = None
-                if lines:
-                    traced = (TracedLine(m.origin, centres[t], o.full, m.walls, (),
-                                         tuple(sorted({*m.regions, *penalty[1]}))),)
-                out.append(Annotation(ids[a], ids[t], mode, not o.full, degree, o.modifiers,
+                    (mode, self._outcome(mode, degree, penalty, bool(reach_l[k] >> j & 1),
+                                         adjacent[k], crowded)) for j, mode in enumerate(modes)]
+            aid, tid = ids[a], ids[t]
+            if not lines:
+                out += [Annotation(aid, tid, mode, not o.full, degree, o.modifiers, o.flags, (),
+                                   None, visible) for mode, o in per_mode]
+                continue
+            for mode, o in per_mode:
+                traced = (TracedLine(m.origin, centres[t], o.full, m.walls, (),
+                                     tuple(sorted({*m.regions, *penalty[1]}))),)
+                out.append(Annotation(aid, tid, mode, not o.full, degree, o.modifiers,
                                       o.flags, (), traced, visible))
         return out
 
