@@ -29,7 +29,7 @@ import functools
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -493,11 +493,20 @@ async def _send(ws: ServerConnection, frame: bytes | str) -> None:
     fragmented message under way, and never meets one (the writer holds it busy)."""
     if len(frame) <= FRAGMENT_BYTES:
         await ws.send(frame)
-    elif isinstance(frame, bytes):
-        view = memoryview(frame)
-        await ws.send(view[k:k + FRAGMENT_BYTES] for k in range(0, len(view), FRAGMENT_BYTES))
     else:
-        await ws.send(frame[k:k + FRAGMENT_BYTES] for k in range(0, len(frame), FRAGMENT_BYTES))
+        await ws.send(_pieces(frame))
+
+
+async def _pieces(frame: bytes | str) -> AsyncIterator[bytes | memoryview | str]:
+    """The frame in FRAGMENT_BYTES pieces, the event loop let run between two of them:
+    websockets waits for the socket only past its high-water mark, and a reader that keeps
+    up would otherwise have the whole frame copied out in one go, every other connection
+    of the worker waiting."""
+    data: bytes | memoryview | str = memoryview(frame) if isinstance(frame, bytes) else frame
+    for k in range(0, len(data), FRAGMENT_BYTES):
+        if k:
+            await asyncio.sleep(0)
+        yield data[k:k + FRAGMENT_BYTES]
 
 
 #: Seconds between the collections that walk the frozen heap too (at most one per this

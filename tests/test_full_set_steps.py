@@ -155,24 +155,45 @@ def test_a_full_set_encoded_ahead_is_not_sent_once_the_scene_changed(
 
 
 class _Socket:
-    """What `server.app._send` hands websockets: each message, its fragments listed."""
+    """What `server.app._send` hands websockets: each message, its fragments listed, and in
+    `events` each piece as it is taken, among the ticks of another task."""
 
     def __init__(self) -> None:
         self.sent: list[Any] = []
+        self.events: list[str] = []
 
     async def send(self, message: Any) -> None:
-        self.sent.append(message if isinstance(message, (bytes, str)) else
-                         [bytes(m) if isinstance(m, memoryview) else m for m in message])
+        if isinstance(message, (bytes, str)):
+            self.sent.append(message)
+            return
+        pieces = []
+        async for m in message:
+            self.events.append("piece")
+            pieces.append(bytes(m) if isinstance(m, memoryview) else m)
+        self.sent.append(pieces)
 
 
 @pytest.mark.parametrize("frame", [b"\x01" * (2**20 * 5 // 2), "é" * (2**20 * 5 // 2)])
 def test_a_large_frame_is_written_in_fragments(frame: bytes | str) -> None:
+    """Pieces of FRAGMENT_BYTES, the event loop running other tasks between two (a socket
+    whose reader keeps up never makes websockets wait)."""
     ws = _Socket()
-    asyncio.run(app._send(ws, frame))  # type: ignore[arg-type]
+
+    async def both() -> None:
+        async def ticker() -> None:
+            for _ in range(10):
+                ws.events.append("tick")
+                await asyncio.sleep(0)
+
+        await asyncio.gather(app._send(ws, frame), ticker())  # type: ignore[arg-type]
+
+    asyncio.run(both())
     (pieces,) = ws.sent
     assert [len(p) for p in pieces] == [2**20, 2**20, 2**19]
     joined = b"".join(pieces) if isinstance(frame, bytes) else "".join(pieces)
     assert joined == frame
+    between = "".join("p" if e == "piece" else "t" for e in ws.events)
+    assert "ptp" in between.replace("tt", "t"), between
     asyncio.run(app._send(ws, frame[:2**20]))  # type: ignore[arg-type]
     assert ws.sent[-1] == frame[:2**20]  # one frame, as it is
 
