@@ -28,7 +28,7 @@ from geometry.templates import Template, TemplateKind
 from rulesets import REGISTRY
 from rulesets.base import AttackMode, Flag
 from server import ahead as ahead_reading
-from server import drowning, friendly_fire
+from server import compact, drowning, friendly_fire
 from server import focus as focusing
 from server import scene as scenes
 from server.changes import SceneChanges
@@ -600,15 +600,18 @@ class Core:
 
     def _full_set_ahead(self, state: Connection, request: Subscribe, binary: bool
                         ) -> Generator[None, None, None]:
-        """The full set this subscription will be sent, encoded now in steps (its table
-        just computed by `warm_frame`), kept for `receive`: a large one (119,400
-        annotations at 200 tokens) is 70 ms of the encoder in one call, longer than a
-        slice of any table. `receive` sends it if nothing it was made of changed
-        meanwhile, and builds it again otherwise."""
+        """The full set this subscription will be sent, if it may be larger than a step of
+        the encoder (server/compact.py), encoded now in steps (its table just computed by
+        `warm_frame`), kept for `receive`: a large one (119,400 annotations at 200 tokens)
+        is 70 ms of the encoder in one call, longer than a slice of any table. `receive`
+        sends it if nothing it was made of changed meanwhile, and builds it again
+        otherwise."""
         try:
             sub, table = self._opened(state, request, binary)
         except ClientError:
             return  # refused when it is handled
+        if len(table.entries) <= compact.ENCODE_CHUNK:
+            return  # one step of the encoder, in `receive`
         air = self._breath_visible(request.scene, sub.viewer)
         revision = self._scene(request.scene).revision
         done = self._full_sets.get(state.id)

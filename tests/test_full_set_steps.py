@@ -127,6 +127,18 @@ def test_a_full_set_encoded_ahead_is_the_frame_receive_alone_sends(
     assert len(msgpack.unpackb(frames[0])["annotations"]) == 3 * 24 * 23
 
 
+def test_a_small_full_set_is_encoded_in_receive_only() -> None:
+    """A table that fits in one step of the encoder costs the subscription no trip of
+    its own: nothing is encoded ahead of the request."""
+    core, conn, sid = _core()
+    frame = msgpack.packb({"type": "subscribe", "id": 2, "scene": sid})
+    _run(core.warm_frame(conn, frame))  # the table, in slices
+    assert not core._full_sets
+    assert _run(core.warm_frame(conn, frame)) == (None, 0)
+    (sent, *_) = core.receive(conn, frame)
+    assert isinstance(sent, Send) and msgpack.unpackb(sent.frame)["full"]
+
+
 def test_a_full_set_encoded_ahead_is_not_sent_once_the_scene_changed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A change between the full set's encoding and the request's handling (another
