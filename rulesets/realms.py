@@ -529,37 +529,18 @@ class RealmsContext:
         if not todo:
             return
         sealed = self.sealed(np.array(list(todo.values()), dtype=np.intp).reshape(-1, 2))
-        # Wholly in one plain wall's shadow from every viewpoint: the measure a batch gives,
-        # from the attacker's first viewpoint (one per attacker, shared); and no line of
-        # effect at all.
+        # Wholly in one plain wall's shadow from every viewpoint, and no line of effect at
+        # all.
         shut: dict[int, Measure] = {}
-        rest: dict[CreaturePair, tuple[int, int]] = {}
-        for (key, (a, t)), closed in zip(todo.items(), sealed.tolist(), strict=True):
-            if not closed:
-                rest[key] = (a, t)
-                continue
-            m = shut.get(a)
-            if m is None:
-                x, y = self.viewpoints[a][0]
-                m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
-            measures[key] = m
-            self._seen[key] = False
+        rest, closed = self._at_full_cover(todo, sealed.tolist(), shut)
+        self._seen.update(dict.fromkeys(closed, False))
         if not rest:
             return
         # Then from each viewpoint on its own (its lines to the target's corners): a pair
         # may be hidden from every viewpoint, yet see its target from another part of the
         # attacker's space (asked below, as for every pair at full cover).
         hidden = self.hidden_from_viewpoints(np.array(list(rest.values()), dtype=np.intp))
-        left = {}
-        for (key, (a, t)), dark in zip(rest.items(), hidden.tolist(), strict=True):
-            if not dark:
-                left[key] = (a, t)
-                continue
-            m = shut.get(a)
-            if m is None:
-                x, y = self.viewpoints[a][0]
-                m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
-            measures[key] = m
+        left, _ = self._at_full_cover(rest, hidden.tolist(), shut)
         if left:
             measures.update(zip(left, self.covered_many(list(left.values())), strict=True))
         # Those at full cover are asked for a line of effect next (`_degrees`): asked here,
@@ -572,6 +553,26 @@ class RealmsContext:
             seen = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, rows[:, 0],
                                                  rows[:, 1], walked=self.hex is None)
             self._seen.update(zip(full, seen.tolist(), strict=True))
+
+    def _at_full_cover(self, pairs: dict[CreaturePair, tuple[int, int]], full: list[bool],
+                       shut: dict[int, Measure]
+                       ) -> tuple[dict[CreaturePair, tuple[int, int]], list[CreaturePair]]:
+        """Of these pairs, those `full` are measured at full cover now: the measure a batch
+        gives, from the attacker's first viewpoint (one per attacker, shared in `shut`).
+        Returns the others, and the keys of those measured."""
+        rest: dict[CreaturePair, tuple[int, int]] = {}
+        done: list[CreaturePair] = []
+        for (key, (a, t)), at_full in zip(pairs.items(), full, strict=True):
+            if not at_full:
+                rest[key] = (a, t)
+                continue
+            m = shut.get(a)
+            if m is None:
+                x, y = self.viewpoints[a][0]
+                m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
+            self._measures[key] = m
+            done.append(key)
+        return rest, done
 
     def sealed(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether one plain wall (or a run of them
