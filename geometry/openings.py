@@ -742,6 +742,10 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     n = len(rings)
     keys, back = np.unique(np.minimum(a, t) * n + np.maximum(a, t), return_inverse=True)
     a, t = keys // n, keys % n
+    # Either way round: the ring with more corners first, so that pairs of two sizes make
+    # one group, not two.
+    flip = corners[a] < corners[t]
+    a, t = np.where(flip, t, a), np.where(flip, a, t)
     sealed = np.zeros(len(a), dtype=bool)
     width = int(corners.max()) + 1
     if len(a) <= SEAL_ONE_CALL:
