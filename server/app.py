@@ -64,9 +64,9 @@ RETRY_AFTER_S = 5
 #: a fan-out never queues more than one frame beyond it.
 FAN_OUT_BACKLOG = 2**15
 #: A reply larger than this (a large table's full set: 53 MB at 200 tokens) goes out as a
-#: fragmented message of pieces this size, one at a time as the socket drains: written
-#: whole, websockets copies it into one frame on the event loop (tens of ms a copy), and
-#: every other connection of the worker waits for that.
+#: fragmented message of pieces this size, the event loop running between two of them
+#: (`_send`): written whole, websockets copies it into one frame on the event loop (tens of
+#: ms a copy), and every other connection of the worker waits for that.
 FRAGMENT_BYTES = 2**20
 #: A Core call at least this long (a whole matrix: a first subscription, a scene's first
 #: annotations) is followed by a full garbage collection, and what survives it is frozen
