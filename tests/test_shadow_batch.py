@@ -192,6 +192,25 @@ def test_realms_equals_its_reference_on_benchmark_scenes(seed: int, dressed: boo
     _realms_same(geom, RealmsOptions(low_cover_near_attacker=True))
 
 
+def test_realms_visible_fraction_is_each_pairs_own() -> None:
+    """Each annotation's `visible` is 1 minus its own pair's covered fraction, measured
+    pair by pair (the reference's measure): the annotations loop shares outcomes between
+    pairs of one degree, never their fractions. The reference runs the same loop, so the
+    equality tests above cannot tell."""
+    geom = _scene(30, 200, 1, True)
+    options = RealmsOptions()
+    realms._MEASURES.clear()
+    anns = Realms().evaluate(geom, options)
+    ctx = realms.RealmsContext(geom, options, reference=True)
+    seen: set[tuple[Any, float | None]] = set()
+    for ann in anns:
+        m = ctx.best_measure(ctx.index[ann.attacker], ctx.index[ann.target], named=False)
+        assert ann.visible == round(1.0 - m.covered, 6), ann
+        seen.add((ann.cover, ann.visible))
+    # Pairs of one degree with different fractions, so a fraction shared by degree shows.
+    assert len(seen) > len({cover for cover, _ in seen}) + 3
+
+
 @pytest.mark.parametrize("kind", HEX_KINDS)
 def test_realms_equals_its_reference_on_hex_layouts(kind: Any) -> None:
     _realms_same(on_hex(_scene(24, 150, 2, True), kind, 2), RealmsOptions())
