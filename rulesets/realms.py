@@ -17,7 +17,7 @@ import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 import msgspec
 import numpy as np
@@ -175,8 +175,6 @@ class Realms(Ruleset):
         idx = pair_indices(len(scene.creatures), ctx.index, pairs)
         if not idx:
             return []
-        if not lines:
-            ctx.measure_pairs(idx)
         at = np.array(idx, dtype=np.intp)
         sx, sy, sz = ctx.steps(at[:, 0], at[:, 1])
         reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
@@ -187,7 +185,8 @@ class Realms(Ruleset):
         reach_l = reach_bits.tolist()
         adjacent = (np.maximum(np.maximum(sx, sy), sz) <= 1).tolist()
         out = []
-        measures = [ctx.best_measure(a, t, named=lines) for a, t in idx]
+        measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
+                    else ctx.measures_of(idx))
         degrees = self._degrees(ctx, at, measures)
         ids = [c.id for c in ctx.cs]
         centres = ctx.centres
@@ -311,9 +310,7 @@ class Realms(Ruleset):
                 if a != t and (ids[a], ids[t]) not in pairs]
         if not todo:
             return pairs
-        ctx.measure_pairs(todo)
-        degrees = self._degrees(ctx, np.array(todo, dtype=np.intp),
-                                [ctx.best_measure(a, t, named=False) for a, t in todo])
+        degrees = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
         return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
                         if d is Degree.THREE_QUARTERS}
 
@@ -514,6 +511,22 @@ class RealmsContext:
         if found is None or (named and not found.named):
             found = self._measures[key] = self._best_measure(a, t)
         return found
+
+    def measures_of(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
+        """`best_measure` of each pair, without names: those not measured yet are measured
+        all at once (`measure_pairs`), the others read back."""
+        if self.reference:
+            return [self.best_measure(a, t, named=False) for a, t in pairs]
+        number = self.number.__getitem__
+        keys = list(zip(map(number, [a for a, _ in pairs]), map(number, [t for _, t in pairs]),
+                        strict=True))
+        got: list[Measure | None] = list(map(self._measures.get, keys))
+        missing = [k for k, m in enumerate(got) if m is None]
+        if missing:
+            self.measure_pairs([pairs[k] for k in missing])
+            for k in missing:
+                got[k] = self._measures[keys[k]]
+        return cast(list[Measure], got)
 
     def measure_pairs(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Measure the covered fraction of every pair not measured yet, all at once
