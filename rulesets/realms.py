@@ -231,13 +231,14 @@ class Realms(Ruleset):
         line of effect through an opening from elsewhere in the attacker's space
         (geometry.openings), is three-quarters."""
         covered = np.array([m.covered for m in measures], dtype=np.float64)
-        # The first threshold each covered fraction reaches (none: the last entry).
+        # The first threshold each covered fraction reaches (none: the last entry), as
+        # `degree_of` reads them.
         ladder = [d for _, d in self.THRESHOLDS] + [Degree.NONE]
         step = np.full(len(covered), len(self.THRESHOLDS), dtype=np.intp)
         for k in range(len(self.THRESHOLDS) - 1, -1, -1):
             step[covered >= self.THRESHOLDS[k][0]] = k
         degrees = list(map(ladder.__getitem__, step.tolist()))
-        full = np.flatnonzero(step == 0) if ladder[0] is Degree.TOTAL else np.empty(0, np.intp)
+        full = np.flatnonzero(np.array([d is Degree.TOTAL for d in ladder])[step])
         for k in full[ctx.lines_of_effect(at[full])].tolist():
             degrees[k] = Degree.THREE_QUARTERS
         floors = [c.cover_floor for c in ctx.cs]
