@@ -827,13 +827,20 @@ class CornerEngine:
                                                   t[r[li]], np.ones(len(li), dtype=bool))
                 flat = ~tr.wall_banded[w]
                 keep = facing & flat & ((solid & ~tr.wall_limited[w]) | low_ok)
+                banded = np.flatnonzero(facing & ~flat)
+                if len(banded):
+                    # A band counting over the whole way casts the whole shadow, as a wall
+                    # without one does; one counting nowhere casts none. Only a stretch of
+                    # the way (creatures at different heights) truncates it.
+                    s0, s1 = self._band_stretches_many(a[r[banded]], t[r[banded]], w[banded])
+                    keep[banded[(s0 <= 0) & (s1 >= 1)]] = True
+                    part = banded[(s1 > s0) & ((s0 > 0) | (s1 < 1))]
+                    if len(part):
+                        banded_at = (r[part], w[part])
                 req.append(r[keep])
                 key.append(n_walls + w[keep])
                 segs.append(tr.wall_xy[w[keep]])
                 groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
-                banded = facing & ~flat
-                if banded.any():
-                    banded_at = (r[banded], w[banded])
         shading = [k for k, kind in enumerate(tr.region_kind)
                    if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
         for order, k in enumerate(shading):
@@ -954,6 +961,20 @@ class CornerEngine:
                              ) -> tuple[IntArray, IntArray, npt.NDArray[np.object_]]:
         """`_banded_shadows` for row-paired (attacker, target, request, wall) rows: the
         requests and walls that cast one, and the shadows."""
+        s0, s1 = self._band_stretches_many(a, t, walls)
+        some = s1 > s0
+        xy = self.tracer.wall_xy[walls[some]]
+        rs = r[some]
+        shadows = truncated_shadows(p[rs], xy[:, 0:2], xy[:, 2:4], s0[some], s1[some],
+                                    reach[rs])
+        return rs, walls[some], shadows
+
+    def _band_stretches_many(self, a: IntArray, t: IntArray, walls: IntArray
+                             ) -> tuple[FloatArray, FloatArray]:
+        """For row-paired (attacker, target, wall with a height band) rows: the stretch
+        [s0, s1] of the way from the attacker where the wall's shadow counts
+        (`_banded_shadows`); none where s1 <= s0, the wall's whole shadow where it is
+        [0, 1]."""
         tr = self.tracer
         ea, ha = self._elev[a], self._tall[a]
         et, ht = self._elev[t], self._tall[t]
@@ -978,12 +999,7 @@ class CornerEngine:
         meets_counts = (solid_code & ~by_height & ~limited) | (low & active)
         s0 = np.where(meets_counts, m0, s0)
         s1 = np.where(meets_counts, m1, s1)
-        some = s1 > s0
-        xy = tr.wall_xy[walls[some]]
-        rs = r[some]
-        shadows = truncated_shadows(p[rs], xy[:, 0:2], xy[:, 2:4], s0[some], s1[some],
-                                    reach[rs])
-        return rs, walls[some], shadows
+        return s0, s1
 
 
     def _region_on(self, k: int, box: Box) -> shapely.Geometry:
