@@ -18,6 +18,12 @@ sockets and no NATS (server/mesh.py moves the messages). The rules they keep:
 - When a scene changes owner, every front process sends the new owner, for each of its
   clients, the subscriptions it held there (a full set comes back: the new owner knows
   nothing of what the old one sent) and the requests still unanswered, in their order.
+- A request is sent until it is answered. Core NATS delivers at most once: a message on
+  its way when a NATS node dies, or an answer published while the front is reconnecting,
+  is lost. A front sends a request that has no answer after RESEND_S again (same rid);
+  the owner hands a copy of a request it is still handling nothing, and answers a copy of
+  one it answered with the answer it gave (`Requests`), so a copy never applies a change
+  twice.
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ FRONT_BEAT_S = 1.0
 FRONT_GONE_S = 10.0
 #: Changes between two snapshots of a scene (a new owner replays at most these).
 SNAPSHOT_EVERY = 100
+#: Seconds a front waits for a request's answer before it sends the request again.
+RESEND_S = 3.0
+#: Answers larger than this are not remembered by a scene's owner (a change's answer is an
+#: ack or an error, far smaller): a copy of their request is handled again.
+KEPT_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,7 @@ class Sessions:
         self.front = front
         self._sessions: dict[str, _Session] = {}
         self._pending: dict[str, Pending] = {}  # in the order sent
+        self._sent: dict[str, float] = {}  # rid -> when it was last sent
         self._answered: OrderedDict[str, None] = OrderedDict()
         # Each client request's session, until its answer is handed over (`in_order`).
         self._asker: dict[str, str] = {}
@@ -87,6 +99,7 @@ class Sessions:
         self._sessions.pop(session, None)
         for rid in [r for r, p in self._pending.items() if p.session == session]:
             del self._pending[rid]
+            self._sent.pop(rid, None)
         for rid in [r for r, s in self._asker.items() if s == session]:
             del self._asker[rid]
 
@@ -144,7 +157,19 @@ class Sessions:
         while len(self._answered) > REMEMBERED:
             self._answered.popitem(last=False)
         self._pending.pop(rid, None)
+        self._sent.pop(rid, None)
         return True
+
+    def sent(self, rid: str, now: float) -> None:
+        """Request `rid` was sent (again) at `now`."""
+        if rid in self._pending:
+            self._sent[rid] = now
+
+    def overdue(self, now: float) -> list[Pending]:
+        """The requests sent and not answered for RESEND_S, in the order they were made:
+        to send again (the message or its answer may have been lost)."""
+        return [p for p in self._pending.values()
+                if now - self._sent.get(p.rid, now) >= RESEND_S]
 
     def unanswered(self, scene: str) -> list[Pending]:
         return [p for p in self._pending.values() if p.scene == scene]
@@ -192,6 +217,38 @@ class Journal:
 
     def snapshot_due(self) -> bool:
         return self.since_snapshot >= SNAPSHOT_EVERY
+
+
+@dataclass(slots=True)
+class Requests:
+    """What a scene's owner knows of the requests it was sent, by rid: those queued or
+    being handled, and the answers it gave to changes (the last REMEMBERED, each up to
+    KEPT_ANSWER_BYTES; a logged change's answer is in the Journal too, which a new owner
+    reads back from the log). A front sends a request again when its answer is late."""
+
+    waiting: set[str] = field(default_factory=set)
+    answers: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+
+    def arrived(self, rid: str) -> bool:
+        """Request `rid` came: whether to queue it (False: a copy of one still waiting,
+        which is dropped: the first one's answer is on its way)."""
+        if rid in self.waiting:
+            return False
+        self.waiting.add(rid)
+        return True
+
+    def answer(self, rid: str) -> bytes | None:
+        """The answer request `rid` was given (None: none remembered)."""
+        return self.answers.get(rid)
+
+    def done(self, rid: str, answer: bytes | None) -> None:
+        """Request `rid` was handled; `answer` is what was sent for it (None: nothing,
+        or nothing to send again)."""
+        self.waiting.discard(rid)
+        if answer is not None and len(answer) <= KEPT_ANSWER_BYTES:
+            self.answers[rid] = answer
+            while len(self.answers) > REMEMBERED:
+                self.answers.popitem(last=False)
 
 
 class Liveness:

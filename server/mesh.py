@@ -25,6 +25,11 @@ scene (its request, rid and answer, on cc.log.T), CC_SNAP each scene's last snap
 cc.snap.T). An owner logs a change (waiting for JetStream's acknowledgement, with the log's
 last sequence it knows as a condition, so a deposed owner cannot write) before it answers.
 
+Delivery: plain NATS is at most once (a node that dies takes the messages on it along). A
+front sends a request unanswered for RESEND_S again, with its rid; the owner drops a copy of
+a request it is still handling and answers a copy of a change as it answered the first
+(server/cluster.py `Requests`, and the log's answers).
+
 Sizes: a message on cc.out and cc.delta larger than the server's `max_payload` (a full set
 of a large table runs to tens of MB) is sent in parts (`publish_parts`: header Cc-Part =
 id/index/count, in order from one connection) and joined by the front (`Parts`). The other
@@ -65,9 +70,11 @@ from server.cluster import (
     FRONT_BEAT_S,
     LEASE_S,
     RENEW_S,
+    RESEND_S,
     Journal,
     Liveness,
     Pending,
+    Requests,
     Sessions,
     silent_fronts,
     takeovers,
@@ -217,7 +224,9 @@ class _Owned:
     journal: Journal
     #: The lease's revision in CC_OWNERS when it was taken.
     lease: int
-    queue: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[list[Any]] = field(default_factory=asyncio.Queue)
+    #: The requests waiting here and the answers given, by rid (copies a front sent again).
+    requests: Requests = field(default_factory=Requests)
     task: asyncio.Task[None] | None = None
     sub: Any = None
     #: The last scene.focus frame (a snapshot keeps it: the focus has no revision).
@@ -463,14 +472,16 @@ class MeshWorker:
     async def _on_request(self, owned: _Owned, msg: Msg) -> None:
         if msg.reply:
             await msg.respond(b"")  # the receipt: the front knows the scene has an owner
-        owned.queue.put_nowait(msg.data)
+        request = unpack(msg.data)
+        if owned.requests.arrived(request[2]):
+            owned.queue.put_nowait(request)
 
     async def _serve(self, owned: _Owned) -> None:
         """The scene's requests, one at a time, in the order they came."""
         while True:
-            data = await owned.queue.get()
+            request = await owned.queue.get()
             try:
-                await self._handle(owned, data)
+                await self._handle(owned, request)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -489,17 +500,30 @@ class MeshWorker:
         self._where[conn] = (session, front)
         return conn
 
-    async def _handle(self, owned: _Owned, data: bytes) -> None:
-        session, front, rid, hello, frame = unpack(data)
-        known = owned.journal.answer(rid)
-        if known is not None:
-            await publish_parts(self.nc, f"cc.out.{front}", known)  # a change sent again
-            return
+    async def _handle(self, owned: _Owned, request: list[Any]) -> None:
+        """One request of the scene, answered to its front; what it was answered is
+        remembered for a copy of it (the front sends a request again when it is late)."""
+        rid, frame = request[2], request[4]
+        answer = None
+        try:
+            answer = await self._answered(owned, request)
+        finally:
+            # A change's answer is given again to a copy (a copy of a read, or of a
+            # subscription, is answered afresh: at the scene's revision then).
+            owned.requests.done(rid, answer if peek(frame).kind in _CHANGES else None)
+
+    async def _answered(self, owned: _Owned, request: list[Any]) -> bytes | None:
+        """Handle a request and publish its answer: the answer (None: none was sent)."""
+        session, front, rid, hello, frame = request
+        known = owned.journal.answer(rid) or owned.requests.answer(rid)
+        if known is not None:  # sent again: a logged change is not applied twice
+            await publish_parts(self.nc, f"cc.out.{front}", known)
+            return known
         conn = await self._conn(session, front, hello)
         if conn is None:
-            await publish_parts(self.nc, f"cc.out.{front}", pack(
-                [rid, [[session, "close", POLICY_VIOLATION, "access denied"]]]))
-            return
+            denied = pack([rid, [[session, "close", POLICY_VIOLATION, "access denied"]]])
+            await publish_parts(self.nc, f"cc.out.{front}", denied)
+            return denied
         kind = peek(frame).kind
         before = self.core.scenes.get(owned.sid)
         outputs: list[Output]
@@ -516,14 +540,14 @@ class MeshWorker:
                  and decode_frame(first.frame).get("type") == "ack")
         if first is not None and acked and not await self._log(owned, rid, frame, answer, before):
             if owned.lost:
-                return  # the new owner answers it
+                return None  # the new owner answers it
             binary = isinstance(frame, bytes)
             err = Error(ErrorCode.UNAVAILABLE.value, "the change log cannot be written "
                         "now; the change was not applied, try again later", None,
                         decode_frame(first.frame).get("id"))
-            await publish_parts(self.nc, f"cc.out.{front}", pack(
-                [rid, [[session, "send", encode(err, binary)]]]))
-            return
+            refused = pack([rid, [[session, "send", encode(err, binary)]]])
+            await publish_parts(self.nc, f"cc.out.{front}", refused)
+            return refused
         await publish_parts(self.nc, f"cc.out.{front}", answer)
         await self._push([o for o in outputs if o.conn != conn and not isinstance(o, Notify)])
         notified = [o.conn for o in outputs if isinstance(o, Notify)]
@@ -531,6 +555,7 @@ class MeshWorker:
             await self._deltas(owned, notified)
         if owned.journal.snapshot_due():
             await self._snapshot(owned)
+        return answer
 
     def _item(self, session: str, o: Output) -> list[Any]:
         if isinstance(o, Send):
@@ -687,12 +712,32 @@ class MeshFront(Listener):
         self._deltas: dict[str, Any] = {}
         self._moving: dict[str, asyncio.Task[None]] = {}
         self._beat: asyncio.Task[None] | None = None
+        self._again: asyncio.Task[None] | None = None
 
     async def setup(self) -> None:
         await self.nc.subscribe(f"cc.out.{self.id}", cb=self._on_out)
         await self.nc.subscribe("cc.owner.*", cb=self._on_owner)
         await self.nc.flush()
         self._beat = asyncio.create_task(self._beating())
+        self._again = asyncio.create_task(self._resending())
+
+    async def _resending(self) -> None:
+        """Requests without an answer for RESEND_S are sent again, in their order: NATS
+        may have lost them or their answer (a node died); the owner answers a copy once."""
+        while True:
+            await asyncio.sleep(RESEND_S / 4)
+            late = self.sessions.overdue(time.monotonic())
+            if late:
+                log.warning("%d requests without an answer for %g s: sent again", len(late),
+                            RESEND_S)
+            for p in late:
+                try:
+                    await self._send(p)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # NATS down: the next round tries again
+                    log.warning("a request could not be sent again (%s)", exc)
+                    break
 
     async def _beating(self) -> None:
         while True:
@@ -779,14 +824,19 @@ class MeshFront(Listener):
 
     async def _send(self, p: Pending) -> None:
         """A request to its scene's owner (found, or made by a claim, if it has none)."""
+        if not self.sessions.local(p.session):
+            return  # its client left
         tok = subject_token(p.scene)
         payload = pack([p.session, self.id, p.rid, self.sessions.hello(p.session), p.frame])
         for _ in range(100):
+            self.sessions.sent(p.rid, time.monotonic())
             try:
                 if await self._request(f"cc.req.{tok}", payload, RECEIPT_S) is not None:
                     return
             except nats.errors.TimeoutError:
-                return  # the owner has it, busy; or died: then its successor gets it again
+                # The owner has it, busy; or died (its successor gets it again); or NATS
+                # lost it: then it is sent again when its answer is late (_resending).
+                return
             claimed = await self._request("cc.claim", p.scene.encode(), 10.0)
             if claimed is None:
                 break  # no worker at all

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from server.cluster import (
     FRONT_GONE_S,
+    KEPT_ANSWER_BYTES,
     LEASE_S,
     REMEMBERED,
+    RESEND_S,
     Journal,
     Liveness,
+    Requests,
     Sessions,
     silent_fronts,
     takeovers,
@@ -82,6 +85,49 @@ def test_answers_remembered_are_bounded() -> None:
         assert s.answered(r)
     assert s.answered(rids[-1]) is False
     assert s.answered(rids[0]) is True  # forgotten long since: its answer is not held back
+
+
+def test_a_request_unanswered_for_resend_s_is_sent_again_until_answered() -> None:
+    """Core NATS may lose a request or its answer: what was sent and not answered for
+    RESEND_S is due again, in the order the client made it; an answered one never is, and
+    one not sent yet (its first send under way) is not either."""
+    s = Sessions("f")
+    c = s.open("hello")
+    a = s.request(c, "x", "token.update", b"a")
+    b = s.request(c, "y", "scene.get", b"b")
+    n = s.request(c, "x", "scene.get", b"n")  # made, not sent yet
+    s.sent(b.rid, 10.0)
+    s.sent(a.rid, 11.0)
+    assert s.overdue(10.0 + RESEND_S - 0.01) == []
+    assert s.overdue(11.0 + RESEND_S) == [a, b]
+    s.sent(a.rid, 20.0)
+    s.sent(b.rid, 20.0)
+    assert s.answered(a.rid)
+    assert s.overdue(20.0 + RESEND_S) == [b]
+    s.sent(a.rid, 30.0)  # a late send of an answered request is not remembered
+    assert s.overdue(40.0) == [b]
+    assert n not in s.overdue(99.0)
+    s.close(c)
+    assert s.overdue(99.0) == []
+
+
+def test_an_owner_drops_a_copy_of_a_waiting_request_and_answers_a_late_one_again() -> None:
+    r = Requests()
+    assert r.arrived("f.1") is True
+    assert r.arrived("f.1") is False  # the first one's answer is on its way
+    assert r.answer("f.1") is None
+    r.done("f.1", b"refused")
+    assert r.answer("f.1") == b"refused"
+    assert r.arrived("f.1") is True  # queued: _handle answers it from `answer`
+    r.done("f.1", b"refused")
+    r.done("f.2", None)  # a read: nothing kept, a copy is handled afresh
+    assert r.answer("f.2") is None
+    r.done("f.3", b"x" * (KEPT_ANSWER_BYTES + 1))
+    assert r.answer("f.3") is None
+    for k in range(REMEMBERED + 5):
+        r.done(f"g.{k}", b"ack")
+    assert len(r.answers) == REMEMBERED and r.answer("g.0") is None
+    assert r.waiting == set()
 
 
 def test_a_logged_change_is_answered_from_the_log() -> None:

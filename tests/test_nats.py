@@ -263,6 +263,134 @@ def test_a_nats_node_killed_and_restarted_loses_nothing(deployment: Deployment) 
     deployment.replace(victim)
 
 
+class _Owner:
+    """The test as a scene's owner on NATS (the scene has no worker): it hands each
+    request's receipt, keeps what it was sent, and answers the copies it is told to."""
+
+    def __init__(self, url: str, scene: str, answer_from: int) -> None:
+        import threading
+
+        from server.routing import subject_token
+
+        self.tok = subject_token(scene)
+        self.answer_from = answer_from  # answer the copies from this one on (1: the first)
+        self.got: list[list[Any]] = []
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.nc = asyncio.run_coroutine_threadsafe(self._start(url, ready), self.loop).result(20)
+
+    async def _start(self, url: str, ready: Any) -> Any:
+        import msgpack
+        import nats as nats_py
+
+        nc = await nats_py.connect(url.split(","))
+
+        async def on(msg: Any) -> None:
+            await msg.respond(b"")
+            request = msgpack.unpackb(msg.data, raw=False)
+            self.got.append(request)
+            if len(self.got) >= self.answer_from:
+                session, front, rid, _, frame = request
+                body = {"type": "scene", "id": "q", "revision": len(self.got), "scene": {}}
+                out = msgpack.packb(body) if isinstance(frame, bytes) else json.dumps(body)
+                await nc.publish(f"cc.out.{front}", msgpack.packb(
+                    [rid, [[session, "send", out]]], use_bin_type=True))
+
+        await nc.subscribe(f"cc.req.{self.tok}", cb=on)
+        await nc.flush()
+        return nc
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.nc.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def test_a_request_whose_answer_was_lost_is_sent_again_until_answered(
+        deployment: Deployment) -> None:
+    """Core NATS delivers at most once: an answer published while a front reconnects (a
+    node died) is lost. The front sends a request unanswered for RESEND_S again, with its
+    rid, and stops once it is answered; its client gets one answer."""
+    from server.cluster import RESEND_S
+
+    owner = _Owner(deployment.cluster.url, "s-lost-answer", answer_from=2)
+    try:
+        gm = deployment.peer(0)
+        t0 = time.monotonic()
+        reply = gm.request({"type": "scene.get", "scene": "s-lost-answer", "id": "q"})
+        took = time.monotonic() - t0
+        assert reply["type"] == "scene" and reply["revision"] == 2, reply
+        assert RESEND_S <= took < 2 * RESEND_S, took
+        time.sleep(2 * RESEND_S)  # answered: not sent again
+        assert len(owner.got) == 2
+        assert owner.got[0] == owner.got[1]  # the same request, rid and all
+        with pytest.raises(TimeoutError):
+            gm.recv(timeout=0.5)  # and one answer only
+        gm.close()
+    finally:
+        owner.close()
+
+
+def test_a_copy_of_a_refused_change_gets_the_same_refusal(deployment: Deployment) -> None:
+    """A front sends a request again when its answer is late; the owner must not apply a
+    copy of a change it refused (its client was told, and may have tried otherwise since):
+    a copy of an update of a token that did not exist yet is refused again, not applied
+    to the token made meanwhile. A copy of an applied change is answered from the log."""
+    import msgpack
+    import nats as nats_py
+
+    from server.routing import subject_token
+
+    sid = "s-copies"
+    gm = deployment.peer(0)
+    assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
+    hello = msgpack.packb({"type": "hello", "protocol": 1, "client": "pytest"})
+
+    async def play() -> list[dict[str, Any]]:
+        nc = await nats_py.connect(deployment.cluster.url.split(","))
+        answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        async def out(msg: Any) -> None:
+            _, items = msgpack.unpackb(msg.data, raw=False)
+            for item in items:
+                await answers.put(msgpack.unpackb(item[2], raw=False))
+
+        await nc.subscribe("cc.out.fake", cb=out)
+        got = []
+        for rid, frame in [
+                ("fake.1", {"type": "token.update", "scene": sid, "id": "u",
+                            "tokens": [{"id": "t9", "x": 5}]}),
+                ("fake.2", {"type": "token.create", "scene": sid, "id": "c",
+                            "tokens": [{"id": "t9", "x": 0, "y": 0}]}),
+                ("fake.1", None),  # the copy of the refused update
+                ("fake.3", {"type": "token.update", "scene": sid, "id": "v",
+                            "tokens": [{"id": "t9", "x": 7}]}),
+                ("fake.3", None)]:  # the copy of an applied one
+            sent = frame or next(f for r, f in sent_frames if r == rid)
+            if frame is not None:
+                sent_frames.append((rid, frame))
+            await nc.request(f"cc.req.{subject_token(sid)}", msgpack.packb(
+                ["fake.s", "fake", rid, hello, msgpack.packb(sent)], use_bin_type=True),
+                timeout=5)
+            got.append(await asyncio.wait_for(answers.get(), 10))
+        await nc.close()
+        return got
+
+    sent_frames: list[tuple[str, dict[str, Any]]] = []
+    got = asyncio.run(play())
+    assert got[0]["type"] == "error", got[0]
+    assert got[1]["type"] == "ack", got[1]
+    assert got[2] == got[0]  # refused again: not applied to the token made since
+    assert got[3]["type"] == "ack" and got[4] == got[3]
+    scene = gm.request({"type": "scene.get", "scene": sid, "id": "g"})
+    assert scene["revision"] == got[3]["revision"]
+    t9 = next(t for t in scene["scene"]["tokens"] if t["id"] == "t9")
+    assert t9["x"] == 7
+    gm.close()
+
+
 def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
     """A text client gets text; a frame naming no scene is refused as by one server."""
     ws = connect(f"ws://127.0.0.1:{deployment.fronts[1].port()}").__enter__()
