@@ -622,6 +622,13 @@ class _Context:
         assert self._sample_valid is not None
         return self._sample_valid
 
+    @functools.cached_property
+    def sample_count(self) -> IntArray:
+        """Per creature, how many samples of its own it has (its first count - 1 slots,
+        and the last: its centre)."""
+        out: IntArray = self.sample_valid.sum(axis=1)
+        return out
+
     def _valid_lines(self, a: IntArray, t: IntArray) -> BoolArray:
         """Per pair and sample line (column p * P + q): both ends are samples of their own
         (lines from or to a repeated centre repeat the centre's own lines)."""
@@ -636,16 +643,6 @@ class _Context:
             pts = self.samples
             self._sample_box_arr = np.concatenate([pts.min(axis=1), pts.max(axis=1)], axis=1)
         return self._sample_box_arr
-
-    def _sample_lines(self, a: IntArray, t: IntArray) -> tuple[FloatArray, FloatArray]:
-        """The P * P lines between the samples of each a's space and t's space (25 on a
-        square grid), in `reference_rows`' order (a's sample p to t's sample q is line
-        p * P + q)."""
-        # np.take: numpy's fancy indexing of whole rows is many times slower.
-        p_pts, q_pts = np.take(self.samples, a, axis=0), np.take(self.samples, t, axis=0)
-        n_s = p_pts.shape[1]
-        return (np.repeat(p_pts, n_s, axis=1).reshape(-1, 2),
-                np.tile(q_pts, (1, n_s, 1)).reshape(-1, 2))
 
     def _covered(self, shut: IntArray, hits: LineHits, starts: FloatArray, ends: FloatArray,
                  a: IntArray, t: IntArray) -> BoolArray:
@@ -728,32 +725,46 @@ class _Context:
                 & (np.minimum(box[0][:, 1], box[1][:, 1]) <= np.maximum(w[:, 1], w[:, 3]))
                 & (np.maximum(box[0][:, 3], box[1][:, 3]) >= np.minimum(w[:, 1], w[:, 3])))
         cl, cw = cl[near], cw[near]
-        per = covered.shape[1]
-        step = max(1, _CHUNK_ROWS // per)
         xy = tr.wall_xy
-        # Hex samples padded with repeats of the centre: only the pair's own lines are tested.
-        padded = not self.sample_valid.all()
         width = self.samples.shape[1]
-        for c0 in range(0, len(cl), step):
-            pc, wc = cl[c0:c0 + step], cw[c0:c0 + step]
-            if padded:
-                k, line_col = np.nonzero(self._valid_lines(a[pc], t[pc]))
-                s = self.samples[a[pc[k]], line_col // width]
-                e = self.samples[t[pc[k]], line_col % width]
-                w, line_row = np.take(xy, wc[k], axis=0), pos[pc[k]]
-            else:
-                s, e = self._sample_lines(a[pc], t[pc])
+        # By the pairs' numbers of samples (one group on a square grid; on a hex grid a
+        # creature's samples are its footprint's corners, padded to the largest with
+        # repeats of its centre): each group's lines are its pairs' own, as one block.
+        na, nt = self.sample_count[a[cl]], self.sample_count[t[cl]]
+        kinds = na * (width + 1) + nt
+        for kind in np.unique(kinds).tolist():
+            ka, kt = divmod(kind, width + 1)
+            slots_a = np.r_[0:ka - 1, width - 1]
+            slots_t = np.r_[0:kt - 1, width - 1]
+            cols = (slots_a[:, None] * width + slots_t[None, :]).reshape(-1)
+            per = len(cols)
+            group = np.flatnonzero(kinds == kind)
+            step = max(1, _CHUNK_ROWS // per)
+            for c0 in range(0, len(group), step):
+                pc, wc = cl[group[c0:c0 + step]], cw[group[c0:c0 + step]]
+                n_e = len(pc)
+                sa = np.take(self.samples, a[pc], axis=0)[:, slots_a]
+                st = np.take(self.samples, t[pc], axis=0)[:, slots_t]
+                s = np.broadcast_to(sa[:, :, None, :], (n_e, ka, kt, 2)).reshape(-1, 2)
+                e = np.broadcast_to(st[:, None, :, :], (n_e, ka, kt, 2)).reshape(-1, 2)
                 w = np.repeat(np.take(xy, wc, axis=0), per, axis=0)
                 line_row = np.repeat(pos[pc], per)
-                line_col = np.tile(np.arange(per), len(pc))
-            lo, hi = np.minimum(s, e), np.maximum(s, e)
-            # The tracer's prune (kernel.iter_group_candidates), line by line.
-            near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
-                    & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
-                    & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
-                    & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
-            hit = near & kernel.cross_paired(s, e, w)
-            covered[line_row[hit], line_col[hit]] = True
+                line_col = np.tile(cols, n_e)
+                self._mark_crossed(covered, s, e, w, line_row, line_col)
+
+    @staticmethod
+    def _mark_crossed(covered: BoolArray, s: FloatArray, e: FloatArray, w: FloatArray,
+                      line_row: IntArray, line_col: IntArray) -> None:
+        """Mark covered[line_row[k], line_col[k]] where wall w[k] crosses line s[k] -> e[k]
+        (the kernel's test, after the tracer's box prune)."""
+        lo, hi = np.minimum(s, e), np.maximum(s, e)
+        # The tracer's prune (kernel.iter_group_candidates), line by line.
+        near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
+                & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
+                & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
+                & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
+        hit = near & kernel.cross_paired(s, e, w)
+        covered[line_row[hit], line_col[hit]] = True
 
     def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
                     cols: IntArray) -> BoolArray:
