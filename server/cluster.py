@@ -276,7 +276,12 @@ class Liveness:
 def takeovers(owners: dict[str, tuple[str, str, int]], me: str, live: Liveness,
               now: float) -> list[tuple[str, str, int]]:
     """Of the leases (subject token -> (owner, scene id, lease revision)), those another
-    worker holds and has stopped renewing: (token, scene id, revision) to try and take."""
+    worker holds and has stopped renewing: (token, scene id, revision) to try and take.
+    None while `me`'s own renewals do not show either: when JetStream stalls (a node died,
+    leaders being elected) every worker's renewals stop showing, so nobody is stale for
+    good reason, and taking scenes over would only bounce them between workers."""
+    if live.stale(me, now):
+        return []
     return [(tok, sid, rev) for tok, (worker, sid, rev) in owners.items()
             if worker != me and live.stale(worker, now)]
 

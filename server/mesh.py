@@ -94,6 +94,8 @@ SNAP = "CC_SNAP"
 WORKERS = "cc-workers"  # the queue group
 #: Seconds a front waits for a scene's owner to say it has the request.
 RECEIPT_S = 2.0
+#: Seconds a worker starting waits for JetStream to answer (leaders being elected).
+START_S = 60.0
 
 #: Requests that change a scene (logged before their ack); `scene.focus` too.
 _CHANGES = frozenset({"scene.load", "scene.unload", "token.create", "token.update",
@@ -259,16 +261,30 @@ class MeshWorker:
         self._tasks: list[asyncio.Task[None]] = []
         self._sys = 0
         self._fronts: dict[str, float] = {}  # front -> when last heard
+        self._turns: dict[str, asyncio.Lock] = {}
         self.stopping = False
 
     async def start(self) -> None:
-        self.kv_owners, self.kv_alive = await _ensure(self.js, self.replicas)
+        # JetStream may be electing leaders (a node just restarted, the cluster starting):
+        # its first answers are waited for, up to START_S.
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                self.kv_owners, self.kv_alive = await _ensure(self.js, self.replicas)
+                await self.kv_alive.put(self.me, b"1")
+                break
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError,
+                    nats.js.errors.NoStreamResponseError,
+                    nats.js.errors.ServiceUnavailableError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("JetStream does not answer yet (%s); trying again", exc)
+                await asyncio.sleep(0.5)
         self._sys = self.core.connect()
         token = self.core.access_token
         hello = {"type": "hello", "protocol": 1, "client": "covercast-worker",
                  **({"token": token} if token else {})}
         self.core.receive(self._sys, json.dumps(hello))
-        await self.kv_alive.put(self.me, b"1")
         self._tasks += [asyncio.create_task(self._renew()),
                         asyncio.create_task(self._watch(self.kv_alive, self._alive_entry)),
                         asyncio.create_task(self._watch(self.kv_owners, self._owner_entry)),
@@ -357,11 +373,22 @@ class MeshWorker:
                 if self.stopping:
                     return
                 was = self.owners.get(tok, ("?", sid, rev))[0]
-                with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError):
+                try:
                     new = await self.kv_owners.update(tok, pack([self.me, sid]), last=rev)
                     self.owners[tok] = (self.me, sid, new)
                     log.info("took over scene %r from %s", sid, was)
                     await self._own(tok, sid, new)
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    pass  # another worker took it first
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # JetStream stalled: a claim takes it up again
+                    log.warning("taking over scene %r failed (%s)", sid, exc)
+
+    def _current(self) -> bool:
+        """Whether this worker's own renewals show in its view of the liveness bucket (else
+        nobody's staleness means anything: `takeovers`)."""
+        return not self.live.stale(self.me, time.monotonic())
 
     async def _claim(self, sid: str) -> bool:
         """Take the lease of a scene nobody holds (or whose holder stopped renewing)."""
@@ -376,8 +403,8 @@ class MeshWorker:
             except nats.js.errors.KeyNotFoundError:
                 return False
             worker, _ = unpack(entry.value) if entry.value else (None, None)
-            if worker is not None and worker != self.me and not self.live.stale(
-                    worker, time.monotonic()):
+            if worker is not None and worker != self.me and (
+                    not self._current() or not self.live.stale(worker, time.monotonic())):
                 return False
             try:
                 lease = await self.kv_owners.update(tok, pack([self.me, sid]),
@@ -387,30 +414,39 @@ class MeshWorker:
         await self._own(tok, sid, lease)
         return True
 
+    def _turn(self, tok: str) -> asyncio.Lock:
+        """Scene tok's lock: taking it (a resume) and giving it up happen one at a time, so
+        a scene given up while it is being resumed is not left loaded, or replayed twice."""
+        lock = self._turns.get(tok)
+        if lock is None:
+            lock = self._turns[tok] = asyncio.Lock()
+        return lock
+
     async def _own(self, tok: str, sid: str, lease: int) -> None:
         """Resume a scene whose lease is ours: from its snapshot and log, then take its
         requests, then tell the fronts."""
-        if tok in self.owned:
-            return
-        journal = Journal()
-        owned = _Owned(sid, tok, journal, lease)
-        self.owned[tok] = owned
-        try:
-            await self._resume(owned)
-        except Exception:
-            self.owned.pop(tok, None)
-            raise
-        owned.task = asyncio.create_task(self._serve(owned))
-        owned.sub = await self.nc.subscribe(f"cc.req.{tok}", cb=functools.partial(
-            self._on_request, owned))
-        await self.nc.flush()
-        await self.nc.publish(f"cc.owner.{tok}", pack([self.me, sid]))
+        async with self._turn(tok):
+            if tok in self.owned:
+                return
+            journal = Journal()
+            owned = _Owned(sid, tok, journal, lease)
+            self.owned[tok] = owned
+            try:
+                await self._resume(owned)
+            except Exception:
+                if self.owned.get(tok) is owned:
+                    self.owned.pop(tok, None)
+                await self._unload(sid)
+                raise
+            owned.task = asyncio.create_task(self._serve(owned))
+            owned.sub = await self.nc.subscribe(f"cc.req.{tok}", cb=functools.partial(
+                self._on_request, owned))
+            await self.nc.flush()
+            await self.nc.publish(f"cc.owner.{tok}", pack([self.me, sid]))
 
     async def _resume(self, owned: _Owned) -> None:
         sid, tok = owned.sid, owned.tok
-        if sid in self.core.scenes:  # left from an earlier time as owner
-            await self.app._core(self.core.receive, self._sys, json.dumps(
-                {"type": "scene.unload", "scene": sid}))
+        await self._unload(sid)  # left from an earlier time as owner
         start = 0
         try:
             snap = await self.js.get_last_msg(SNAP, f"cc.snap.{tok}")
@@ -454,18 +490,27 @@ class MeshWorker:
                     log.error("a logged change does not apply again: %s", reply)
 
     async def _lose(self, tok: str) -> None:
-        owned = self.owned.pop(tok, None)
+        """Give scene tok up (its lease is another's, or could not be renewed)."""
+        owned = self.owned.get(tok)
         if owned is None:
             return
-        owned.lost = True
-        if owned.sub is not None:
-            with contextlib.suppress(Exception):
-                await owned.sub.unsubscribe()
-        if owned.task is not None:
-            owned.task.cancel()
-        if owned.sid in self.core.scenes:
+        owned.lost = True  # its serving stops at once, whatever waits for the lock
+        async with self._turn(tok):
+            if self.owned.get(tok) is not owned:
+                return
+            del self.owned[tok]
+            if owned.sub is not None:
+                with contextlib.suppress(Exception):
+                    await owned.sub.unsubscribe()
+            await self._unload(owned.sid)
+            # Last: this may be the task running this very call (a change not logged).
+            if owned.task is not None:
+                owned.task.cancel()
+
+    async def _unload(self, sid: str) -> None:
+        if sid in self.core.scenes:
             await self.app._core(self.core.receive, self._sys, json.dumps(
-                {"type": "scene.unload", "scene": owned.sid}))
+                {"type": "scene.unload", "scene": sid}))
 
     # -- requests ----------------------------------------------------------------------
 
@@ -480,6 +525,8 @@ class MeshWorker:
         """The scene's requests, one at a time, in the order they came."""
         while True:
             request = await owned.queue.get()
+            if owned.lost:
+                return  # the fronts send what waited here to the next owner
             try:
                 await self._handle(owned, request)
             except asyncio.CancelledError:

@@ -144,12 +144,27 @@ def test_a_lease_is_taken_over_only_when_its_worker_stops_renewing() -> None:
     live.heard("w2", 100.0)
     assert takeovers(owners, "me", live, 100.0 + LEASE_S / 2) == []
     live.heard("w2", 101.5)
+    live.heard("me", 101.9)  # its own renewals show (else it takes nothing over)
     assert takeovers(owners, "me", live, 100.0 + LEASE_S + 0.1) == [("t1", "arena", 5)]
     live.gone("w2")  # a clean stop: at once
     assert takeovers(owners, "me", live, 101.6) == [("t2", "other", 9)]
     # A worker never heard of ages from when this one started watching.
     assert not Liveness(started=50.0).stale("w9", 51.0)
     assert Liveness(started=50.0).stale("w9", 50.0 + LEASE_S + 0.1)
+
+
+def test_a_worker_whose_own_renewals_do_not_show_takes_nothing_over() -> None:
+    """JetStream stalls (a node died): neither worker's renewals come back through the
+    watch. Each would find the other stale and take its scenes, back and forth (seen: the
+    two workers swapped three scenes twice a second, and a scene was replayed while the
+    other unloaded it). A worker takes over only while its own renewals show."""
+    live = Liveness(started=0.0)
+    owners = {"tok": ("w2", "arena", 7)}
+    live.heard("w1", 10.0)
+    live.heard("w2", 10.0)
+    assert takeovers(owners, "w1", live, 10.0 + LEASE_S + 0.1) == []
+    live.heard("w1", 12.0)  # w1's renewals show again; w2's do not
+    assert takeovers(owners, "w1", live, 12.5) == [("tok", "arena", 7)]
 
 
 def test_the_clients_of_a_silent_front_are_forgotten() -> None:
