@@ -173,11 +173,17 @@ def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                         a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
                         t_tall: FloatArray, walked: bool = False,
+                        group: IntArray | None = None,
                         ) -> tuple[BoolArray, BoolArray]:
     """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
     two apart: the same lines are tried and read from either end). With `walked`, the
     kernel has already looked for a plain wall sealing each pair's corner lines (the corner
-    engine's trace, `LineHits.sealed`) and found none: that step is not repeated."""
+    engine's trace, `LineHits.sealed`) and found none: that step is not repeated.
+
+    `group`: per pair, the pair of spaces it is a part of (a hex of one creature and a hex
+    of another: `pairs_line_of_effect`). A group with a free line each way has line of
+    effect; its other pairs are then no longer searched, and may read False: read the
+    answers per group."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -189,6 +195,7 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         a2, b2 = np.where(w, b_ring, a_ring), np.where(w, a_ring, b_ring)
         a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
         t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
+        # (Without the groups: a swapped pair's two ways are its group's other two.)
         f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
         return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
@@ -217,7 +224,8 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     bi, wi = bi[keep], wi[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
-        free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest)
+        free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest,
+                                 None if group is None else group[todo])
         fwd[todo[rest[free_f]]] = True
         back[todo[rest[free_b]]] = True
     return fwd, back
@@ -509,12 +517,18 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
 
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
-            wi: IntArray, items: IntArray) -> tuple[BoolArray, BoolArray]:
+            wi: IntArray, items: IntArray, group: IntArray | None = None,
+            ) -> tuple[BoolArray, BoolArray]:
     """Per item in `items` (ascending): whether one of the lines tried
     (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
-    from b's."""
+    from b's. `group`: per item, its group (`line_of_effect_both`); the items of a group
+    with a free line each way are not searched further."""
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
+    if group is None:
+        group = np.arange(len(ar))
+    group_f = np.zeros(int(group.max()) + 1, dtype=bool)
+    group_b = np.zeros(len(group_f), dtype=bool)
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
     if len(li) == 0:
@@ -533,12 +547,15 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     rank = _ranks(li)
     lo = 0
     for hi in (*_ROUNDS, len(li)):
-        sel = np.flatnonzero((rank >= lo) & (rank < hi) & ~(free_f[li] & free_b[li]))
+        g = group[li]
+        sel = np.flatnonzero((rank >= lo) & (rank < hi) & ~(group_f[g] & group_b[g]))
         lo = hi
         if len(sel) == 0:
             continue
         _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], (sa, na, sb, nb),
              point_a, point_b, free_f, free_b)
+        group_f[group[free_f]] = True
+        group_b[group[free_b]] = True
     return free_f[items], free_b[items]
 
 
@@ -800,7 +817,8 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     else:
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
     fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
-                                   a_tall, tracer.elev[tt], tracer.tall[tt], walked)
+                                   a_tall, tracer.elev[tt], tracer.tall[tt], walked,
+                                   group=pair)
     seen_f = np.zeros(len(ua), dtype=bool)
     seen_b = np.zeros(len(ua), dtype=bool)
     seen_f[pair[fwd]] = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -194,3 +195,63 @@ def test_never_misses_a_free_line_and_proofs_agree(
     if len(bi):
         searched, _ = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
         assert bool(searched[0]) == got
+
+
+HEX = Grid(GridKind.HEXODDR, 100, 5.0, "ft")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 8), st.integers(-3, 8), st.integers(-3, 8),
+                          st.sampled_from(list(Direction))), min_size=1, max_size=8),
+       st.integers(0, 4), st.integers(0, 4))
+def test_big_hex_creatures_answer_as_the_pairs_of_their_hexes(
+        spec: list[tuple[int, int, int, Direction]], ya: int, yb: int) -> None:
+    """Two creatures of several hexes each, walls (some one-way) between them: the answer,
+    each way, is whether some pair of their hexes has a free line that way. The search
+    stops looking at a pair of creatures once it has a free line each way (`group`), so
+    this is what it must still give."""
+    walls = [_wall(k, (col * 100.0 + 7, lo * 100.0 + 3, col * 100.0 + 7, hi * 100.0 + 60),
+                   direction=d)
+             for k, (col, y0, y1, d) in enumerate(spec)
+             for lo, hi in [sorted((y0, y1))]]
+    cs = tuple(CreatureGeom(f"c{k}", x, y * 100.0, 3, 3, Size.HUGE, 5.0, 15.0, 0.0, 1, False)
+               for k, (x, y) in enumerate([(0.0, ya), (900.0, yb)]))
+    scene = SceneGeom(HEX, tuple(walls), cs, (), (), False)
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    assert sp.count.min() > 1
+    ra = np.repeat(np.arange(sp.first[0], sp.first[0] + sp.count[0]), sp.count[1])
+    rt = np.tile(np.arange(sp.first[1], sp.first[1] + sp.count[1]), sp.count[0])
+    n = len(ra)
+    f, b = openings.line_of_effect_both(
+        tr, sp.rings[ra], sp.rings[rt], np.full(n, tr.elev[0]), np.full(n, tr.tall[0]),
+        np.full(n, tr.elev[1]), np.full(n, tr.tall[1]))
+    got = openings.pairs_line_of_effect(tr, sp, np.array([0, 1]), np.array([1, 0]))
+    assert got.tolist() == [bool(f.any()), bool(b.any())]
+
+
+def test_a_group_is_searched_until_it_has_a_free_line_each_way(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two pairs of one group (as two hex pairs of two creatures): the first runs free
+    one way only, at once (a one-way wall); the second the other way only, through two
+    slits two pixels wide that few of its lines pass. The group sees both ways: the second
+    pair is still searched once the first is found free. (A first round of four lines per
+    pair: the second pair's free line is found in the next.)"""
+    monkeypatch.setattr(openings, "_ROUNDS", (4,))
+    walls = [_wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
+             _wall(1, (500, 2000, 500, 4400), direction=Direction.RIGHT),
+             (600, 2000, 600, 3219), (600, 3221, 600, 4400),
+             (800, 2000, 800, 3214), (800, 3216, 800, 4400)]
+    scene = _scene(walls, [(0, 200, 1), (1000, 200, 1), (0, 3200, 1), (1000, 3200, 1)])
+    tr = Tracer(scene)
+    rings = openings.spaces_of(tr, INSET_PX).rings
+    a, t = np.array([0, 2]), np.array([1, 3])
+    alone = [openings.line_of_effect_both(tr, rings[a[k:k + 1]], rings[t[k:k + 1]],
+                                          tr.elev[a[k:k + 1]], tr.tall[a[k:k + 1]],
+                                          tr.elev[t[k:k + 1]], tr.tall[t[k:k + 1]])
+             for k in range(2)]
+    ways = [(bool(f[0]), bool(b[0])) for f, b in alone]
+    assert sorted(ways) == [(False, True), (True, False)], ways
+    f, b = openings.line_of_effect_both(tr, rings[a], rings[t], tr.elev[a], tr.tall[a],
+                                        tr.elev[t], tr.tall[t], group=np.array([0, 0]))
+    assert f.any() and b.any()
