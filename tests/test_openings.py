@@ -238,7 +238,8 @@ def test_a_group_is_searched_until_it_has_a_free_line_each_way(
     pair is still searched once the first is found free. (A first round of four lines per
     pair: the second pair's free line is found in the next.)"""
     monkeypatch.setattr(openings, "_ROUNDS", (4,))
-    walls = [_wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
+    walls: list[tuple[float, float, float, float] | WallGeom] = [
+             _wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
              _wall(1, (500, 2000, 500, 4400), direction=Direction.RIGHT),
              (600, 2000, 600, 3219), (600, 3221, 600, 4400),
              (800, 2000, 800, 3214), (800, 3216, 800, 4400)]
