@@ -219,13 +219,14 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     if len(bi) == 0:
         fwd[todo] = back[todo] = True
         return fwd, back
-    sealed = _sealed(blk, ar, br, ext, bi, wi)
+    sealed, score = _sealed(blk, ar, br, ext, bi, wi)
     keep = ~sealed[bi]
     bi, wi = bi[keep], wi[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
         free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest,
-                                 None if group is None else group[todo])
+                                 None if group is None else group[todo],
+                                 _leaders(bi, score[keep]))
         fwd[todo[rest[free_f]]] = True
         back[todo[rest[free_b]]] = True
     return fwd, back
@@ -233,10 +234,12 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 
 def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
-            wi: IntArray) -> BoolArray:
+            wi: IntArray) -> tuple[BoolArray, IntArray]:
     """Per pair: walls near it (rows bi, wi, ascending by pair) that stop every line of the
     pair they cross, alone, separate its two spaces wholly: one crossing every line between
-    a corner of ring a and a corner of ring b, or a chain of them (`_chains`)."""
+    a corner of ring a and a corner of ring b, or a chain of them (`_chains`). And per
+    row, how many of those corner lines it crosses when it stops every line it crosses
+    (else -1)."""
     lo = np.minimum(ext[0], ext[2])[bi]
     hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
     with np.errstate(invalid="ignore"):
@@ -256,7 +259,28 @@ def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
     left = ~sealed[bi[sel]]
     if left.any():
         sealed |= _chains(ar, br, blk.xy, bi[sel[left]], wi[sel[left]], hits[left])
-    return sealed
+    # Each row's share of the pair's corner lines it crosses (-1: it does not stop every
+    # line it crosses), for `_leaders`.
+    score = np.full(len(bi), -1, dtype=np.intp)
+    score[sel] = hits.sum(axis=1)
+    return sealed, score
+
+
+#: Walls per pair tried first against its lines (`_leaders`).
+LEADERS = 2
+
+
+def _leaders(bi: IntArray, score: IntArray) -> BoolArray:
+    """Per row (pair bi, ascending): one of the LEADERS walls of its pair that stop every
+    line they cross and cross most of its corner lines. A pair with no free line has
+    hundreds of lines tried; most of them are stopped by one of these, which are tried
+    first, and only the lines they leave against all the pair's walls."""
+    order = np.lexsort((-score, bi))
+    first = np.searchsorted(bi[order], bi[order])
+    lead = np.zeros(len(bi), dtype=bool)
+    lead[order[(np.arange(len(bi)) - first) < LEADERS]] = True
+    out: BoolArray = lead & (score > 0)
+    return out
 
 
 def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: IntArray,
@@ -442,13 +466,13 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
     return item[new], pts[new]
 
 
-def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
-          normal: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per line p0 + t d and convex ring (row-paired, as its sides' starts and inward
-    normals, `_inward`): the interval of t inside the ring (empty when lo > hi)."""
-    a = normal[..., 0] * d[:, None, 0] + normal[..., 1] * d[:, None, 1]
-    rel = p0[:, None, :] - start
-    b = normal[..., 0] * rel[..., 0] + normal[..., 1] * rel[..., 1]
+def _clip(p0: FloatArray, d: FloatArray, normal: FloatArray,
+          offset: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per line p0 + t d and convex ring (row-paired, as its sides' inward normals and
+    offsets, `_sides`): the interval of t inside the ring (empty when lo > hi)."""
+    nx, ny = normal[..., 0], normal[..., 1]
+    a = nx * d[:, None, 0] + ny * d[:, None, 1]
+    b = nx * p0[:, None, 0] + ny * p0[:, None, 1] - offset
     # a t + b >= 0 on every side.
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = -b / a
@@ -457,6 +481,47 @@ def _clip(p0: FloatArray, d: FloatArray, start: FloatArray,
     outside = ((a == 0) & (b < 0)).any(axis=1)
     lo = np.where(outside, np.inf, lo)
     return lo, hi
+
+
+def _clip_boxes(p0: FloatArray, d: FloatArray,
+                box: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """`_clip` for rings that are boxes (x0, y0, x1, y1) with sides along the axes: the
+    interval of t with p0 + t d inside the box, borders included (empty when lo > hi)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx0 = (box[:, 0] - p0[:, 0]) / d[:, 0]
+        tx1 = (box[:, 2] - p0[:, 0]) / d[:, 0]
+        ty0 = (box[:, 1] - p0[:, 1]) / d[:, 1]
+        ty1 = (box[:, 3] - p0[:, 1]) / d[:, 1]
+    still_x, still_y = d[:, 0] == 0, d[:, 1] == 0
+    lo = np.maximum(np.where(still_x, -np.inf, np.minimum(tx0, tx1)),
+                    np.where(still_y, -np.inf, np.minimum(ty0, ty1)))
+    hi = np.minimum(np.where(still_x, np.inf, np.maximum(tx0, tx1)),
+                    np.where(still_y, np.inf, np.maximum(ty0, ty1)))
+    outside = (still_x & ((p0[:, 0] < box[:, 0]) | (p0[:, 0] > box[:, 2]))) | (
+        still_y & ((p0[:, 1] < box[:, 1]) | (p0[:, 1] > box[:, 3])))
+    return np.where(outside, np.inf, lo), hi
+
+
+def _as_boxes(ring: FloatArray) -> FloatArray | None:
+    """Rings (N, V, 2) as boxes (N, 4: x0, y0, x1, y1) when every one is a box of some
+    width and height with sides along the axes (a square grid's spaces); else None."""
+    if ring.shape[1] != 4 or len(ring) == 0:
+        return None
+    nxt = np.roll(ring, -1, axis=1)
+    if not ((ring[..., 0] == nxt[..., 0]) | (ring[..., 1] == nxt[..., 1])).all():
+        return None
+    lo, hi = ring.min(axis=1), ring.max(axis=1)
+    if not (hi > lo).all():
+        return None  # a point (an origin) or a segment: `_clip` reads it its own way
+    return np.concatenate([lo, hi], axis=1)
+
+
+def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per ring (N, V, 2): each side's inward normal and its offset (normal . start): a
+    point x is on the inner side of side v when normal . x >= offset."""
+    start, normal = _inward(ring)
+    offset: FloatArray = np.einsum("nvk,nvk->nv", normal, start)
+    return normal, offset
 
 
 def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: FloatArray,
@@ -518,11 +583,12 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
             wi: IntArray, items: IntArray, group: IntArray | None = None,
-            ) -> tuple[BoolArray, BoolArray]:
+            lead: BoolArray | None = None) -> tuple[BoolArray, BoolArray]:
     """Per item in `items` (ascending): whether one of the lines tried
     (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
     from b's. `group`: per item, its group (`line_of_effect_both`); the items of a group
-    with a free line each way are not searched further."""
+    with a free line each way are not searched further. `lead`: the rows tried first
+    (`_leaders`)."""
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
     if group is None:
@@ -533,8 +599,9 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
     if len(li) == 0:
         return free_f[items], free_b[items]
-    sa, na = _inward(ar)
-    sb, nb = _inward(br)
+    na, oa = _sides(ar)
+    nb, ob = _sides(br)
+    boxes = (_as_boxes(ar), _as_boxes(br))
     point_a, point_b = _degenerate(ar), _degenerate(br)
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
     # items still without a free line each way. An item with a free line usually has
@@ -552,8 +619,8 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
         lo = hi
         if len(sel) == 0:
             continue
-        _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], (sa, na, sb, nb),
-             point_a, point_b, free_f, free_b)
+        _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], (na, oa, nb, ob),
+             point_a, point_b, free_f, free_b, lead, boxes)
         group_f[group[free_f]] = True
         group_b[group[free_b]] = True
     return free_f[items], free_b[items]
@@ -562,14 +629,21 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
 def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
          bi: IntArray, wi: IntArray, li: IntArray, p0: FloatArray, p1: FloatArray,
          rings: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
-         point_a: BoolArray, point_b: BoolArray, free_f: BoolArray, free_b: BoolArray) -> None:
+         point_a: BoolArray, point_b: BoolArray, free_f: BoolArray, free_b: BoolArray,
+         lead: BoolArray | None = None,
+         boxes: tuple[FloatArray | None, FloatArray | None] = (None, None)) -> None:
     """Lines p0 -> p1 of items li: each one's stretch from ring a to ring b, tried against
     the walls; the items one of them runs free for marked in free_f (read from a's end)
-    and free_b (from b's)."""
-    sa, na, sb, nb = rings
+    and free_b (from b's). `lead`: rows (of bi, wi) that stop every line they cross, tried
+    first: the lines they stop are not tried against the others. `boxes`: rings a and b
+    as boxes when they are (`_as_boxes`), clipped by the axes."""
+    na, oa, nb, ob = rings  # each ring's sides (`_sides`)
     d = p1 - p0
-    a_lo, a_hi = _clip(p0, d, sa[li], na[li])
-    b_lo, b_hi = _clip(p0, d, sb[li], nb[li])
+    box_a, box_b = boxes
+    a_lo, a_hi = (_clip(p0, d, na[li], oa[li]) if box_a is None
+                  else _clip_boxes(p0, d, box_a[li]))
+    b_lo, b_hi = (_clip(p0, d, nb[li], ob[li]) if box_b is None
+                  else _clip_boxes(p0, d, box_b[li]))
     single = point_a[li]
     a_lo = np.where(single, 0.0, a_lo)
     a_hi = np.where(single, 0.0, a_hi)
@@ -588,9 +662,35 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
     li, p0, d = li[use], p0[use], d[use]
     starts = p0 + ta[:, None] * d
     ends = p0 + tb[:, None] * d
+    if lead is not None and lead.any():
+        # The leaders stop every line they cross, both ways: a plain crossing test.
+        stopped = _crossed(blk.xy, bi[lead], wi[lead], li, starts, ends, len(free_f))
+        left = np.flatnonzero(~stopped)
+        li, starts, ends = li[left], starts[left], ends[left]
     blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(free_f))
     free_f[li[~blocked_f]] = True
     free_b[li[~blocked_b]] = True
+
+
+def _expand(bi: IntArray, li: IntArray, n_items: int) -> tuple[IntArray, IntArray]:
+    """Every (line, row) of lines li (of items) against their items' rows (bi ascending):
+    the line's index and the row's."""
+    w_first = np.searchsorted(bi, np.arange(n_items))
+    per = np.searchsorted(bi, np.arange(n_items), side="right")[li] - w_first[li]
+    line = np.repeat(np.arange(len(li)), per)
+    within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    return line, w_first[li[line]] + within
+
+
+def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: FloatArray,
+             ends: FloatArray, n_items: int) -> BoolArray:
+    """Per line (of item li[k], starts[k] -> ends[k]): whether one of its item's rows
+    (bi ascending, wi) crosses it, by the crossing convention."""
+    line, row = _expand(bi, li, n_items)
+    out = np.zeros(len(li), dtype=bool)
+    hit = kernel.cross_paired(starts[line], ends[line], xy[wi[row]])
+    out[line[hit]] = True
+    return out
 
 
 #: Lines per item tried in the first rounds of `_search` (the rest in the last).

@@ -256,3 +256,30 @@ def test_a_group_is_searched_until_it_has_a_free_line_each_way(
     f, b = openings.line_of_effect_both(tr, rings[a], rings[t], tr.elev[a], tr.tall[a],
                                         tr.elev[t], tr.tall[t], group=np.array([0, 0]))
     assert f.any() and b.any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50), st.integers(1, 30),
+                          st.integers(1, 30), st.integers(-60, 60), st.integers(-60, 60),
+                          st.integers(-9, 9), st.integers(-9, 9)), min_size=1, max_size=20))
+def test_clipping_by_the_axes_is_clipping_by_the_sides(
+        rows: list[tuple[int, int, int, int, int, int, int, int]]) -> None:
+    """A square grid's spaces are boxes: the search clips its lines to them by the axes
+    (`_clip_boxes`), which must give the interval the general clip by the ring's sides
+    gives (`_clip`), empty or not, lines along a side included."""
+    boxes = np.array([[x, y, x + w, y + h] for x, y, w, h, *_ in rows], dtype=np.float64)
+    p0 = np.array([[px, py] for *_, px, py, _, _ in rows], dtype=np.float64)
+    d = np.array([[dx, dy] for *_, dx, dy in rows], dtype=np.float64)
+    keep = np.hypot(d[:, 0], d[:, 1]) > 0
+    boxes, p0, d = boxes[keep], p0[keep], d[keep]
+    if not len(boxes):
+        return
+    rings = openings.box_rings(boxes, 0.0)
+    as_boxes = openings._as_boxes(rings)
+    assert as_boxes is not None
+    normal, offset = openings._sides(rings)
+    lo, hi = openings._clip(p0, d, normal, offset)
+    blo, bhi = openings._clip_boxes(p0, d, as_boxes)
+    assert ((lo <= hi) == (blo <= bhi)).all()
+    inside = lo <= hi
+    assert np.allclose(lo[inside], blo[inside]) and np.allclose(hi[inside], bhi[inside])
