@@ -474,7 +474,7 @@ def _clip(p0: FloatArray, d: FloatArray, normal: FloatArray,
     a = nx * d[:, None, 0] + ny * d[:, None, 1]
     b = nx * p0[:, None, 0] + ny * p0[:, None, 1] - offset
     # a t + b >= 0 on every side.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = -b / a
     lo = np.where(a > 0, ratio, -np.inf).max(axis=1)
     hi = np.where(a < 0, ratio, np.inf).min(axis=1)
@@ -514,6 +514,41 @@ def _as_boxes(ring: FloatArray) -> FloatArray | None:
     if not (hi > lo).all():
         return None  # a point (an origin) or a segment: `_clip` reads it its own way
     return np.concatenate([lo, hi], axis=1)
+
+
+def _shared_sides(ring: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+    """When every ring (N, V, 2) has sides in the same V directions, in the same order (a
+    hex grid's hexes, each a hair inside): those sides' unit inward normals (V, 2), and
+    each ring's offsets along them (N, V); else None. A line is then clipped with one
+    small product per line, without gathering each ring's normals."""
+    if len(ring) == 0:
+        return None
+    _, normal = _inward(ring)
+    length = np.hypot(normal[..., 0], normal[..., 1])
+    if not (length > 0).all():
+        return None
+    unit = normal / length[..., None]
+    shared = unit[0]
+    # Rings of one layout are the same hexagon moved and inset: their sides turn by
+    # rounding only (a side off by 1e-9 rad moves by far less than EPSILON_PX).
+    if not (np.abs(unit - shared).max() < 1e-9):
+        return None
+    offset: FloatArray = np.einsum("vk,nvk->nv", shared, ring)
+    return shared, offset
+
+
+def _clip_shared(p0: FloatArray, d: FloatArray, normal: FloatArray,
+                 offset: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """`_clip` for rings with shared sides (`_shared_sides`): normal (V, 2), offset of
+    each line's ring (N, V)."""
+    a = d @ normal.T
+    b = p0 @ normal.T - offset
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = -b / a
+    lo = np.where(a > 0, ratio, -np.inf).max(axis=1)
+    hi = np.where(a < 0, ratio, np.inf).min(axis=1)
+    outside = ((a == 0) & (b < 0)).any(axis=1)
+    return np.where(outside, np.inf, lo), hi
 
 
 def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -602,6 +637,8 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     na, oa = _sides(ar)
     nb, ob = _sides(br)
     boxes = (_as_boxes(ar), _as_boxes(br))
+    shared = (_shared_sides(ar) if boxes[0] is None else None,
+              _shared_sides(br) if boxes[1] is None else None)
     point_a, point_b = _degenerate(ar), _degenerate(br)
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
     # items still without a free line each way. An item with a free line usually has
@@ -620,7 +657,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
         if len(sel) == 0:
             continue
         _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], (na, oa, nb, ob),
-             point_a, point_b, free_f, free_b, lead, boxes)
+             point_a, point_b, free_f, free_b, lead, boxes, shared)
         group_f[group[free_f]] = True
         group_b[group[free_b]] = True
     return free_f[items], free_b[items]
@@ -631,19 +668,19 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
          rings: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
          point_a: BoolArray, point_b: BoolArray, free_f: BoolArray, free_b: BoolArray,
          lead: BoolArray | None = None,
-         boxes: tuple[FloatArray | None, FloatArray | None] = (None, None)) -> None:
+         boxes: tuple[FloatArray | None, FloatArray | None] = (None, None),
+         shared: tuple[tuple[FloatArray, FloatArray] | None,
+                       tuple[FloatArray, FloatArray] | None] = (None, None)) -> None:
     """Lines p0 -> p1 of items li: each one's stretch from ring a to ring b, tried against
     the walls; the items one of them runs free for marked in free_f (read from a's end)
     and free_b (from b's). `lead`: rows (of bi, wi) that stop every line they cross, tried
     first: the lines they stop are not tried against the others. `boxes`: rings a and b
-    as boxes when they are (`_as_boxes`), clipped by the axes."""
+    as boxes when they are (`_as_boxes`), clipped by the axes; `shared`: else their sides
+    when all of a kind share their directions (`_shared_sides`)."""
     na, oa, nb, ob = rings  # each ring's sides (`_sides`)
     d = p1 - p0
-    box_a, box_b = boxes
-    a_lo, a_hi = (_clip(p0, d, na[li], oa[li]) if box_a is None
-                  else _clip_boxes(p0, d, box_a[li]))
-    b_lo, b_hi = (_clip(p0, d, nb[li], ob[li]) if box_b is None
-                  else _clip_boxes(p0, d, box_b[li]))
+    a_lo, a_hi = _clip_any(p0, d, li, (na, oa), boxes[0], shared[0])
+    b_lo, b_hi = _clip_any(p0, d, li, (nb, ob), boxes[1], shared[1])
     single = point_a[li]
     a_lo = np.where(single, 0.0, a_lo)
     a_hi = np.where(single, 0.0, a_hi)
@@ -670,6 +707,18 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
     blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(free_f))
     free_f[li[~blocked_f]] = True
     free_b[li[~blocked_b]] = True
+
+
+def _clip_any(p0: FloatArray, d: FloatArray, li: IntArray, sides: tuple[FloatArray, FloatArray],
+              boxes: FloatArray | None,
+              shared: tuple[FloatArray, FloatArray] | None) -> tuple[FloatArray, FloatArray]:
+    """Lines p0 + t d clipped to rings li: as boxes, by shared sides, or by each ring's
+    own sides (`_sides`), whichever the rings allow, fastest first."""
+    if boxes is not None:
+        return _clip_boxes(p0, d, boxes[li])
+    if shared is not None:
+        return _clip_shared(p0, d, shared[0], shared[1][li])
+    return _clip(p0, d, sides[0][li], sides[1][li])
 
 
 def _expand(bi: IntArray, li: IntArray, n_items: int) -> tuple[IntArray, IntArray]:

@@ -283,3 +283,36 @@ def test_clipping_by_the_axes_is_clipping_by_the_sides(
     assert ((lo <= hi) == (blo <= bhi)).all()
     inside = lo <= hi
     assert np.allclose(lo[inside], blo[inside]) and np.allclose(hi[inside], bhi[inside])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 3), st.lists(st.tuples(st.floats(-300, 900), st.floats(-300, 900),
+                                             st.floats(-1, 1), st.floats(-1, 1)),
+                                   min_size=1, max_size=30))
+def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
+        layout: int, lines: list[tuple[float, float, float, float]]) -> None:
+    """A hex grid's hexes, each a hair inside, share their sides' directions: the search
+    clips its lines to them by those shared sides (`_clip_shared`), as by each hex's own
+    (`_clip`)."""
+    kind = [GridKind.HEXODDR, GridKind.HEXEVENR, GridKind.HEXODDQ, GridKind.HEXEVENQ][layout]
+    cs = tuple(CreatureGeom(f"c{k}", x, y, w, w, Size.HUGE if w == 3 else Size.MEDIUM, 5.0,
+                            6.0, 0.0, 1, False)
+               for k, (x, y, w) in enumerate([(0.0, 0.0, 1), (300.0, 200.0, 3),
+                                              (600.0, 500.0, 2)]))
+    tr = Tracer(SceneGeom(Grid(kind, 100, 5.0, "ft"), (), cs, (), (), False))
+    rings = openings.spaces_of(tr, INSET_PX).rings
+    shared = openings._shared_sides(rings)
+    assert shared is not None
+    p0 = np.array([[x, y] for x, y, _, _ in lines])
+    d = np.array([[dx, dy] for _, _, dx, dy in lines])
+    keep = np.hypot(d[:, 0], d[:, 1]) > 1e-3
+    p0, d = p0[keep], d[keep]
+    li = np.arange(len(p0)) % len(rings)
+    normal, offset = openings._sides(rings)
+    lo, hi = openings._clip(p0, d, normal[li], offset[li])
+    slo, shi = openings._clip_shared(p0, d, shared[0], shared[1][li])
+    inside = lo <= hi - 1e-6
+    assert (slo <= shi)[inside].all()
+    assert np.allclose(lo[inside], slo[inside], rtol=0, atol=1e-6)
+    assert np.allclose(hi[inside], shi[inside], rtol=0, atol=1e-6)
+    assert not (slo <= shi - 1e-6)[lo > hi].any()
