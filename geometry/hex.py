@@ -611,6 +611,12 @@ def footprint(c: CreatureGeom, grid: Grid) -> Footprint:
     return _footprint(HexLayout.of(grid), c.x, c.y, c.width, c.height, c.shape)
 
 
+def footprint_at(layout: HexLayout, x: float, y: float, width: float, height: float,
+                 shape: int) -> Footprint:
+    """The footprint of a token at (x, y) of this size and shape (cached, as `footprint`)."""
+    return _footprint(layout, x, y, width, height, shape)
+
+
 def cells_on_segment(layout: HexLayout, p: tuple[float, float], q: tuple[float, float],
                      ) -> list[Cell]:
     """Every cell whose interior the segment p-q passes through, in order from p."""

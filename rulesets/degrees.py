@@ -305,6 +305,23 @@ class CoverDegrees(Ruleset):
         return hits
 
 
+@functools.lru_cache(maxsize=8192)
+def _hex_samples(layout: hexgrid.HexLayout, x: float, y: float, width: float, height: float,
+                 shape: int) -> FloatArray:
+    """A hex footprint's 'any part' samples: its corners, a hair inside, then its centre
+    (cached, as footprints are: a move changes one creature's, and every move builds the
+    scene's samples again). Read-only: shared by every snapshot."""
+    fp = hexgrid.footprint_at(layout, x, y, width, height, shape)
+    ring = np.asarray(fp.polygon.exterior.coords, dtype=np.float64)[:-1]
+    c = np.array(fp.centre)
+    d = c - ring
+    dist = np.hypot(d[:, 0], d[:, 1])[:, None]
+    moved = ring + d / np.maximum(dist, 1e-12) * np.minimum(INSET_PX, dist)
+    out: FloatArray = np.vstack([moved, c[None, :]])
+    out.flags.writeable = False
+    return out
+
+
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
@@ -413,13 +430,8 @@ class _Context:
         if self.hex is None:
             mine: FloatArray = self.samples[k]  # all creatures' at once (`samples`)
             return mine
-        fp = hexgrid.footprint(self.cs[k], self.grid)
-        ring = np.asarray(fp.polygon.exterior.coords, dtype=np.float64)[:-1]
-        c = np.array(fp.centre)
-        d = c - ring
-        dist = np.hypot(d[:, 0], d[:, 1])[:, None]
-        moved = ring + d / np.maximum(dist, 1e-12) * np.minimum(INSET_PX, dist)
-        return np.vstack([moved, c[None, :]])
+        c = self.cs[k]
+        return _hex_samples(self.hex, c.x, c.y, c.width, c.height, c.shape)
 
     def _blocked_roles(self, hits: LineHits, att: IntArray, tgt: IntArray, starts: FloatArray,
                        ends: FloatArray, origin: tuple[float, float] | None = None,
