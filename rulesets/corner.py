@@ -59,6 +59,8 @@ from rulesets.shadows import (
     hidden_areas,
     hulls,
     meeting,
+    near_edges,
+    open_ended,
     point_segment_distance,
     shadow_polygons,
     truncated_shadows,
@@ -834,9 +836,24 @@ class CornerEngine:
                     # the way (creatures at different heights) truncates it.
                     s0, s1 = self._band_stretches_many(a[r[banded]], t[r[banded]], w[banded])
                     keep[banded[(s0 <= 0) & (s1 >= 1)]] = True
-                    part = banded[(s1 > s0) & ((s0 > 0) | (s1 < 1))]
+                    cut = (s1 > s0) & ((s0 > 0) | (s1 < 1))
+                    part = banded[cut]
                     if len(part):
-                        banded_at = (r[part], w[part])
+                        # A truncated shadow with no far edge within reach is the plain
+                        # shadow of its near edge (the wall scaled from p by 1 / s1): it
+                        # takes the exact sum as that segment. Only the others are united.
+                        rp, xy = r[part], tr.wall_xy[w[part]]
+                        opened = open_ended(p[rp], xy[:, 0:2], xy[:, 2:4], s0[cut],
+                                            reach[rp])
+                        na, nb = near_edges(p[rp[opened]], xy[opened, 0:2], xy[opened, 2:4],
+                                            s1[cut][opened])
+                        req.append(rp[opened])
+                        key.append(n_walls + w[part[opened]])
+                        segs.append(np.concatenate([na, nb], axis=1))
+                        groups.append(np.full(int(opened.sum()), -1, dtype=np.intp))
+                        closed = part[~opened]
+                        if len(closed):
+                            banded_at = (r[closed], w[closed])
                 req.append(r[keep])
                 key.append(n_walls + w[keep])
                 segs.append(tr.wall_xy[w[keep]])

@@ -47,18 +47,19 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     return rings
 
 
-def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
-                      s1: FloatArray, reach: float | FloatArray) -> npt.NDArray[np.object_]:
-    """Polygons of the parts of the shadows segments a-b cast from p (one point, or one per
-    segment) that lie where the segment is crossed between s0 and s1 of the way from p
-    (0 < s1 <= 1): the points q whose line p-q crosses the segment at a fraction s of its
-    length in [s0, s1], between the segment scaled from p by 1 / s1 and by 1 / s0 (to
-    `reach`, one or one per segment, when s0 is 0 or the far edge lies beyond it)."""
-    p = np.broadcast_to(p, a.shape)
-    reach_each = np.broadcast_to(np.asarray(reach, dtype=np.float64).reshape(-1), (len(a),))
-    ua, ub = a - p, b - p
+def near_edges(p: FloatArray, a: FloatArray, b: FloatArray,
+               s1: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The near edge of each truncated shadow (`truncated_shadows`): segment a-b scaled from
+    p by 1 / s1. An open-ended one (`open_ended`) is this edge's whole shadow."""
     near = 1.0 / s1[:, None]
-    na, nb = p + ua * near, p + ub * near
+    return p + (a - p) * near, p + (b - p) * near
+
+
+def _open_ended(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+                reach: FloatArray) -> tuple[BoolArray, FloatArray]:
+    """Per truncated shadow: whether it reaches `reach` (no far edge before it), and its
+    far scale (1 / s0, capped)."""
+    ua = a - p
     # How far from p the segment passes: its scaled copy at 1 / s0 is beyond `reach` when
     # that distance times 1 / s0 is.
     d = b - a
@@ -70,7 +71,29 @@ def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArra
     # the wall's line, where the shadow has no area anyway.
     with np.errstate(divide="ignore", over="ignore"):
         far = np.minimum(np.where(s0 > 0, 1.0 / s0, np.inf), 1e6)
-    open_end = (s0 <= 0) | (far * gap >= reach_each)
+    open_end: BoolArray = (s0 <= 0) | (far * gap >= reach)
+    return open_end, far
+
+
+def open_ended(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+               reach: FloatArray) -> BoolArray:
+    """Per truncated shadow (`truncated_shadows`, p one per segment): whether it has no
+    far edge before `reach`, so that it is the plain shadow of its near edge (`near_edges`)."""
+    return _open_ended(p, a, b, s0, reach)[0]
+
+
+def truncated_shadows(p: FloatArray, a: FloatArray, b: FloatArray, s0: FloatArray,
+                      s1: FloatArray, reach: float | FloatArray) -> npt.NDArray[np.object_]:
+    """Polygons of the parts of the shadows segments a-b cast from p (one point, or one per
+    segment) that lie where the segment is crossed between s0 and s1 of the way from p
+    (0 < s1 <= 1): the points q whose line p-q crosses the segment at a fraction s of its
+    length in [s0, s1], between the segment scaled from p by 1 / s1 and by 1 / s0 (to
+    `reach`, one or one per segment, when s0 is 0 or the far edge lies beyond it)."""
+    p = np.broadcast_to(p, a.shape)
+    reach_each = np.broadcast_to(np.asarray(reach, dtype=np.float64).reshape(-1), (len(a),))
+    ua, ub = a - p, b - p
+    na, nb = near_edges(p, a, b, s1)
+    open_end, far = _open_ended(p, a, b, s0, reach_each)
     out = np.empty(len(a), dtype=object)
     if open_end.any():
         out[open_end] = shapely.polygons(shadow_polygons(
