@@ -272,18 +272,21 @@ class Liveness:
         last = self._heard.get(worker, self.started)
         return now - last > self.lease_s
 
+    def may_take(self, holder: str, me: str, now: float) -> bool:
+        """Whether worker `me` may take a lease `holder` holds: `holder` is another worker
+        and stale, and `me`'s own renewals show. When JetStream stalls (a node died,
+        leaders being elected) every worker's renewals stop showing, its own too, so
+        nobody is stale for good reason, and taking scenes over would only bounce them
+        between workers."""
+        return holder != me and not self.stale(me, now) and self.stale(holder, now)
+
 
 def takeovers(owners: dict[str, tuple[str, str, int]], me: str, live: Liveness,
               now: float) -> list[tuple[str, str, int]]:
-    """Of the leases (subject token -> (owner, scene id, lease revision)), those another
-    worker holds and has stopped renewing: (token, scene id, revision) to try and take.
-    None while `me`'s own renewals do not show either: when JetStream stalls (a node died,
-    leaders being elected) every worker's renewals stop showing, so nobody is stale for
-    good reason, and taking scenes over would only bounce them between workers."""
-    if live.stale(me, now):
-        return []
+    """Of the leases (subject token -> (owner, scene id, lease revision)), those `me` may
+    take (`Liveness.may_take`): (token, scene id, revision) to try and take."""
     return [(tok, sid, rev) for tok, (worker, sid, rev) in owners.items()
-            if worker != me and live.stale(worker, now)]
+            if live.may_take(worker, me, now)]
 
 
 def silent_fronts(fronts: set[str], heard: dict[str, float], started: float,

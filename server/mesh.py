@@ -385,11 +385,6 @@ class MeshWorker:
                 except Exception as exc:  # JetStream stalled: a claim takes it up again
                     log.warning("taking over scene %r failed (%s)", sid, exc)
 
-    def _current(self) -> bool:
-        """Whether this worker's own renewals show in its view of the liveness bucket (else
-        nobody's staleness means anything: `takeovers`)."""
-        return not self.live.stale(self.me, time.monotonic())
-
     async def _claim(self, sid: str) -> bool:
         """Take the lease of a scene nobody holds (or whose holder stopped renewing)."""
         tok = subject_token(sid)
@@ -403,8 +398,8 @@ class MeshWorker:
             except nats.js.errors.KeyNotFoundError:
                 return False
             worker, _ = unpack(entry.value) if entry.value else (None, None)
-            if worker is not None and worker != self.me and (
-                    not self._current() or not self.live.stale(worker, time.monotonic())):
+            if worker is not None and worker != self.me and not self.live.may_take(
+                    worker, self.me, time.monotonic()):
                 return False
             try:
                 lease = await self.kv_owners.update(tok, pack([self.me, sid]),
