@@ -551,6 +551,34 @@ def _clip_shared(p0: FloatArray, d: FloatArray, normal: FloatArray,
     return np.where(outside, np.inf, lo), hi
 
 
+@dataclass(frozen=True, slots=True)
+class _Clipper:
+    """How lines are clipped to a set of rings, the fastest way they allow: as boxes
+    along the axes (a square grid's spaces), by sides all of them share (a hex grid's
+    hexes), or by each ring's own sides."""
+
+    boxes: FloatArray | None = None
+    normal: FloatArray | None = None  # shared (V, 2), or each ring's (N, V, 2)
+    offset: FloatArray | None = None  # (N, V)
+
+    @classmethod
+    def of(cls, ring: FloatArray) -> _Clipper:
+        boxes = _as_boxes(ring)
+        if boxes is not None:
+            return cls(boxes=boxes)
+        normal, offset = _shared_sides(ring) or _sides(ring)
+        return cls(normal=normal, offset=offset)
+
+    def clip(self, p0: FloatArray, d: FloatArray, li: IntArray) -> tuple[FloatArray, FloatArray]:
+        """Lines p0 + t d clipped to rings li: the interval of t inside each."""
+        if self.boxes is not None:
+            return _clip_boxes(p0, d, self.boxes[li])
+        assert self.normal is not None and self.offset is not None
+        if self.normal.ndim == 2:
+            return _clip_shared(p0, d, self.normal, self.offset[li])
+        return _clip(p0, d, self.normal[li], self.offset[li])
+
+
 def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per ring (N, V, 2): each side's inward normal and its offset (normal . start): a
     point x is on the inner side of side v when normal . x >= offset."""
@@ -634,11 +662,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
     if len(li) == 0:
         return free_f[items], free_b[items]
-    na, oa = _sides(ar)
-    nb, ob = _sides(br)
-    boxes = (_as_boxes(ar), _as_boxes(br))
-    shared = (_shared_sides(ar) if boxes[0] is None else None,
-              _shared_sides(br) if boxes[1] is None else None)
+    clippers = (_Clipper.of(ar), _Clipper.of(br))
     point_a, point_b = _degenerate(ar), _degenerate(br)
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
     # items still without a free line each way. An item with a free line usually has
@@ -656,8 +680,8 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
         lo = hi
         if len(sel) == 0:
             continue
-        _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], (na, oa, nb, ob),
-             point_a, point_b, free_f, free_b, lead, boxes, shared)
+        _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], clippers,
+             point_a, point_b, free_f, free_b, lead)
         group_f[group[free_f]] = True
         group_b[group[free_b]] = True
     return free_f[items], free_b[items]
@@ -665,22 +689,17 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
 
 def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
          bi: IntArray, wi: IntArray, li: IntArray, p0: FloatArray, p1: FloatArray,
-         rings: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+         rings: tuple[_Clipper, _Clipper],
          point_a: BoolArray, point_b: BoolArray, free_f: BoolArray, free_b: BoolArray,
-         lead: BoolArray | None = None,
-         boxes: tuple[FloatArray | None, FloatArray | None] = (None, None),
-         shared: tuple[tuple[FloatArray, FloatArray] | None,
-                       tuple[FloatArray, FloatArray] | None] = (None, None)) -> None:
-    """Lines p0 -> p1 of items li: each one's stretch from ring a to ring b, tried against
-    the walls; the items one of them runs free for marked in free_f (read from a's end)
-    and free_b (from b's). `lead`: rows (of bi, wi) that stop every line they cross, tried
-    first: the lines they stop are not tried against the others. `boxes`: rings a and b
-    as boxes when they are (`_as_boxes`), clipped by the axes; `shared`: else their sides
-    when all of a kind share their directions (`_shared_sides`)."""
-    na, oa, nb, ob = rings  # each ring's sides (`_sides`)
+         lead: BoolArray | None = None) -> None:
+    """Lines p0 -> p1 of items li: each one's stretch from ring a to ring b (each clipped
+    by its `_Clipper`), tried against the walls; the items one of them runs free for
+    marked in free_f (read from a's end) and free_b (from b's). `lead`: rows (of bi, wi)
+    that stop every line they cross, tried first: the lines they stop are not tried
+    against the others."""
     d = p1 - p0
-    a_lo, a_hi = _clip_any(p0, d, li, (na, oa), boxes[0], shared[0])
-    b_lo, b_hi = _clip_any(p0, d, li, (nb, ob), boxes[1], shared[1])
+    a_lo, a_hi = rings[0].clip(p0, d, li)
+    b_lo, b_hi = rings[1].clip(p0, d, li)
     single = point_a[li]
     a_lo = np.where(single, 0.0, a_lo)
     a_hi = np.where(single, 0.0, a_hi)
@@ -707,18 +726,6 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
     blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(free_f))
     free_f[li[~blocked_f]] = True
     free_b[li[~blocked_b]] = True
-
-
-def _clip_any(p0: FloatArray, d: FloatArray, li: IntArray, sides: tuple[FloatArray, FloatArray],
-              boxes: FloatArray | None,
-              shared: tuple[FloatArray, FloatArray] | None) -> tuple[FloatArray, FloatArray]:
-    """Lines p0 + t d clipped to rings li: as boxes, by shared sides, or by each ring's
-    own sides (`_sides`), whichever the rings allow, fastest first."""
-    if boxes is not None:
-        return _clip_boxes(p0, d, boxes[li])
-    if shared is not None:
-        return _clip_shared(p0, d, shared[0], shared[1][li])
-    return _clip(p0, d, sides[0][li], sides[1][li])
 
 
 def _expand(bi: IntArray, li: IntArray, n_items: int) -> tuple[IntArray, IntArray]:
