@@ -814,7 +814,8 @@ class CornerEngine:
         key: list[IntArray] = []
         segs: list[FloatArray] = []
         groups: list[IntArray] = []
-        banded_at: tuple[IntArray, IntArray] | None = None
+        # Rows (request, wall, s0, s1) casting a truncated shadow with a far edge.
+        banded_at: tuple[IntArray, IntArray, FloatArray, FloatArray] | None = None
         n_walls = len(tr.walls)
         if n_walls:
             _, tree = wall_lines(tr.walls, tr.wall_xy)
@@ -851,9 +852,10 @@ class CornerEngine:
                         key.append(n_walls + w[part[opened]])
                         segs.append(np.concatenate([na, nb], axis=1))
                         groups.append(np.full(int(opened.sum()), -1, dtype=np.intp))
-                        closed = part[~opened]
-                        if len(closed):
-                            banded_at = (r[closed], w[closed])
+                        closed = ~opened
+                        if closed.any():
+                            banded_at = (rp[closed], w[part[closed]], s0[cut][closed],
+                                         s1[cut][closed])
                 req.append(r[keep])
                 key.append(n_walls + w[keep])
                 segs.append(tr.wall_xy[w[keep]])
@@ -915,7 +917,7 @@ class CornerEngine:
     def _visible_by_union(self, a: IntArray, t: IntArray, p: FloatArray, boxes: FloatArray,
                           reach: FloatArray, wanted: BoolArray, seg_req: IntArray,
                           seg_key: IntArray, seg: FloatArray,
-                          banded_at: tuple[IntArray, IntArray] | None,
+                          banded_at: tuple[IntArray, IntArray, FloatArray, FloatArray] | None,
                           regions: bool) -> FloatArray:
         """The visible fraction of the wanted requests as `visible_fraction` computes it
         (the union of the Shapely shadows and region parts), for all of them at once."""
@@ -929,13 +931,11 @@ class CornerEngine:
         geoms = [shapely.polygons(shadow_polygons(p[all_req[0]], s[:, 0:2], s[:, 2:4],
                                                   reach[all_req[0]][:, None]))]
         if banded_at is not None:
-            br, bw = banded_at
+            br, bw, b0, b1 = banded_at
             pick = wanted[br]
-            rb, wb, shadows = self._banded_shadows_many(a[br[pick]], t[br[pick]], p,
-                                                        br[pick], bw[pick], reach)
-            all_req.append(rb)
-            all_key.append(wb)
-            geoms.append(shadows)
+            all_req.append(br[pick])
+            all_key.append(bw[pick])
+            geoms.append(self._truncated(p, br[pick], bw[pick], b0[pick], b1[pick], reach))
         req, key, shadows = (np.concatenate(all_req), np.concatenate(all_key),
                              np.concatenate(geoms))
         if len(shadows):
@@ -980,11 +980,15 @@ class CornerEngine:
         requests and walls that cast one, and the shadows."""
         s0, s1 = self._band_stretches_many(a, t, walls)
         some = s1 > s0
-        xy = self.tracer.wall_xy[walls[some]]
-        rs = r[some]
-        shadows = truncated_shadows(p[rs], xy[:, 0:2], xy[:, 2:4], s0[some], s1[some],
-                                    reach[rs])
-        return rs, walls[some], shadows
+        return r[some], walls[some], self._truncated(p, r[some], walls[some], s0[some],
+                                                     s1[some], reach)
+
+    def _truncated(self, p: FloatArray, r: IntArray, walls: IntArray, s0: FloatArray,
+                   s1: FloatArray, reach: FloatArray) -> npt.NDArray[np.object_]:
+        """The shadows walls cast from p[r] over the stretches [s0, s1] of the way
+        (`_band_stretches_many`, s1 > s0)."""
+        xy = self.tracer.wall_xy[walls]
+        return truncated_shadows(p[r], xy[:, 0:2], xy[:, 2:4], s0, s1, reach[r])
 
     def _band_stretches_many(self, a: IntArray, t: IntArray, walls: IntArray
                              ) -> tuple[FloatArray, FloatArray]:
