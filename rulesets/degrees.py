@@ -746,11 +746,13 @@ class _Context:
         kinds = na * (width + 1) + nt
         for kind in np.unique(kinds).tolist():
             ka, kt = divmod(kind, width + 1)
-            slots_a = np.r_[0:ka - 1, width - 1]
-            slots_t = np.r_[0:kt - 1, width - 1]
+            group = np.flatnonzero(kinds == kind)
+            # Every pair of the group has its own samples in the same slots.
+            first = cl[group[0]]
+            slots_a = np.flatnonzero(self.sample_valid[a[first]])
+            slots_t = np.flatnonzero(self.sample_valid[t[first]])
             cols = (slots_a[:, None] * width + slots_t[None, :]).reshape(-1)
             per = len(cols)
-            group = np.flatnonzero(kinds == kind)
             step = max(1, _CHUNK_ROWS // per)
             for c0 in range(0, len(group), step):
                 pc, wc = cl[group[c0:c0 + step]], cw[group[c0:c0 + step]]
