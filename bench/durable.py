@@ -30,6 +30,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -159,6 +160,7 @@ def run(tokens: int, walls: int, moves: int, seed: int) -> Result:
                                    scene.scene_id))
     for core, _, _ in cores.values():
         core.store.close()
+    shutil.rmtree(folder, ignore_errors=True)
     return out
 
 

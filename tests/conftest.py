@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -21,8 +23,18 @@ from server.store import Store
 
 # No test reads or writes the user's own state store (`covercast serve` without --state
 # uses $XDG_STATE_HOME/covercast/state.sqlite3, and brings back every scene it holds):
-# this run's servers, and the processes they start, get a folder of their own.
-os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="covercast-tests-state-")
+# this run's servers, and the processes they start, get a folder of their own. A process
+# the run starts that imports this file again keeps the run's folder; the run's own
+# process removes it when it exits (one folder was left in /tmp per import before).
+_STATE_PREFIX = "covercast-tests-state-"
+if not os.path.basename(os.environ.get("XDG_STATE_HOME", "")).startswith(_STATE_PREFIX):
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix=_STATE_PREFIX)
+    _state_owner = os.getpid()
+
+    @atexit.register
+    def _remove_state_folder() -> None:
+        if os.getpid() == _state_owner:
+            shutil.rmtree(os.environ["XDG_STATE_HOME"], ignore_errors=True)
 
 
 class LiveServer:
