@@ -490,16 +490,25 @@ class Tracer:
         marked = [f[4] for f in complete]
         sealed = (None if any(m is None for m in marked)
                   else np.array(marked, dtype=bool))
-        parts = []
+        # The fresh blocks' hits moved to their places in one step; only the reused blocks
+        # (few on a move: the mover's pairs are new) are cut out one by one.
+        parts: list[_BlockHits] = []
+        if fresh is not None:
+            shift = (np.asarray(todo, dtype=np.intp) - np.arange(len(todo))) * per
+            parts.append((fresh[0] + shift[fresh[0] // per], fresh[1], fresh[2]))
+        is_fresh = set(todo)
         for k, (arrays, lo, hi, offset, _) in enumerate(complete):
-            if hi > lo:
+            if hi > lo and k not in is_fresh:
                 parts.append((arrays[0][lo:hi] - offset + k * per, arrays[1][lo:hi],
                               arrays[2][lo:hi]))
         if not parts:
             return (np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp),
                     np.empty(0, dtype=np.int8), sealed)
-        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]), sealed)
+        wl = np.concatenate([p[0] for p in parts])
+        # In block order, each block's hits in the order traced (as the blocks were asked).
+        order = np.argsort(wl // per, kind="stable")
+        return (wl[order], np.concatenate([p[1] for p in parts])[order],
+                np.concatenate([p[2] for p in parts])[order], sealed)
 
     def per_line_any(self, lines: IntArray, mask: BoolArray, n: int) -> BoolArray:
         """Per line: whether any of its hits (given by line indices) passes `mask`."""
