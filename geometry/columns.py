@@ -89,8 +89,8 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
 
 @lru_cache(maxsize=8)
 def upper_pairs(n: int) -> tuple[IntArray, IntArray]:
-    """Every unordered pair of n creatures once, as (i, j) positions with i < j
-    (np.triu_indices, read-only, kept per n)."""
+    """Every unordered pair of n creatures (or corners, or points) once, as (i, j)
+    positions with i < j (np.triu_indices, read-only, kept per n)."""
     a, t = np.triu_indices(n, k=1)
     a.setflags(write=False)
     t.setflags(write=False)

@@ -41,6 +41,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import kernel
+from geometry.columns import upper_pairs
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import Direction, RegionKind
 from geometry.trace import SOLID_CODE, Tracer
@@ -135,6 +136,17 @@ def _inward(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
 def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
     """Per pair of convex rings: do they overlap or touch (no side's line, of either,
     separates them strictly)?"""
+    box_a, box_b = _as_boxes(a), _as_boxes(b)
+    if box_a is not None and box_b is not None:
+        # Boxes along the axes (a square grid's spaces): their sides' lines are the axes'.
+        meet: BoolArray = ((box_a[:, 0] <= box_b[:, 2]) & (box_b[:, 0] <= box_a[:, 2])
+                           & (box_a[:, 1] <= box_b[:, 3]) & (box_b[:, 1] <= box_a[:, 3]))
+        return meet
+    return _overlap_sides(a, b)
+
+
+def _overlap_sides(a: FloatArray, b: FloatArray) -> BoolArray:
+    """`_overlap` for any convex rings: by the lines of both rings' sides."""
     out = np.ones(len(a), dtype=bool)
     for ring, other in ((a, b), (b, a)):
         start, normal = _inward(ring)
@@ -314,7 +326,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     side1 = (o >= 0).all(axis=2) & real  # every corner left of (or on) the line
     side2 = (o <= 0).all(axis=2) & real
     # Hull sides: lines through two corners (any two) with every corner on one side.
-    ii, jj = np.triu_indices(pts.shape[1], 1)
+    ii, jj = upper_pairs(pts.shape[1])
     hp, hq = pts[:, ii], pts[:, jj]
     hd = hq - hp
     hrel = pts[:, None, :, :] - hp[:, :, None, :]
@@ -604,7 +616,7 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
         its = items[(count[items] == e) & ~point_a[items]]
         if e < 2 or len(its) == 0:
             continue
-        ii, jj = np.triu_indices(e, 1)
+        ii, jj = upper_pairs(e)
         base = first[its][:, None]
         p = ev_pt[base + ii[None, :]].reshape(-1, 2)
         q = ev_pt[base + jj[None, :]].reshape(-1, 2)
@@ -672,9 +684,12 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     # round samples all of its event points; the answer is the same as trying every line
     # (any free line will do), and so is its cost for an item every line of which is
     # blocked.
-    rank = _ranks(li)
+    # A small search (a move's few pairs) is tried in one round: its cost is the calls',
+    # not the lines'.
+    rounds = (len(li),) if len(li) <= _ONE_ROUND else (*_ROUNDS, len(li))
+    rank = _ranks(li) if len(rounds) > 1 else np.zeros(len(li), dtype=np.intp)
     lo = 0
-    for hi in (*_ROUNDS, len(li)):
+    for hi in rounds:
         g = group[li]
         sel = np.flatnonzero((rank >= lo) & (rank < hi) & ~(group_f[g] & group_b[g]))
         lo = hi
@@ -751,6 +766,8 @@ def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: F
 
 #: Lines per item tried in the first rounds of `_search` (the rest in the last).
 _ROUNDS = (16, 256)
+#: Lines in all up to which `_search` tries them in one round.
+_ONE_ROUND = 2_048
 
 
 def _ranks(li: IntArray) -> IntArray:

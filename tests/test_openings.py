@@ -195,6 +195,14 @@ def test_never_misses_a_free_line_and_proofs_agree(
     if len(bi):
         searched, _ = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
         assert bool(searched[0]) == got
+        # And in rounds, as a search too large for one round is made.
+        one_round = openings._ONE_ROUND
+        try:
+            openings._ONE_ROUND = 0
+            searched, _ = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+        finally:
+            openings._ONE_ROUND = one_round
+        assert bool(searched[0]) == got
 
 
 HEX = Grid(GridKind.HEXODDR, 100, 5.0, "ft")
@@ -238,6 +246,7 @@ def test_a_group_is_searched_until_it_has_a_free_line_each_way(
     pair is still searched once the first is found free. (A first round of four lines per
     pair: the second pair's free line is found in the next.)"""
     monkeypatch.setattr(openings, "_ROUNDS", (4,))
+    monkeypatch.setattr(openings, "_ONE_ROUND", 0)
     walls: list[tuple[float, float, float, float] | WallGeom] = [
              _wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
              _wall(1, (500, 2000, 500, 4400), direction=Direction.RIGHT),
@@ -316,3 +325,21 @@ def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
     assert np.allclose(lo[inside], slo[inside], rtol=0, atol=1e-6)
     assert np.allclose(hi[inside], shi[inside], rtol=0, atol=1e-6)
     assert not (slo <= shi - 1e-6)[lo > hi].any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-20, 20), st.integers(-20, 20), st.integers(1, 15),
+                          st.integers(1, 15), st.integers(-20, 20), st.integers(-20, 20),
+                          st.integers(1, 15), st.integers(1, 15)), min_size=1, max_size=20))
+def test_boxes_overlap_by_the_axes_as_by_their_sides(
+        rows: list[tuple[int, int, int, int, int, int, int, int]]) -> None:
+    """Square spaces are boxes: whether two of them meet (step 1: they see each other) is
+    read on the axes, as the general test reads it on the rings' sides; boxes that only
+    touch along a side or at a corner meet."""
+    a = openings.box_rings(np.array([[x, y, x + w, y + h] for x, y, w, h, *_ in rows],
+                                    dtype=np.float64), 0.0)
+    b = openings.box_rings(np.array([[x, y, x + w, y + h] for *_, x, y, w, h in rows],
+                                    dtype=np.float64), 0.0)
+    assert (openings._overlap(a, b) == openings._overlap_sides(a, b)).all()
+    assert (openings._overlap(b, a) == openings._overlap(a, b)).all()
+
