@@ -335,9 +335,11 @@ def _lines_enter(creatures: tuple[CreatureGeom, ...], grid: Grid, a: IntArray, t
         owner.append(np.repeat(sel, p_n * q_n))
     s, e, o = np.concatenate(starts), np.concatenate(ends), np.concatenate(owner)
     out = np.zeros(len(a), dtype=bool)
-    for box in boxes:
-        entered = enter_paired(s, e, np.broadcast_to(box, (len(s), 4)))
-        out[o[entered]] = True
+    # Every segment against a block of boxes (a move's two, old and new place: one block)
+    # in one call.
+    for block in _box_blocks(len(s), len(boxes)):
+        entered = enter_paired(s[:, None, :], e[:, None, :], boxes[None, block, :])
+        out[o[entered.any(axis=1)]] = True
     return out
 
 

@@ -612,3 +612,42 @@ def test_hull_tests_in_blocks_are_the_tests_box_by_box(seed: int, n: int, nboxes
                               _hulls_enter_per_box(spaces, a, t, creatures))
     finally:
         inc._BLOCK = old
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 12), st.integers(1, 40),
+       st.sampled_from([4, 64, 1 << 18]))
+def test_lines_entering_boxes_in_blocks_are_the_tests_box_by_box(seed: int, n: int,
+                                                                 nboxes: int,
+                                                                 block: int) -> None:
+    """`affected` asks whether a pair's sight lines enter a changed creature's space on
+    blocks of those spaces at once: each block size gives the answers of the test made one
+    space at a time."""
+    import geometry.incremental as inc
+    from geometry.kernel import enter_paired
+    from geometry.model import CreatureGeom, Grid, GridKind, Size
+    from rulesets.corner import sight_points
+
+    rng = np.random.default_rng(seed)
+    grid = Grid(GridKind.SQUARE, 100, 5, "ft")
+    cs = tuple(CreatureGeom(f"c{k}", float(x) * 100, float(y) * 100, int(w), int(w),
+                            Size.LARGE if w == 2 else Size.MEDIUM, 5.0, 6.0, 0.0, 1, False)
+               for k, (x, y, w) in enumerate(zip(rng.integers(0, 15, n), rng.integers(0, 15, n),
+                                                 rng.integers(1, 3, n), strict=True)))
+    a, t = (x.astype(np.intp) for x in np.triu_indices(n, 1))
+    lo = rng.integers(0, 15, size=(nboxes, 2)) * 100.0
+    boxes = np.column_stack([lo, lo + 100.0 * rng.integers(1, 3, size=(nboxes, 1))])
+    want = np.zeros(len(a), dtype=bool)
+    for k in range(len(a)):
+        p, q = sight_points(cs[a[k]], grid), sight_points(cs[t[k]], grid)
+        s = np.repeat(p, len(q), axis=0)
+        e = np.tile(q, (len(p), 1))
+        want[k] = any(enter_paired(s, e, np.broadcast_to(box, (len(s), 4))).any()
+                      for box in boxes)
+    old = inc._BLOCK
+    inc._BLOCK = block
+    try:
+        got = inc._lines_enter(cs, grid, a, t, boxes, sight_points)
+    finally:
+        inc._BLOCK = old
+    assert np.array_equal(got, want)
