@@ -20,6 +20,7 @@ along an edge does not enter it.
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -734,17 +735,56 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
                   which: IntArray) -> BoolArray:
     """Per block of P x Q lines (starts (B, P, 2), ends (B, Q, 2)): whether one of the walls
     `which` (axis-parallel ones touching end to end merged into runs) crosses every line of
-    the block, found as `_crossed_any` finds them (the grid, in rounds). Only for walls
-    that stop a line alone (plain ones): such a wall separates the block's two hulls of
-    points wholly (geometry.openings, 'Sealed')."""
+    the block. Only for walls that stop a line alone (plain ones): such a wall separates
+    the block's two hulls of points wholly (geometry.openings, 'Sealed').
+
+    Such a wall crosses the line between the two sets' centres (inside their hulls) too:
+    only the walls near a block (the grid's cells its hull meets) that cross it are tested
+    against the block's lines. (A wall that
+    rounding keeps off that line leaves its block unsealed: the exact search then decides
+    it, as for any block.)"""
     b = len(starts)
     sealed = np.zeros(b, dtype=bool)
     if b == 0 or len(which) == 0:
         return sealed
     p_n, q_n = starts.shape[1], ends.shape[1]
-    out = np.zeros((b, p_n, q_n), dtype=bool)
-    _crossed_any(starts, ends, walls, which, out, max(1, 65536 // (p_n * q_n)),
-                 _hulls(starts, ends), sealed=sealed)
+    runs = _merged_runs(walls, which)
+    grid = _wall_grid(runs)
+    hulls = _hulls(starts, ends)
+    pb, pc, cnt = _block_cells(hulls, grid)
+    # Two of the block's lines: between the start and the end point furthest to one side
+    # of the line between their centres, and furthest to the other. A wall crossing every
+    # line crosses both, which few walls near a block do: only those are tested against
+    # all of its lines.
+    axis = ends.mean(axis=1) - starts.mean(axis=1)
+    normal = np.stack([-axis[:, 1], axis[:, 0]], axis=1)[:, None, :]
+    rows = np.arange(b)
+    side_s, side_e = np.sum(starts * normal, axis=2), np.sum(ends * normal, axis=2)
+    edges = [(starts[rows, pick(side_s, axis=1)], ends[rows, pick(side_e, axis=1)])
+             for pick in (np.argmax, np.argmin)]
+    cum = np.cumsum(cnt)
+    cuts = np.searchsorted(cum, np.arange(CHUNK_CELLS, int(cum[-1]) if len(cum) else 0,
+                                          CHUNK_CELLS))
+    step = max(1, 65536 // (p_n * q_n))
+    for r0, r1 in itertools.pairwise([0, *cuts.tolist(), len(pb)]):
+        bi, wi = _cell_walls(grid, pb[r0:r1], pc[r0:r1], cnt[r0:r1])
+        keep = _axis_keep(runs, bi, wi, hulls.axis)
+        bi, wi = bi[keep], wi[keep]
+        w = np.take(runs, wi, axis=0)
+        keep = np.ones(len(bi), dtype=bool)
+        for s0, e0 in edges:
+            keep &= _cross(np.take(s0, bi, axis=0), np.take(e0, bi, axis=0), w)
+        bi, wi = bi[keep], wi[keep]
+        # Nearly every wall left seals its block: each block's first is tested, then the
+        # others of the blocks it did not seal (blocks ascending).
+        first = np.ones(len(bi), dtype=bool)
+        first[1:] = bi[1:] != bi[:-1]
+        for which_rows in (first, ~first):
+            rows = np.flatnonzero(which_rows & ~sealed[bi])
+            for c0 in range(0, len(rows), step):
+                cb = bi[rows[c0:c0 + step]]
+                hit, _ = _block_hits(starts, ends, runs, cb, wi[rows[c0:c0 + step]])
+                sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
     return sealed
 
 

@@ -112,6 +112,33 @@ def test_crossed_any_marks_exactly_the_crossed_lines(blocks: tuple[FloatArray, F
     assert np.array_equal(out.reshape(-1), want)
 
 
+@settings(max_examples=300, deadline=None)
+@given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
+       plain=st.lists(st.booleans(), min_size=40, max_size=40))
+def test_sealed_blocks_are_those_one_run_crosses_every_line_of(
+        blocks: tuple[FloatArray, FloatArray], walls: list[tuple[float, ...]],
+        plain: list[bool]) -> None:
+    """`sealed_blocks` tests only the walls crossing two of a block's lines (the furthest
+    to either side) against all of them: it must find every block one plain wall, or one
+    run of them end to end, crosses every line of, and no other."""
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    which = np.flatnonzero(np.array(plain[:len(w)]))
+    got = kernel.sealed_blocks(starts, ends, w, which)
+    runs = kernel.merged_runs(w, which) if len(which) else np.empty((0, 4))
+    per = starts.shape[1] * ends.shape[1]
+    crossed = _exact(starts, ends, runs) if len(runs) else set()
+    want = np.zeros(len(starts), dtype=bool)
+    for k in range(len(starts)):
+        for r in range(len(runs)):
+            flat_s = np.repeat(starts[k:k + 1], ends.shape[1], axis=1).reshape(-1, 2)
+            flat_e = np.tile(ends[k:k + 1], (1, starts.shape[1], 1)).reshape(-1, 2)
+            if (k, r) in crossed and kernel.cross_paired(
+                    flat_s, flat_e, np.repeat(runs[r:r + 1], per, axis=0)).all():
+                want[k] = True
+    assert got.tolist() == want.tolist()
+
+
 @settings(max_examples=200, deadline=None)
 @given(a=st.tuples(_coord, _coord), b=st.tuples(_coord, _coord),
        r=st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.sampled_from([0.0, 0.5, 1.5])),
