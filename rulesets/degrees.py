@@ -216,30 +216,64 @@ class CoverDegrees(Ruleset):
         flanking = ctx.fast_flanking(idx, a, t, levels, (sx, sy, sz)) \
             if any(m is not AttackMode.RANGED for m in modes) else {}
         by_mode = self._reach_by_mode(ctx, a, sx, sy, sz)
-        reach = {m: by_mode[m].tolist() for m in modes}
-        adjacent = ((sx <= 1) & (sy <= 1) & (sz <= 1)).tolist()
-        extra = self._fast_extra(ctx, a, t)
-        ids = [c.id for c in ctx.cs]
-        floors = [c.cover_floor for c in ctx.cs]
-        outcomes: dict[tuple[Any, ...], _Outcome] = {}
-        out = []
-        per_mode = [(j, mode, reach[mode]) for j, mode in enumerate(modes)]
-        level_list = levels.tolist()
-        for k, (ak, tk) in enumerate(idx):
-            level, flank, more = level_list[k], flanking.get((ak, tk)), extra[k]
-            traced = lines[k] if lines is not None else None
-            for j, mode, in_reach in per_mode:
-                key = (j, level, floors[tk], in_reach[k], adjacent[k], flank, more)
-                o = outcomes.get(key)
-                if o is None:
-                    o = outcomes[key] = self._outcome(mode, *key[1:])
-                out.append(Annotation(ids[ak], ids[tk], mode, o.loe, o.degree, o.modifiers,
-                                      o.flags, o.flankers, traced))
-        return out
+        extra, extra_values = self._fast_extra(ctx, a, t)
+        # Each row's outcome key (mode, level, target's floor, in reach, adjacent,
+        # flanking, the variant's extra facts) as one integer per row, pairs first, modes
+        # within; each distinct key worked out once, every row's fields then gathered by
+        # numpy and the annotations built by map, with no Python loop body per row.
+        n_rows, n_modes = len(a), len(modes)
+        floors = list(dict.fromkeys(c.cover_floor for c in ctx.cs))
+        floor_code = np.array([floors.index(c.cover_floor) for c in ctx.cs], dtype=np.int64)
+        flanks: list[tuple[int, tuple[str, ...]] | None] = [None]
+        flank_code = np.zeros(n_rows, dtype=np.int64)
+        if flanking:
+            n = len(ctx.cs)
+            pair_code = a.astype(np.int64) * n + t
+            sorter = np.argsort(pair_code, kind="stable")
+            keys = np.array([p[0] * n + p[1] for p in flanking], dtype=np.int64)
+            at = sorter[np.minimum(np.searchsorted(pair_code, keys, sorter=sorter),
+                                   len(sorter) - 1)]
+            # (Flanking may name pairs beyond those asked for: they are not rows here.)
+            mine = pair_code[at] == keys
+            flank_code[at[mine]] = np.arange(1, len(keys) + 1)[mine]
+            flanks.extend(flanking.values())
+        reach = np.stack([by_mode[m] for m in modes], axis=1)  # (rows, modes)
+        adjacent = (sx <= 1) & (sy <= 1) & (sz <= 1)
+        key = np.arange(n_modes, dtype=np.int64)[None, :]
+        for code, size in ((levels.astype(np.int64)[:, None], TOTAL + 1),
+                           (floor_code[t][:, None], len(floors)),
+                           (reach.astype(np.int64), 2),
+                           (adjacent.astype(np.int64)[:, None], 2),
+                           (flank_code[:, None], len(flanks)),
+                           (extra.astype(np.int64)[:, None], len(extra_values))):
+            key = key * size + code
+        uniq, which = np.unique(key.reshape(-1), return_inverse=True)
+        columns = [np.empty(len(uniq), dtype=object) for _ in range(5)]
+        for u, k in enumerate(uniq.tolist()):
+            k, ex = divmod(k, len(extra_values))
+            k, fl = divmod(k, len(flanks))
+            k, adj = divmod(k, 2)
+            k, rch = divmod(k, 2)
+            k, floor = divmod(k, len(floors))
+            j, level = divmod(k, TOTAL + 1)
+            o = self._outcome(modes[j], level, floors[floor], bool(rch), bool(adj),
+                              flanks[fl], extra_values[ex])
+            for column, value in zip(columns, (o.loe, o.degree, o.modifiers, o.flags,
+                                               o.flankers), strict=True):
+                column[u] = value
+        which = which.reshape(-1)
+        ids = np.array([c.id for c in ctx.cs], dtype=object)
+        traced: Iterable[Any] = (itertools.repeat(None) if lines is None else
+                                 (line for line in lines for _ in modes))
+        return list(map(Annotation, np.repeat(np.take(ids, a), n_modes).tolist(),
+                        np.repeat(np.take(ids, t), n_modes).tolist(), list(modes) * n_rows,
+                        *(np.take(column, which).tolist() for column in columns), traced))
 
-    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
-        """Per pair: the facts beyond the shared ones a variant's outcome depends on."""
-        return [()] * len(a)
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray,
+                    ) -> tuple[IntArray, list[Any]]:
+        """Per pair: the facts beyond the shared ones a variant's outcome depends on, as a
+        code, and each code's facts (as `_outcome` takes them)."""
+        return np.zeros(len(a), dtype=np.intp), [()]
 
     def _reach_by_mode(self, ctx: _Context, a: IntArray, sx: npt.NDArray[np.int64],
                        sy: npt.NDArray[np.int64], sz: npt.NDArray[np.int64],

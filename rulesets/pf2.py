@@ -56,6 +56,11 @@ _STEALTH = "to Hide, Sneak or otherwise avoid detection"
 _BIG_MOUNT = Size.LARGE.rank
 
 
+#: Every combination of `_fast_extra`'s facts, by code: (attacked from the ground, the
+#: target has Taken Cover, the target rides, the attacker's role in mounted combat).
+_EXTRA_FACTS: list[Any] = [(g, tc, r, role) for g in (False, True) for tc in (False, True)
+                           for r in (False, True) for role in (0, 1, 2)]
+
 class Pf2Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     low_walls: Literal["standard", "lesser"] = "standard"
     big_creature_standard: bool = True
@@ -194,7 +199,8 @@ class Pf2(CoverDegrees):
             degree = self.TAKE_COVER[degree]
         return degree
 
-    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray) -> list[Any]:
+    def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray,
+                    ) -> tuple[IntArray, list[Any]]:
         """Per pair: attacked from the ground, the target has Taken Cover, the target rides,
         the attacker's part in mounted combat (`MOUNT_FLAGS`)."""
         assert isinstance(ctx, _Pf2Context)
@@ -209,8 +215,8 @@ class Pf2(CoverDegrees):
         take_cover = np.array([c.take_cover for c in cs], dtype=bool)
         with np.errstate(invalid="ignore"):
             ground = ctx.attack & rider[t] & (before_elev[a] <= steed_elev[t]) & (a != steed[t])
-        return list(zip(ground.tolist(), take_cover[t].tolist(), rider[t].tolist(),
-                        role[a].tolist(), strict=True))
+        code = ((ground.astype(np.intp) * 2 + take_cover[t]) * 2 + rider[t]) * 3 + role[a]
+        return code, _EXTRA_FACTS
 
     def _reach_by_mode(self, ctx: _Context, a: IntArray, sx: npt.NDArray[np.int64],
                        sy: npt.NDArray[np.int64], sz: npt.NDArray[np.int64],
