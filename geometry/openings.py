@@ -892,7 +892,10 @@ def hull_rings(spaces: Spaces, points: FloatArray | None = None,
     width = int(count.max())
     col = np.minimum(np.arange(width)[None, :], count[:, None] - 1)
     rings: FloatArray = pts[start[:, None] + col]
-    centre = rings.mean(axis=1, keepdims=True)
+    # The centre of its own corners (not of the padding: a ring's result must not depend
+    # on the other rings of the batch, the longest of which sets the padding).
+    own = (np.arange(width)[None, :] < count[:, None])[..., None]
+    centre = (rings * own).sum(axis=1, keepdims=True) / count[:, None, None]
     if points is None or valid is None:
         return rings, count.astype(np.intp)
     # The least growth about the centre that holds every point: per side (inward normal

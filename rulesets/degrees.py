@@ -339,6 +339,12 @@ class CoverDegrees(Ruleset):
         return hits
 
 
+#: Per hex footprint (layout, x, y, width, height, shape): its `seal_rings` ring (read-only),
+#: for the last _SEAL_RINGS_KEPT footprints seen.
+_SEAL_RINGS: dict[tuple[Any, ...], FloatArray] = {}
+_SEAL_RINGS_KEPT = 8192
+
+
 @functools.lru_cache(maxsize=8192)
 def _hex_samples(layout: hexgrid.HexLayout, x: float, y: float, width: float, height: float,
                  shape: int) -> FloatArray:
@@ -607,7 +613,32 @@ class _Context:
         if self.hex is None:
             rings = self.loe_spaces.rings
             return rings, np.full(len(rings), rings.shape[1], dtype=np.intp)
-        return openings.hull_rings(self.loe_spaces, self.samples, self.sample_valid)
+        # Each footprint's ring once (a move changes one creature's): the others are found
+        # again by their footprint, the missing worked out together.
+        keys = [(self.hex, c.x, c.y, c.width, c.height, c.shape) for c in self.cs]
+        held = [_SEAL_RINGS.get(k) for k in keys]
+        missing = np.array([i for i, h in enumerate(held) if h is None], dtype=np.intp)
+        if missing.size:
+            sp = self.loe_spaces
+            count = sp.count[missing]
+            at = np.repeat(sp.first[missing], count) + (
+                np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+            sub = openings.Spaces(sp.rings[at], np.cumsum(count) - count, count)
+            rings, corners = openings.hull_rings(sub, self.samples[missing],
+                                                 self.sample_valid[missing])
+            for j, i in enumerate(missing.tolist()):
+                ring = rings[j, :corners[j]].copy()
+                ring.flags.writeable = False
+                held[i] = _SEAL_RINGS[keys[i]] = ring
+            while len(_SEAL_RINGS) > _SEAL_RINGS_KEPT:
+                _SEAL_RINGS.pop(next(iter(_SEAL_RINGS)), None)
+        found = [h for h in held if h is not None]
+        counts = np.array([len(h) for h in found], dtype=np.intp)
+        width = int(counts.max(initial=1))
+        # Shorter rings padded by repeating their last corner, as `hull_rings` pads them.
+        out = np.stack([h[np.minimum(np.arange(width), len(h) - 1)] for h in found]) \
+            if found else np.zeros((0, width, 2))
+        return out, counts
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:

@@ -309,6 +309,30 @@ def test_hex_fast_path_is_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
+def test_hex_seal_rings_kept_per_footprint_are_the_rings_worked_out_afresh(
+        kind: GridKind) -> None:
+    """A move changes one creature's seal ring: the others are found again by footprint
+    (`_SEAL_RINGS`). After a creature moves, with most rings found again and one worked
+    out, every ring and corner count is the one `hull_rings` gives for the whole scene."""
+    import rulesets.degrees as deg
+
+    geom = hex_dressed(2, kind)
+    assert len(rules("pf2")._context(geom, Pf2Options()).seal_rings[1])  # every footprint kept
+    c = geom.creatures[3]
+    moved = replace(geom, creatures=(*geom.creatures[:3], replace(c, x=c.x + 300.0),
+                                     *geom.creatures[4:]))
+    for scene in (geom, moved):
+        ctx = rules("pf2")._context(scene, Pf2Options())
+        rings, corners = ctx.seal_rings
+        want, want_corners = openings.hull_rings(ctx.loe_spaces, ctx.samples,
+                                                 ctx.sample_valid)
+        assert corners.tolist() == want_corners.tolist()
+        width = int(want_corners.max())
+        assert np.array_equal(rings[:, :width], want[:, :width])
+    assert len(deg._SEAL_RINGS) <= deg._SEAL_RINGS_KEPT
+
+
+@pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
 def test_hex_seal_rings_hold_each_space_and_its_samples(kind: GridKind,
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        ) -> None:
