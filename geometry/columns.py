@@ -17,7 +17,7 @@ import numpy as np
 
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import CreatureGeom, Grid
-from geometry.square import space, vertical_side
+from geometry.square import creature_centre, space, vertical_side
 
 #: Recent snapshots kept to find one again or patch a new one from (a gm's and a viewer's
 #: views of a few scenes).
@@ -28,8 +28,9 @@ _KEPT = 8
 class Columns:
     """Per creature of `creatures`, in order: its space in pixels (x0, y0, x1, y1: the
     square or hex footprint's bounds), natural reach, elevation and drawn height (feet),
-    and the side of the cube it occupies for vertical distances (feet). The arrays are
-    read-only; `index` (id -> position) must not be changed either."""
+    the side of the cube it occupies for vertical distances (feet), and its centre (on a
+    hex grid Foundry's token centre). The arrays are read-only; `index` (id -> position)
+    must not be changed either."""
 
     creatures: tuple[CreatureGeom, ...]
     grid: Grid
@@ -40,18 +41,20 @@ class Columns:
     elev: FloatArray
     tall: FloatArray
     side: FloatArray
+    centre: FloatArray
 
 
 _RECENT: list[Columns] = []
 
 
-def _rows(cs: tuple[CreatureGeom, ...] | list[CreatureGeom],
-          grid: Grid) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+def _rows(cs: tuple[CreatureGeom, ...] | list[CreatureGeom], grid: Grid,
+          ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     return (np.array([space(c, grid) for c in cs], dtype=np.float64).reshape(-1, 4),
             np.array([c.reach for c in cs], dtype=np.float64),
             np.array([c.elevation for c in cs], dtype=np.float64),
             np.array([c.tall for c in cs], dtype=np.float64),
-            np.array([vertical_side(c) for c in cs], dtype=np.float64))
+            np.array([vertical_side(c) for c in cs], dtype=np.float64),
+            np.array([creature_centre(c, grid) for c in cs], dtype=np.float64).reshape(-1, 2))
 
 
 def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
@@ -72,7 +75,8 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
     if base is None:
         arrays = list(_rows(creatures, grid))
     else:
-        arrays = [a.copy() for a in (base.spaces, base.reach, base.elev, base.tall, base.side)]
+        arrays = [a.copy() for a in (base.spaces, base.reach, base.elev, base.tall, base.side,
+                                     base.centre)]
         if moved:
             for array, fresh in zip(arrays, _rows([creatures[k] for k in moved], grid),
                                     strict=True):

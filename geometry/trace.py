@@ -10,6 +10,7 @@ batches for the next snapshot), never anything that depends on where creatures s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -102,6 +103,19 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
         del _WALL_CACHE[next(iter(_WALL_CACHE))]
     _WALL_CACHE[id(all_walls)] = (all_walls, arrays)
     return arrays
+
+
+@functools.lru_cache(maxsize=8192)
+def _hex_cells(layout: hexgrid.HexLayout, x: float, y: float, width: float, height: float,
+               shape: int) -> tuple[shapely.Polygon, FloatArray]:
+    """A hex footprint's polygon and its hexes' corners (k, 6, 2; a point footprint's box
+    as a hexagon), kept per footprint: a move changes one creature's, and every snapshot
+    builds its tracer again. Read-only."""
+    fp = hexgrid.footprint_at(layout, x, y, width, height, shape)
+    verts = np.array([_box_hex(fp.polygon) if fp.point else hexgrid.vertices(layout, i, j)
+                      for i, j in fp.cells], dtype=np.float64).reshape(-1, 6, 2)
+    verts.flags.writeable = False
+    return fp.polygon, verts
 
 
 def _box_hex(poly: shapely.Polygon) -> FloatArray:
@@ -246,15 +260,15 @@ class Tracer:
         #: its hexes' corners for the vectorised test.
         self.creature_polys: list[shapely.Polygon] | None = None
         if hexgrid.is_hex(grid):
-            prints = [hexgrid.footprint(c, grid) for c in scene.creatures]
-            self.creature_polys = [fp.polygon for fp in prints]
             layout = hexgrid.HexLayout.of(grid)
-            counts = np.array([len(fp.cells) for fp in prints], dtype=np.intp)
+            held = [_hex_cells(layout, c.x, c.y, c.width, c.height, c.shape)
+                    for c in scene.creatures]
+            self.creature_polys = [poly for poly, _ in held]
+            counts = np.array([len(verts) for _, verts in held], dtype=np.intp)
             self._cell_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
             self._cell_count = counts
-            self._cell_verts = np.array(
-                [_box_hex(fp.polygon) if fp.point else hexgrid.vertices(layout, i, j)
-                 for fp in prints for i, j in fp.cells], dtype=np.float64).reshape(-1, 6, 2)
+            self._cell_verts = (np.concatenate([verts for _, verts in held]) if held
+                                else np.zeros((0, 6, 2)))
             self._tol = 1e-9 * grid.size
         self.regions = scene.regions
         self.region_polys = [shapely.Polygon(r.points) for r in scene.regions]

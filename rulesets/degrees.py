@@ -46,10 +46,8 @@ from geometry.square import (
     Box,
     centre,
     corners_many,
-    creature_centre,
     grid_steps_many,
     inset_many,
-    space,
     squares,
     steps_3d,
     vertical_steps_many,
@@ -375,11 +373,9 @@ class _Context:
         self.cs = scene.creatures
         cols = columns(self.cs, self.grid)
         self.index = cols.index
-        self.spaces = [space(c, self.grid) for c in self.cs]
         self.space_arr: FloatArray = cols.spaces
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
-        self.centres = [creature_centre(c, self.grid) for c in self.cs]
-        self.centre_arr: FloatArray = np.array(self.centres, dtype=np.float64).reshape(-1, 2)
+        self.centre_arr: FloatArray = cols.centre
         self.tall, self.elev = cols.tall, cols.elev
         self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
         self.side, self.reach = cols.side, cols.reach
@@ -397,6 +393,16 @@ class _Context:
         self._sample_valid: BoolArray | None = None
         self._sample_box_arr: FloatArray | None = None
         self._seams: Seams | None = None
+
+    @functools.cached_property
+    def spaces(self) -> list[Box]:
+        """Each creature's space (`space`), as boxes (the rows of `space_arr`)."""
+        return [(x0, y0, x1, y1) for x0, y0, x1, y1 in self.space_arr.tolist()]
+
+    @functools.cached_property
+    def centres(self) -> list[tuple[float, float]]:
+        """Each creature's centre (`creature_centre`; the rows of `centre_arr`)."""
+        return [(x, y) for x, y in self.centre_arr.tolist()]
 
     @property
     def seams(self) -> Seams:
@@ -672,7 +678,7 @@ class _Context:
         if self._sample_arr is None and self.hex is None:
             # Square grids: every creature's corners a hair inside, then its centre, for
             # all spaces at once.
-            sp = np.array(self.spaces, dtype=np.float64).reshape(-1, 4)
+            sp = self.space_arr
             mid = np.stack([(sp[:, 0] + sp[:, 2]) / 2, (sp[:, 1] + sp[:, 3]) / 2], axis=1)
             self._sample_arr = np.concatenate([inset_many(corners_many(sp), sp),
                                                mid[:, None, :]], axis=1)
