@@ -816,7 +816,6 @@ class _Context:
         na, nt = self.sample_count[a[cl]], self.sample_count[t[cl]]
         kinds = na * (width + 1) + nt
         for kind in np.unique(kinds).tolist():
-            ka, kt = divmod(kind, width + 1)
             group = np.flatnonzero(kinds == kind)
             # Every pair of the group has its own samples in the same slots.
             first = cl[group[0]]
@@ -830,26 +829,11 @@ class _Context:
                 n_e = len(pc)
                 sa = np.take(self.samples, a[pc], axis=0)[:, slots_a]
                 st = np.take(self.samples, t[pc], axis=0)[:, slots_t]
-                s = np.broadcast_to(sa[:, :, None, :], (n_e, ka, kt, 2)).reshape(-1, 2)
-                e = np.broadcast_to(st[:, None, :, :], (n_e, ka, kt, 2)).reshape(-1, 2)
-                w = np.repeat(np.take(xy, wc, axis=0), per, axis=0)
-                line_row = np.repeat(pos[pc], per)
-                line_col = np.tile(cols, n_e)
-                self._mark_crossed(covered, s, e, w, line_row, line_col)
-
-    @staticmethod
-    def _mark_crossed(covered: BoolArray, s: FloatArray, e: FloatArray, w: FloatArray,
-                      line_row: IntArray, line_col: IntArray) -> None:
-        """Mark covered[line_row[k], line_col[k]] where wall w[k] crosses line s[k] -> e[k]
-        (the kernel's test, after the tracer's box prune)."""
-        lo, hi = np.minimum(s, e), np.maximum(s, e)
-        # The tracer's prune (kernel.iter_group_candidates), line by line.
-        near = ((lo[:, 0] <= np.maximum(w[:, 0], w[:, 2]))
-                & (hi[:, 0] >= np.minimum(w[:, 0], w[:, 2]))
-                & (lo[:, 1] <= np.maximum(w[:, 1], w[:, 3]))
-                & (hi[:, 1] >= np.minimum(w[:, 1], w[:, 3])))
-        hit = near & kernel.cross_paired(s, e, w)
-        covered[line_row[hit], line_col[hit]] = True
+                # Each (pair, wall) row a block of its pair's ka x kt lines, tested by the
+                # kernel's block test (the crossing convention, dense over the block).
+                hit, _ = kernel.block_hits(sa, st, xy, np.arange(n_e), wc)
+                row, col = np.nonzero(hit.reshape(n_e, per))
+                covered[pos[pc][row], cols[col]] = True
 
     def _open_lines(self, a: IntArray, t: IntArray, rows: IntArray,
                     cols: IntArray) -> BoolArray:
