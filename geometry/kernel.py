@@ -731,6 +731,10 @@ def block_candidates(starts: FloatArray, ends: FloatArray,
     return _collect(list(_block_candidates(starts, ends, walls, True)))
 
 
+#: Lines `sealed_blocks` tests in one call of the block test (a chunk that stays in cache).
+SEAL_STEP_LINES = 65536
+
+
 def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
                   which: IntArray) -> BoolArray:
     """Per block of P x Q lines (starts (B, P, 2), ends (B, Q, 2)): whether one of the walls
@@ -738,34 +742,36 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
     the block. Only for walls that stop a line alone (plain ones): such a wall separates
     the block's two hulls of points wholly (geometry.openings, 'Sealed').
 
-    Such a wall crosses the line between the two sets' centres (inside their hulls) too:
-    only the walls near a block (the grid's cells its hull meets) that cross it are tested
-    against the block's lines. (A wall that
-    rounding keeps off that line leaves its block unsealed: the exact search then decides
-    it, as for any block.)"""
+    Such a wall crosses in particular two of the block's own lines: from the start to the
+    end point furthest to one side of the line between their centres, and furthest to the
+    other. Only the walls in the grid's cells along the first of them that cross both are
+    tested against all of the block's lines, each block's first such wall before its
+    others (nearly every one left seals its block)."""
     b = len(starts)
     sealed = np.zeros(b, dtype=bool)
     if b == 0 or len(which) == 0:
         return sealed
     p_n, q_n = starts.shape[1], ends.shape[1]
     runs = _merged_runs(walls, which)
-    grid = _wall_grid(runs)
-    hulls = _hulls(starts, ends)
-    pb, pc, cnt = _block_cells(hulls, grid)
+    # The same grid as `_crossed_any` builds over the same runs (one cache entry).
+    grid = _wall_grid(runs, np.arange(len(runs)))
     # Two of the block's lines: between the start and the end point furthest to one side
     # of the line between their centres, and furthest to the other. A wall crossing every
     # line crosses both, which few walls near a block do: only those are tested against
-    # all of its lines.
+    # all of its lines. The walls are looked for in the grid's cells along the first line
+    # (a thin strip, not the block's whole hull).
     axis = ends.mean(axis=1) - starts.mean(axis=1)
     normal = np.stack([-axis[:, 1], axis[:, 0]], axis=1)[:, None, :]
-    rows = np.arange(b)
+    every = np.arange(b)
     side_s, side_e = np.sum(starts * normal, axis=2), np.sum(ends * normal, axis=2)
-    edges = [(starts[rows, pick(side_s, axis=1)], ends[rows, pick(side_e, axis=1)])
+    edges = [(starts[every, pick(side_s, axis=1)], ends[every, pick(side_e, axis=1)])
              for pick in (np.argmax, np.argmin)]
+    hulls = _hulls(edges[0][0][:, None, :], edges[0][1][:, None, :])
+    pb, pc, cnt = _block_cells(hulls, grid)
     cum = np.cumsum(cnt)
     cuts = np.searchsorted(cum, np.arange(CHUNK_CELLS, int(cum[-1]) if len(cum) else 0,
                                           CHUNK_CELLS))
-    step = max(1, 65536 // (p_n * q_n))
+    step = max(1, SEAL_STEP_LINES // (p_n * q_n))
     for r0, r1 in itertools.pairwise([0, *cuts.tolist(), len(pb)]):
         bi, wi = _cell_walls(grid, pb[r0:r1], pc[r0:r1], cnt[r0:r1])
         keep = _axis_keep(runs, bi, wi, hulls.axis)

@@ -114,17 +114,25 @@ def test_crossed_any_marks_exactly_the_crossed_lines(blocks: tuple[FloatArray, F
 
 @settings(max_examples=300, deadline=None)
 @given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
-       plain=st.lists(st.booleans(), min_size=40, max_size=40))
+       plain=st.lists(st.booleans(), min_size=40, max_size=40),
+       chunk=st.sampled_from([1, 3, kernel.CHUNK_CELLS]),
+       step=st.sampled_from([1, 20, kernel.SEAL_STEP_LINES]))
 def test_sealed_blocks_are_those_one_run_crosses_every_line_of(
         blocks: tuple[FloatArray, FloatArray], walls: list[tuple[float, ...]],
-        plain: list[bool]) -> None:
+        plain: list[bool], chunk: int, step: int) -> None:
     """`sealed_blocks` tests only the walls crossing two of a block's lines (the furthest
-    to either side) against all of them: it must find every block one plain wall, or one
-    run of them end to end, crosses every line of, and no other."""
+    to either side) against all of them, each block's first before its others, in chunks:
+    it must find every block one plain wall, or one run of them end to end, crosses every
+    line of, and no other, whatever the chunks (a block's walls split between two)."""
     starts, ends = blocks
     w = np.array(walls, dtype=np.float64)
     which = np.flatnonzero(np.array(plain[:len(w)]))
-    got = kernel.sealed_blocks(starts, ends, w, which)
+    saved = kernel.CHUNK_CELLS, kernel.SEAL_STEP_LINES
+    try:
+        kernel.CHUNK_CELLS, kernel.SEAL_STEP_LINES = chunk, step
+        got = kernel.sealed_blocks(starts, ends, w, which)
+    finally:
+        kernel.CHUNK_CELLS, kernel.SEAL_STEP_LINES = saved
     runs = kernel.merged_runs(w, which) if len(which) else np.empty((0, 4))
     per = starts.shape[1] * ends.shape[1]
     crossed = _exact(starts, ends, runs) if len(runs) else set()
