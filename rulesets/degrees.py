@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -225,16 +227,19 @@ class CoverDegrees(Ruleset):
         flanks: list[tuple[int, tuple[str, ...]] | None] = [None]
         flank_code = np.zeros(n_rows, dtype=np.int64)
         if flanking:
+            # Each row looks its pair up among the flanking pairs (which may name pairs
+            # beyond those asked for); equal flanks share a code.
             n = len(ctx.cs)
-            pair_code = a.astype(np.int64) * n + t
-            sorter = np.argsort(pair_code, kind="stable")
+            codes = {v: k for k, v in enumerate(dict.fromkeys(flanking.values()), start=1)}
+            flanks.extend(codes)
             keys = np.array([p[0] * n + p[1] for p in flanking], dtype=np.int64)
-            at = sorter[np.minimum(np.searchsorted(pair_code, keys, sorter=sorter),
-                                   len(sorter) - 1)]
-            # (Flanking may name pairs beyond those asked for: they are not rows here.)
-            mine = pair_code[at] == keys
-            flank_code[at[mine]] = np.arange(1, len(keys) + 1)[mine]
-            flanks.extend(flanking.values())
+            values = np.array([codes[v] for v in flanking.values()], dtype=np.int64)
+            order = np.argsort(keys)
+            keys, values = keys[order], values[order]
+            pair_code = a.astype(np.int64) * n + t
+            at = np.minimum(np.searchsorted(keys, pair_code), len(keys) - 1)
+            found = keys[at] == pair_code
+            flank_code[found] = values[at[found]]
         reach = np.stack([by_mode[m] for m in modes], axis=1)  # (rows, modes)
         adjacent = (sx <= 1) & (sy <= 1) & (sz <= 1)
         key = np.arange(n_modes, dtype=np.int64)[None, :]
@@ -268,7 +273,7 @@ class CoverDegrees(Ruleset):
                         *(np.take(column, which).tolist() for column in columns), traced))
 
     def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray,
-                    ) -> tuple[IntArray, list[Any]]:
+                    ) -> tuple[IntArray, Sequence[Any]]:
         """Per pair: the facts beyond the shared ones a variant's outcome depends on, as a
         code, and each code's facts (as `_outcome` takes them)."""
         return np.zeros(len(a), dtype=np.intp), [()]
@@ -338,9 +343,11 @@ class CoverDegrees(Ruleset):
 
 
 #: Per hex footprint (layout, x, y, width, height, shape): its `seal_rings` ring (read-only),
-#: for the last _SEAL_RINGS_KEPT footprints seen.
-_SEAL_RINGS: dict[tuple[Any, ...], FloatArray] = {}
+#: for the _SEAL_RINGS_KEPT footprints used last. Shared by the Core's thread and the one
+#: that works ahead (server/ahead.py): read and written under the lock.
+_SEAL_RINGS: OrderedDict[tuple[Any, ...], FloatArray] = OrderedDict()
 _SEAL_RINGS_KEPT = 8192
+_SEAL_RINGS_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=8192)
@@ -622,7 +629,11 @@ class _Context:
         # Each footprint's ring once (a move changes one creature's): the others are found
         # again by their footprint, the missing worked out together.
         keys = [(self.hex, c.x, c.y, c.width, c.height, c.shape) for c in self.cs]
-        held = [_SEAL_RINGS.get(k) for k in keys]
+        with _SEAL_RINGS_LOCK:
+            held = [_SEAL_RINGS.get(k) for k in keys]
+            for k, h in zip(keys, held, strict=True):
+                if h is not None:
+                    _SEAL_RINGS.move_to_end(k)
         missing = np.array([i for i, h in enumerate(held) if h is None], dtype=np.intp)
         if missing.size:
             sp = self.loe_spaces
@@ -632,12 +643,13 @@ class _Context:
             sub = openings.Spaces(sp.rings[at], np.cumsum(count) - count, count)
             rings, corners = openings.hull_rings(sub, self.samples[missing],
                                                  self.sample_valid[missing])
-            for j, i in enumerate(missing.tolist()):
-                ring = rings[j, :corners[j]].copy()
-                ring.flags.writeable = False
-                held[i] = _SEAL_RINGS[keys[i]] = ring
-            while len(_SEAL_RINGS) > _SEAL_RINGS_KEPT:
-                _SEAL_RINGS.pop(next(iter(_SEAL_RINGS)), None)
+            with _SEAL_RINGS_LOCK:
+                for j, i in enumerate(missing.tolist()):
+                    ring = rings[j, :corners[j]].copy()
+                    ring.flags.writeable = False
+                    held[i] = _SEAL_RINGS[keys[i]] = ring
+                while len(_SEAL_RINGS) > _SEAL_RINGS_KEPT:
+                    _SEAL_RINGS.popitem(last=False)
         found = [h for h in held if h is not None]
         counts = np.array([len(h) for h in found], dtype=np.intp)
         width = int(counts.max(initial=1))

@@ -12,7 +12,7 @@ mounted combat: a rider attacks and is attacked from every square of its mount.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
@@ -58,8 +58,10 @@ _BIG_MOUNT = Size.LARGE.rank
 
 #: Every combination of `_fast_extra`'s facts, by code: (attacked from the ground, the
 #: target has Taken Cover, the target rides, the attacker's role in mounted combat).
-_EXTRA_FACTS: list[Any] = [(g, tc, r, role) for g in (False, True) for tc in (False, True)
-                           for r in (False, True) for role in (0, 1, 2)]
+_EXTRA_FACTS: tuple[tuple[bool, bool, bool, int], ...] = tuple(
+    (g, tc, r, role) for g in (False, True) for tc in (False, True) for r in (False, True)
+    for role in (0, 1, 2))
+
 
 class Pf2Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     low_walls: Literal["standard", "lesser"] = "standard"
@@ -200,7 +202,7 @@ class Pf2(CoverDegrees):
         return degree
 
     def _fast_extra(self, ctx: _Context, a: IntArray, t: IntArray,
-                    ) -> tuple[IntArray, list[Any]]:
+                    ) -> tuple[IntArray, Sequence[Any]]:
         """Per pair: attacked from the ground, the target has Taken Cover, the target rides,
         the attacker's part in mounted combat (`MOUNT_FLAGS`)."""
         assert isinstance(ctx, _Pf2Context)

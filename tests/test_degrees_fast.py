@@ -98,6 +98,22 @@ def test_fast_equals_reference_on_subsets(name: str, seed: int) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_fast_equals_reference_on_pairs_asked_twice(name: str) -> None:
+    """Pairs asked for twice, flanking ones among them: each row gets its own pair's
+    outcome, flanking included, as the reference gives it row by row."""
+    geom = dressed(1)
+    options = OPTIONS[name]["default"]
+    flanking = [(x.attacker, x.target) for x in rules(name).evaluate(geom, options)
+                if Flag.FLANKING in x.flags][:6]
+    assert flanking
+    ids = [c.id for c in geom.creatures]
+    pairs = [*flanking, (ids[0], ids[1]), *flanking, (ids[0], ids[1])]
+    got = rules(name).evaluate(geom, options, pairs, [AttackMode.MELEE])
+    assert_same(got, rules(name).reference(geom, options, pairs, [AttackMode.MELEE]))
+    assert sum(Flag.FLANKING in x.flags for x in got) == 2 * len(flanking)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
 @pytest.mark.parametrize(("tokens", "walls", "seed"), [(30, 150, 1), (24, 400, 2)])
 @pytest.mark.parametrize("topped", [False, True], ids=["walls", "topped-walls"])
 def test_fast_equals_reference_on_rooms(name: str, tokens: int, walls: int, seed: int,
@@ -310,25 +326,40 @@ def test_hex_fast_path_is_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
 def test_hex_seal_rings_kept_per_footprint_are_the_rings_worked_out_afresh(
-        kind: GridKind) -> None:
+        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
     """A move changes one creature's seal ring: the others are found again by footprint
-    (`_SEAL_RINGS`). After a creature moves, with most rings found again and one worked
-    out, every ring and corner count is the one `hull_rings` gives for the whole scene."""
+    (`_SEAL_RINGS`). After a creature moves and another grows, with most rings found
+    again and two worked out, every ring and corner count is the one `hull_rings` gives
+    for the whole scene."""
+    from collections import OrderedDict
+
     import rulesets.degrees as deg
 
+    monkeypatch.setattr(deg, "_SEAL_RINGS", OrderedDict())
+    worked: list[int] = []
+    hull_rings = openings.hull_rings
+
+    def counting(spaces: openings.Spaces, *args: Any) -> Any:
+        worked.append(len(spaces.first))
+        return hull_rings(spaces, *args)
+
+    monkeypatch.setattr(openings, "hull_rings", counting)
     geom = hex_dressed(2, kind)
-    assert len(rules("pf2")._context(geom, Pf2Options()).seal_rings[1])  # every footprint kept
-    c = geom.creatures[3]
-    moved = replace(geom, creatures=(*geom.creatures[:3], replace(c, x=c.x + 300.0),
-                                     *geom.creatures[4:]))
+    n = len(geom.creatures)
+    assert len(rules("pf2")._context(geom, Pf2Options()).seal_rings[1]) == n
+    c, d = geom.creatures[3], geom.creatures[5]
+    moved = replace(geom, creatures=(
+        *geom.creatures[:3], replace(c, x=c.x + 300.0), geom.creatures[4],
+        replace(d, width=d.width + 1, height=d.height + 1), *geom.creatures[6:]))
     for scene in (geom, moved):
         ctx = rules("pf2")._context(scene, Pf2Options())
         rings, corners = ctx.seal_rings
-        want, want_corners = openings.hull_rings(ctx.loe_spaces, ctx.samples,
-                                                 ctx.sample_valid)
+        want, want_corners = hull_rings(ctx.loe_spaces, ctx.samples, ctx.sample_valid)
         assert corners.tolist() == want_corners.tolist()
         width = int(want_corners.max())
         assert np.array_equal(rings[:, :width], want[:, :width])
+    # Every ring once for the first scene; the two changed ones for the second.
+    assert worked == [n, 2]
     assert len(deg._SEAL_RINGS) <= deg._SEAL_RINGS_KEPT
 
 
