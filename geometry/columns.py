@@ -1,5 +1,5 @@
-"""A scene's creatures as columns of numbers (spaces, reach, elevation, height), worked out
-once per snapshot instead of once per reader.
+"""A scene's creatures as columns of numbers (spaces, reach, elevation, height, centres),
+worked out once per snapshot instead of once per reader.
 
 Rule of this module: derived data of frozen snapshots, nothing else. `columns` returns the
 same read-only arrays for the same creatures tuple and grid, and builds the arrays of a new

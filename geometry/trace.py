@@ -5,7 +5,9 @@ regions) and answers batches of lines with sparse hit lists; it decides what *ph
 meets a line (doors open or shut, one-way walls seen from the line's start, limited walls),
 never what that means in a game. Rulesets classify the hits. What depends only on the
 walls is kept across snapshots of the same walls (their arrays, and the wall hits of small
-batches for the next snapshot), never anything that depends on where creatures stand.
+batches for the next snapshot); of what depends on where creatures stand, only what one
+footprint on a hex grid alone decides (its polygon and hexes, `_hex_cells`), never what
+depends on several creatures.
 """
 
 from __future__ import annotations
@@ -511,8 +513,9 @@ class Tracer:
             shift = (np.asarray(todo, dtype=np.intp) - np.arange(len(todo))) * per
             parts.append((fresh[0] + shift[fresh[0] // per], fresh[1], fresh[2]))
         is_fresh = set(todo)
-        for k, (arrays, lo, hi, offset, _) in enumerate(complete):
-            if hi > lo and k not in is_fresh:
+        for k in (k for k in range(b) if k not in is_fresh):
+            arrays, lo, hi, offset, _ = complete[k]
+            if hi > lo:
                 parts.append((arrays[0][lo:hi] - offset + k * per, arrays[1][lo:hi],
                               arrays[2][lo:hi]))
         if not parts:

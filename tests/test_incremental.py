@@ -616,13 +616,13 @@ def test_hull_tests_in_blocks_are_the_tests_box_by_box(seed: int, n: int, nboxes
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 12), st.integers(1, 40),
-       st.sampled_from([4, 64, 1 << 18]))
+       st.sampled_from([0, 1, 3, 1 << 18]))
 def test_lines_entering_boxes_in_blocks_are_the_tests_box_by_box(seed: int, n: int,
                                                                  nboxes: int,
                                                                  block: int) -> None:
     """`affected` asks whether a pair's sight lines enter a changed creature's space on
-    blocks of those spaces at once: each block size gives the answers of the test made one
-    space at a time."""
+    blocks of those spaces at once: blocks of one space, of three, or of all of them give
+    the answers of the test made one space at a time."""
     import geometry.incremental as inc
     from geometry.kernel import enter_paired
     from geometry.model import CreatureGeom, Grid, GridKind, Size
@@ -644,8 +644,11 @@ def test_lines_entering_boxes_in_blocks_are_the_tests_box_by_box(seed: int, n: i
         e = np.tile(q, (len(p), 1))
         want[k] = any(enter_paired(s, e, np.broadcast_to(box, (len(s), 4))).any()
                       for box in boxes)
+    # Blocks of one box, of three, of all (block: boxes a block holds; 0: the default).
+    segments = sum(len(sight_points(cs[i], grid)) * len(sight_points(cs[j], grid))
+                   for i, j in zip(a.tolist(), t.tolist(), strict=True))
     old = inc._BLOCK
-    inc._BLOCK = block
+    inc._BLOCK = segments * block if block else old
     try:
         got = inc._lines_enter(cs, grid, a, t, boxes, sight_points)
     finally:

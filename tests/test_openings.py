@@ -330,16 +330,17 @@ def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(-20, 20), st.integers(-20, 20), st.integers(1, 15),
                           st.integers(1, 15), st.integers(-20, 20), st.integers(-20, 20),
-                          st.integers(1, 15), st.integers(1, 15)), min_size=1, max_size=20))
+                          st.integers(1, 15), st.integers(1, 15)), min_size=1, max_size=20),
+       st.sampled_from([1.0, 1 / 64, 100.0 + 1 / 64]))
 def test_boxes_overlap_by_the_axes_as_by_their_sides(
-        rows: list[tuple[int, int, int, int, int, int, int, int]]) -> None:
+        rows: list[tuple[int, int, int, int, int, int, int, int]], unit: float) -> None:
     """Square spaces are boxes: whether two of them meet (step 1: they see each other) is
     read on the axes, as the general test reads it on the rings' sides; boxes that only
     touch along a side or at a corner meet."""
-    a = openings.box_rings(np.array([[x, y, x + w, y + h] for x, y, w, h, *_ in rows],
-                                    dtype=np.float64), 0.0)
-    b = openings.box_rings(np.array([[x, y, x + w, y + h] for *_, x, y, w, h in rows],
-                                    dtype=np.float64), 0.0)
+    # On the grid's scale and a square's inset (1/64 px): coordinates a map has.
+    a = openings.box_rings(unit * np.array([[x, y, x + w, y + h] for x, y, w, h, *_ in rows],
+                                           dtype=np.float64), 0.0)
+    b = openings.box_rings(unit * np.array([[x, y, x + w, y + h] for *_, x, y, w, h in rows],
+                                           dtype=np.float64), 0.0)
     assert (openings._overlap(a, b) == openings._overlap_sides(a, b)).all()
     assert (openings._overlap(b, a) == openings._overlap(a, b)).all()
-
