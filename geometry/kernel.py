@@ -30,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry.caches import drop_oldest
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
@@ -223,8 +225,7 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
     listed = wall[order] if which is None else which[wall[order]]
     grid = replace(grid, cell_start=start, cell_walls=listed)
     if len(_GRIDS) >= _GRIDS_KEPT:
-        # pop, not del: a batch traced in another thread may have dropped it already.
-        _GRIDS.pop(next(iter(_GRIDS), key), None)
+        drop_oldest(_GRIDS)
     _GRIDS[key] = grid
     return grid
 
@@ -570,7 +571,7 @@ def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
         parts.append(out)
     merged = np.concatenate(parts)
     if len(_RUNS) >= _RUNS_KEPT:
-        _RUNS.pop(next(iter(_RUNS), key), None)
+        drop_oldest(_RUNS)
     _RUNS[key] = merged
     return merged
 

@@ -41,6 +41,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import kernel
+from geometry.caches import drop_oldest
 from geometry.columns import upper_pairs
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import Direction, RegionKind
@@ -104,7 +105,7 @@ def blockers(tracer: Tracer) -> Blockers:
         bottom=np.concatenate([nan[:n_runs], tracer.wall_bottom[other], nan[n_runs:]]),
         top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]))
     if len(_BLOCKERS) >= _BLOCKERS_KEPT:
-        _BLOCKERS.pop(next(iter(_BLOCKERS)), None)
+        drop_oldest(_BLOCKERS)
     _BLOCKERS[id(tracer.wall_xy)] = (tracer.wall_xy, tuple(tracer.regions), out)
     return out
 

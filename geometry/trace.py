@@ -22,6 +22,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel
+from geometry.caches import drop_oldest
 from geometry.columns import columns
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
@@ -102,7 +103,7 @@ def _wall_arrays(all_walls: tuple[WallGeom, ...]) -> _WallArrays:
                         for w in walls], dtype=bool),
         index={w.id: k for k, w in enumerate(walls)})
     if len(_WALL_CACHE) >= _WALL_CACHE_SIZE:
-        del _WALL_CACHE[next(iter(_WALL_CACHE))]
+        drop_oldest(_WALL_CACHE)
     _WALL_CACHE[id(all_walls)] = (all_walls, arrays)
     return arrays
 
@@ -498,7 +499,7 @@ class Tracer:
         complete = [f for f in found if f is not None]  # every block, now
         current.update(zip(keys, complete, strict=True))
         if len(_BLOCK_HITS) >= _BLOCK_HITS_SLOTS and slot not in _BLOCK_HITS:
-            del _BLOCK_HITS[next(iter(_BLOCK_HITS))]
+            drop_oldest(_BLOCK_HITS)
         _BLOCK_HITS[slot] = held
         if fresh is not None and len(todo) == b:
             # Nothing reused: the batch's hits, block by block, as traced.

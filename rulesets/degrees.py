@@ -38,6 +38,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel, openings
+from geometry.caches import drop_oldest
 from geometry.columns import columns
 from geometry.flanking import any_crosses_opposite_faces, any_crosses_opposite_prism_sides
 from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
@@ -1266,7 +1267,7 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
             indptr = np.searchsorted(src, np.arange(m + 1)).astype(np.intp)
         del one_src
     if len(_WALL_FACTS) >= _WALL_FACTS_SIZE:
-        del _WALL_FACTS[next(iter(_WALL_FACTS))]
+        drop_oldest(_WALL_FACTS)
     _WALL_FACTS[id(tr.walls)] = (tr.walls, plain, indptr, nbrs)
     return plain, indptr, nbrs
 

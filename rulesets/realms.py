@@ -26,6 +26,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel, openings
+from geometry.caches import drop_oldest
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
     CreatureGeom,
@@ -379,7 +380,7 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
         return hit
     _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
-        del _MEASURES[next(iter(_MEASURES))]
+        drop_oldest(_MEASURES)
     kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {}, {})
     _MEASURES[id(scene.walls)] = kept
     return kept

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry.caches import drop_oldest
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import WallGeom
 
@@ -126,7 +127,7 @@ def wall_lines(walls: tuple[WallGeom, ...], xy: FloatArray,
     lines = shapely.linestrings(xy.reshape(-1, 2, 2)) if len(xy) else np.empty(0, dtype=object)
     tree = shapely.STRtree(lines)
     if len(_WALL_TREES) >= _WALL_TREES_KEPT:
-        del _WALL_TREES[next(iter(_WALL_TREES))]
+        drop_oldest(_WALL_TREES)
     _WALL_TREES[id(walls)] = (walls, lines, tree)
     return lines, tree
 
