@@ -789,9 +789,7 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
     """Per line tried (of item li[k], from starts[k] in ring a to ends[k] in ring b):
     whether the walls near its item (rows bi, wi, ascending by item) stop it, read from
     its start and from its end."""
-    w_first = np.searchsorted(bi, np.arange(n_items))
-    w_count = np.searchsorted(bi, np.arange(n_items), side="right") - w_first
-    per = w_count[li]
+    per = np.bincount(bi, minlength=n_items)[li]
     total = int(per.sum())
     blocked = [np.zeros(len(li), dtype=bool), np.zeros(len(li), dtype=bool)]
     limited_hits: list[list[tuple[IntArray, FloatArray]]] = [[], []]
@@ -799,10 +797,8 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
     bounds = np.searchsorted(cum, np.arange(0, total + _CHUNK_ROWS, _CHUNK_ROWS))
     bounds = np.unique(np.clip(bounds, 0, len(li)))
     for k0, k1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        c = per[k0:k1]
-        line = np.repeat(np.arange(k0, k1), c)
-        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
-        row = w_first[li[line]] + within
+        line, row = _expand(bi, li[k0:k1], n_items)
+        line += k0
         w = wi[row]
         s, e = starts[line], ends[line]
         wxy = blk.xy[w]
@@ -852,6 +848,15 @@ class Spaces:
     first: IntArray
     count: IntArray
 
+    def take(self, which: IntArray) -> Spaces:
+        """The spaces of creatures `which` (positions), in that order, as `Spaces` of their
+        own."""
+        count = self.count[which]
+        start = np.cumsum(count) - count
+        at = np.repeat(self.first[which], count) + (
+            np.arange(int(count.sum())) - np.repeat(start, count))
+        return Spaces(self.rings[at], start, count)
+
 
 def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
     """The tracer's creatures' spaces as `Spaces`: their boxes on a square grid, their hex
@@ -879,10 +884,7 @@ def hull_rings(spaces: Spaces, points: FloatArray | None = None,
     (n, V, 2), shorter ones padded by repeating their last corner (a repeated corner only
     repeats a line), and each one's own number of corners."""
     n = len(spaces.first)
-    order = np.repeat(spaces.first, spaces.count) + (
-        np.arange(int(spaces.count.sum()))
-        - np.repeat(np.cumsum(spaces.count) - spaces.count, spaces.count))
-    xy = spaces.rings[order].reshape(-1, 2)
+    xy = spaces.take(np.arange(n)).rings.reshape(-1, 2)
     who = np.repeat(np.arange(n), spaces.count * spaces.rings.shape[1])
     hulls = shapely.convex_hull(shapely.multipoints(xy, indices=who))
     outline = np.where(shapely.get_type_id(hulls) == 3, shapely.get_exterior_ring(hulls), hulls)

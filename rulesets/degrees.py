@@ -637,12 +637,8 @@ class _Context:
                     _SEAL_RINGS.move_to_end(k)
         missing = np.array([i for i, h in enumerate(held) if h is None], dtype=np.intp)
         if missing.size:
-            sp = self.loe_spaces
-            count = sp.count[missing]
-            at = np.repeat(sp.first[missing], count) + (
-                np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-            sub = openings.Spaces(sp.rings[at], np.cumsum(count) - count, count)
-            rings, corners = openings.hull_rings(sub, self.samples[missing],
+            rings, corners = openings.hull_rings(self.loe_spaces.take(missing),
+                                                 self.samples[missing],
                                                  self.sample_valid[missing])
             with _SEAL_RINGS_LOCK:
                 for j, i in enumerate(missing.tolist()):
