@@ -761,10 +761,14 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
     # line crosses both, which few walls near a block do: only those are tested against
     # all of its lines. The walls are looked for in the grid's cells along the first line
     # (a thin strip, not the block's whole hull).
-    axis = ends.mean(axis=1) - starts.mean(axis=1)
-    normal = np.stack([-axis[:, 1], axis[:, 0]], axis=1)[:, None, :]
+    # (einsum sums the points as `mean` does, without its strided reduction over a
+    # trailing axis of 2; the sides' products are taken per coordinate for the same
+    # reason.)
+    axis = np.einsum("bpk->bk", ends) / q_n - np.einsum("bpk->bk", starts) / p_n
+    nx, ny = -axis[:, 1:2], axis[:, 0:1]
     every = np.arange(b)
-    side_s, side_e = np.sum(starts * normal, axis=2), np.sum(ends * normal, axis=2)
+    side_s = starts[..., 0] * nx + starts[..., 1] * ny
+    side_e = ends[..., 0] * nx + ends[..., 1] * ny
     edges = [(starts[every, pick(side_s, axis=1)], ends[every, pick(side_e, axis=1)])
              for pick in (np.argmax, np.argmin)]
     hulls = _hulls(edges[0][0][:, None, :], edges[0][1][:, None, :])

@@ -316,23 +316,26 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     ar, br = ar[items], br[items]
     pts = np.concatenate([ar, br], axis=1)  # (N, V + W, 2)
     v_n, w_n = ar.shape[1], br.shape[1]
+    # Coordinates as separate x and y planes: the same products as (rel x d) with 2-vectors,
+    # on contiguous arrays (a trailing axis of 2 makes every step a strided one).
+    px, py = pts[..., 0].copy(), pts[..., 1].copy()  # (N, K)
     # Corner lines (a's p to b's q, as block lines number them) and the side of each
     # corner.
-    ps = np.repeat(ar, w_n, axis=1)
-    qs = np.tile(br, (1, v_n, 1))
-    d = qs - ps  # (N, L, 2)
-    rel = pts[:, None, :, :] - ps[:, :, None, :]  # (N, L, K, 2)
-    o = d[..., None, 0] * rel[..., 1] - d[..., None, 1] * rel[..., 0]  # (N, L, K)
-    real = np.hypot(d[..., 0], d[..., 1]) > 0
+    lx, ly = np.repeat(px[:, :v_n], w_n, axis=1), np.repeat(py[:, :v_n], w_n, axis=1)
+    dx = np.tile(px[:, v_n:], (1, v_n)) - lx  # (N, L)
+    dy = np.tile(py[:, v_n:], (1, v_n)) - ly
+    o = (dx[..., None] * (py[:, None, :] - ly[..., None])
+         - dy[..., None] * (px[:, None, :] - lx[..., None]))  # (N, L, K)
+    real = np.hypot(dx, dy) > 0
     side1 = (o >= 0).all(axis=2) & real  # every corner left of (or on) the line
     side2 = (o <= 0).all(axis=2) & real
     # Hull sides: lines through two corners (any two) with every corner on one side.
     ii, jj = upper_pairs(pts.shape[1])
-    hp, hq = pts[:, ii], pts[:, jj]
-    hd = hq - hp
-    hrel = pts[:, None, :, :] - hp[:, :, None, :]
-    ho = hd[..., None, 0] * hrel[..., 1] - hd[..., None, 1] * hrel[..., 0]
-    hreal = np.hypot(hd[..., 0], hd[..., 1]) > 0
+    hx, hy = px[:, ii], py[:, ii]  # (N, H)
+    hdx, hdy = px[:, jj] - hx, py[:, jj] - hy
+    ho = (hdx[..., None] * (py[:, None, :] - hy[..., None])
+          - hdy[..., None] * (px[:, None, :] - hx[..., None]))  # (N, H, K)
+    hreal = np.hypot(hdx, hdy) > 0
     h_left = (ho >= 0).all(axis=2) & hreal
     h_right = (ho <= 0).all(axis=2) & hreal & ~h_left
     rows = len(bi)
@@ -355,12 +358,13 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
                                    - np.repeat(np.cumsum(count) - count, count))
     keep = u < v
     u, v = idx[u[keep]], idx[v[keep]]
-    meet, point = _meeting(w[u], w[v])
+    wt = np.ascontiguousarray(w.T)
+    meet, point = _meeting(wt[:, u], wt[:, v])
     u, v, point = u[meet], v[meet], point[meet]
     # Meeting points inside the hull (on the inner side of every hull side, or on it).
     item = bi[u]
-    rel = point[:, None, :] - hp[item]
-    po = hd[item][..., 0] * rel[..., 1] - hd[item][..., 1] * rel[..., 0]
+    po = (hdx[item] * (point[:, 1, None] - hy[item])
+          - hdy[item] * (point[:, 0, None] - hx[item]))
     inside = ~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1)
     u, v = u[inside], v[inside]
     label = np.arange(rows)
@@ -406,29 +410,36 @@ def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
 
 
 def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
-    """Row-paired segments (x0, y0, x1, y1): whether they meet (closed segments), and a
-    point where they do."""
-    p, r = a[:, 0:2], a[:, 2:4] - a[:, 0:2]
-    q, s = b[:, 0:2], b[:, 2:4] - b[:, 0:2]
-    den = r[:, 0] * s[:, 1] - r[:, 1] * s[:, 0]
-    qp = q - p
-    t_num = qp[:, 0] * s[:, 1] - qp[:, 1] * s[:, 0]
-    u_num = qp[:, 0] * r[:, 1] - qp[:, 1] * r[:, 0]
+    """Row-paired segments, given column-wise ((4, M): x0, y0, x1, y1 planes): whether
+    they meet (closed segments), and a point where they do ((M, 2))."""
+    px, py, rx, ry = a[0], a[1], a[2] - a[0], a[3] - a[1]
+    qx, qy, sx, sy = b[0], b[1], b[2] - b[0], b[3] - b[1]
+    den = rx * sy - ry * sx
+    qpx, qpy = qx - px, qy - py
+    t_num = qpx * sy - qpy * sx
+    u_num = qpx * ry - qpy * rx
     with np.errstate(divide="ignore", invalid="ignore"):
         t, u = t_num / den, u_num / den
     crossing = (den != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
-    point = np.where(crossing[:, None], p + np.where(crossing, t, 0.0)[:, None] * r, np.nan)
+    tc = np.where(crossing, t, 0.0)
+    point = np.full((len(px), 2), np.nan)
+    point[crossing, 0] = (px + tc * rx)[crossing]
+    point[crossing, 1] = (py + tc * ry)[crossing]
     # Parallel: collinear and overlapping; the meeting point an end of one on the other.
     para = (den == 0) & (t_num == 0)
     met = crossing.copy()
     if para.any():
+        k = np.flatnonzero(para)
+        ak, bk = a[:, k], b[:, k]
         # The overlap of the two boxes: on collinear segments, their common stretch.
-        lo = np.maximum(np.minimum(a[:, 0:2], a[:, 2:4]), np.minimum(b[:, 0:2], b[:, 2:4]))
-        hi = np.minimum(np.maximum(a[:, 0:2], a[:, 2:4]), np.maximum(b[:, 0:2], b[:, 2:4]))
-        for end in (b[:, 0:2], b[:, 2:4], a[:, 0:2], a[:, 2:4]):
-            on = para & ~met & ((end >= lo) & (end <= hi)).all(axis=1)
-            point[on] = end[on]
-            met |= on
+        lo = np.maximum(np.minimum(ak[0:2], ak[2:4]), np.minimum(bk[0:2], bk[2:4]))
+        hi = np.minimum(np.maximum(ak[0:2], ak[2:4]), np.maximum(bk[0:2], bk[2:4]))
+        done = np.zeros(len(k), dtype=bool)
+        for end in (bk[0:2], bk[2:4], ak[0:2], ak[2:4]):
+            on = ~done & ((end >= lo) & (end <= hi)).all(axis=0)
+            point[k[on]] = end[:, on].T
+            done |= on
+        met[k] = done
     return met, point
 
 
@@ -918,6 +929,8 @@ def hull_rings(spaces: Spaces, points: FloatArray | None = None,
 #: Pairs up to which `sealed_pairs` tests all of them in one call, their rings padded to
 #: the largest (the kernel's cost per call outweighs the padded lines below it).
 SEAL_ONE_CALL = 2_000
+#: Pairs up to which a group of one size is merged with the other small groups.
+SEAL_GROUP_MERGE = 400
 
 
 def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
@@ -927,8 +940,9 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     creature c's first corners[c] corners; `hull_rings`), which separates the two rings
     wholly (`kernel.sealed_blocks`, step 2 above): every line from one to the other is
     stopped, at any height, from either end. None with no plain wall. Pairs are taken by
-    their rings' numbers of corners (a hex creature's are 6 to a dozen), so no pair's lines
-    are padded to the largest creature's. A wall that separates two rings separates them
+    their rings' numbers of corners (a hex creature's are 6 to a dozen), so that the many
+    pairs of common sizes are not padded to the largest creature's; the groups of few pairs
+    go together in one call (each call has fixed costs), as do a move's few pairs. A wall that separates two rings separates them
     both ways: each unordered pair is tested once."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
@@ -950,6 +964,13 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         kind = np.full(len(a), corners[a].max() * width + corners[t].max())
     else:
         kind = corners[a] * width + corners[t]
+        # Groups of few pairs (a footprint or two of each size) are merged into one call,
+        # padded to their largest rings, for the same reason.
+        _, inverse = np.unique(kind, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1))
+        small = (counts <= SEAL_GROUP_MERGE)[inverse.reshape(-1)]
+        if np.count_nonzero(counts <= SEAL_GROUP_MERGE) > 1:
+            kind[small] = corners[a[small]].max() * width + corners[t[small]].max()
     for k in np.unique(kind).tolist():
         rows = np.flatnonzero(kind == k)
         ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]

@@ -396,6 +396,20 @@ def test_hex_seal_rings_hold_each_space_and_its_samples(kind: GridKind,
     monkeypatch.setattr(openings, "SEAL_ONE_CALL", 0)
     grouped = room_ctx._sealed_pairs(a[a != t], t[a != t])
     assert grouped is not None and (grouped == sealed).all()
+    # Groups of few pairs merged into one call padded to their largest rings, or each on
+    # its own, or all in one call: the same answer (rings of 6, 8 and 9 corners here).
+    more = on_hex(generate(60, 300, 1).geom, kind, 1)
+    more_ctx = rules("pf2")._context(more, Pf2Options())
+    n = len(more.creatures)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    a, t = a[a != t], t[a != t]
+    answers = []
+    for one_call, merge in ((0, 0), (0, openings.SEAL_GROUP_MERGE), (10**9, 0)):
+        monkeypatch.setattr(openings, "SEAL_ONE_CALL", one_call)
+        monkeypatch.setattr(openings, "SEAL_GROUP_MERGE", merge)
+        answers.append(more_ctx._sealed_pairs(a, t))
+    assert len(np.unique(more_ctx.seal_rings[1])) >= 3
+    assert all(x is not None and (x == answers[0]).all() for x in answers)
     none = np.zeros(0, dtype=np.intp)
     for limit in (0, 2_000):
         monkeypatch.setattr(openings, "SEAL_ONE_CALL", limit)

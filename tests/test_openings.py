@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+import shapely
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from geometry import kernel, openings
@@ -344,3 +345,33 @@ def test_boxes_overlap_by_the_axes_as_by_their_sides(
                                            dtype=np.float64), 0.0)
     assert (openings._overlap(a, b) == openings._overlap_sides(a, b)).all()
     assert (openings._overlap(b, a) == openings._overlap(a, b)).all()
+
+
+_coord = st.integers(-6, 6)
+# Walls of some length: a chain is made of walls that cross lines, which a wall of no
+# length never does.
+_segment = st.tuples(_coord, _coord, _coord, _coord).filter(lambda w: w[:2] != w[2:])
+
+
+@given(st.lists(st.tuples(_segment, _segment), min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+# Walls along one line: one within the other either way, overlapping, end to end, apart.
+@example([((0, 0, 4, 0), (-1, 0, 5, 0)), ((-1, 0, 5, 0), (1, 0, 2, 0)),
+          ((0, 0, 4, 4), (2, 2, 6, 6)), ((0, 0, 0, 3), (0, 3, 0, 5)),
+          ((0, 0, 1, 1), (2, 2, 3, 3)), ((3, 0, 0, 0), (4, 0, 1, 0))])
+def test_walls_of_a_chain_meet_as_shapely_says(
+        pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+    """Two walls of a chain meet (closed segments, touching, crossing or overlapping
+    along a line, or at a point) exactly when Shapely says they intersect, at a point of
+    both."""
+    a = np.array([p[0] for p in pairs], dtype=float)
+    b = np.array([p[1] for p in pairs], dtype=float)
+    met, point = openings._meeting(np.ascontiguousarray(a.T), np.ascontiguousarray(b.T))
+    pa = shapely.linestrings(a.reshape(-1, 2, 2))
+    pb = shapely.linestrings(b.reshape(-1, 2, 2))
+    expected = shapely.intersects(pa, pb)
+    assert met.tolist() == expected.tolist()
+    at = shapely.points(point[met])
+    assert (shapely.distance(at, pa[met]) <= 1e-9).all()
+    assert (shapely.distance(at, pb[met]) <= 1e-9).all()
+    assert np.isnan(point[~met]).all()
