@@ -347,26 +347,28 @@ class _Hulls:
     spread: FloatArray
 
 
-def _over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
-    """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls (numpy's reduce over
-    a short middle axis is several times slower)."""
+def over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
+    """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls: per block (or
+    ring), the least, largest or summed coordinates of its points. numpy's reduce over a
+    short middle axis before a trailing axis of 2 is about five times slower (0.5 ms
+    against 0.09 for 3,000 rings of 6 corners)."""
     out: FloatArray = functools.reduce(f, [pts[:, k] for k in range(pts.shape[1])])
     return out
 
 
 def _hulls(starts: FloatArray, ends: FloatArray) -> _Hulls:
     """The `_Hulls` of blocks with start points (B, P, 2) and end points (B, Q, 2)."""
-    lo = np.minimum(_over_points(np.minimum, starts), _over_points(np.minimum, ends))
-    hi = np.maximum(_over_points(np.maximum, starts), _over_points(np.maximum, ends))
-    cs = _over_points(np.add, starts) / starts.shape[1]
-    ce = _over_points(np.add, ends) / ends.shape[1]
+    lo = np.minimum(over_points(np.minimum, starts), over_points(np.minimum, ends))
+    hi = np.maximum(over_points(np.maximum, starts), over_points(np.maximum, ends))
+    cs = over_points(np.add, starts) / starts.shape[1]
+    ce = over_points(np.add, ends) / ends.shape[1]
     normals = _unit_normals(ce - cs)
     ps = starts[:, :, 0] * normals[:, 0, None] + starts[:, :, 1] * normals[:, 1, None]
     pe = ends[:, :, 0] * normals[:, 0, None] + ends[:, :, 1] * normals[:, 1, None]
-    axis = (normals, np.minimum(_over_points(np.minimum, ps), _over_points(np.minimum, pe)),
-            np.maximum(_over_points(np.maximum, ps), _over_points(np.maximum, pe)))
-    spread = np.maximum(_over_points(np.maximum, np.abs(starts - cs[:, None, :])),
-                        _over_points(np.maximum, np.abs(ends - ce[:, None, :])))
+    axis = (normals, np.minimum(over_points(np.minimum, ps), over_points(np.minimum, pe)),
+            np.maximum(over_points(np.maximum, ps), over_points(np.maximum, pe)))
+    spread = np.maximum(over_points(np.maximum, np.abs(starts - cs[:, None, :])),
+                        over_points(np.maximum, np.abs(ends - ce[:, None, :])))
     return _Hulls(lo, hi, axis, cs, ce, spread)
 
 
@@ -761,10 +763,9 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
     # line crosses both, which few walls near a block do: only those are tested against
     # all of its lines. The walls are looked for in the grid's cells along the first line
     # (a thin strip, not the block's whole hull).
-    # (einsum sums the points as `mean` does, without its strided reduction over a
-    # trailing axis of 2; the sides' products are taken per coordinate for the same
-    # reason.)
-    axis = np.einsum("bpk->bk", ends) / q_n - np.einsum("bpk->bk", starts) / p_n
+    # (Sums over the points as `mean` takes them, and the sides' products per coordinate:
+    # numpy's reductions over a short middle axis are slow, `over_points`.)
+    axis = over_points(np.add, ends) / q_n - over_points(np.add, starts) / p_n
     nx, ny = -axis[:, 1:2], axis[:, 0:1]
     every = np.arange(b)
     side_s = starts[..., 0] * nx + starts[..., 1] * ny

@@ -167,7 +167,8 @@ def overlapping(a: FloatArray, b: FloatArray) -> BoolArray:
 
 def _degenerate(ring: FloatArray) -> BoolArray:
     """Rings of one point (an area's origin)."""
-    out: BoolArray = (np.ptp(ring, axis=1).max(axis=1) == 0)
+    span = kernel.over_points(np.maximum, ring) - kernel.over_points(np.minimum, ring)
+    out: BoolArray = span.max(axis=1) == 0
     return out
 
 
@@ -397,7 +398,8 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
 def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
     """Per row: whether wall w[k] (x0, y0, x1, y1) touches ring rings[bi[k]] (closed):
     boxes apart never do; the rest by separating axes."""
-    lo, hi = rings.min(axis=1)[bi], rings.max(axis=1)[bi]
+    lo = kernel.over_points(np.minimum, rings)[bi]
+    hi = kernel.over_points(np.maximum, rings)[bi]
     near = ((np.minimum(w[:, 0], w[:, 2]) <= hi[:, 0]) & (np.maximum(w[:, 0], w[:, 2]) >= lo[:, 0])
             & (np.minimum(w[:, 1], w[:, 3]) <= hi[:, 1])
             & (np.maximum(w[:, 1], w[:, 3]) >= lo[:, 1]))
@@ -452,8 +454,10 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
     parts_i = [np.repeat(items, ar.shape[1]), np.repeat(items, br.shape[1])]
     parts_p = [ar[items].reshape(-1, 2), br[items].reshape(-1, 2)]
     both = np.concatenate([ar, br], axis=1)
-    box_lo, box_hi = both.min(axis=1), both.max(axis=1)
-    axis = ar.mean(axis=1) - br.mean(axis=1)
+    box_lo = kernel.over_points(np.minimum, both)
+    box_hi = kernel.over_points(np.maximum, both)
+    axis = (kernel.over_points(np.add, ar) / ar.shape[1]
+            - kernel.over_points(np.add, br) / br.shape[1])
     normal = np.column_stack([-axis[:, 1], axis[:, 0]])
     proj = np.einsum("nvk,nk->nv", both, normal)
     p_lo, p_hi = proj.min(axis=1), proj.max(axis=1)
@@ -534,7 +538,7 @@ def _as_boxes(ring: FloatArray) -> FloatArray | None:
     nxt = np.roll(ring, -1, axis=1)
     if not ((ring[..., 0] == nxt[..., 0]) | (ring[..., 1] == nxt[..., 1])).all():
         return None
-    lo, hi = ring.min(axis=1), ring.max(axis=1)
+    lo, hi = kernel.over_points(np.minimum, ring), kernel.over_points(np.maximum, ring)
     if not (hi > lo).all():
         return None  # a point (an origin) or a segment: `_clip` reads it its own way
     return np.concatenate([lo, hi], axis=1)
@@ -878,7 +882,7 @@ def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
         return Spaces(box_rings(tracer.boxes.reshape(-1, 4), inset_px),
                       np.arange(n, dtype=np.intp), np.ones(n, dtype=np.intp))
     verts = tracer.cell_verts
-    centre = verts.mean(axis=1, keepdims=True)
+    centre = (kernel.over_points(np.add, verts) / verts.shape[1])[:, None, :]
     d = centre - verts
     dist = np.hypot(d[..., 0], d[..., 1])[..., None]
     moved = verts + d / np.maximum(dist, 1e-12) * np.minimum(inset_px, dist)
@@ -942,8 +946,9 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     stopped, at any height, from either end. None with no plain wall. Pairs are taken by
     their rings' numbers of corners (a hex creature's are 6 to a dozen), so that the many
     pairs of common sizes are not padded to the largest creature's; the groups of few pairs
-    go together in one call (each call has fixed costs), as do a move's few pairs. A wall that separates two rings separates them
-    both ways: each unordered pair is tested once."""
+    go together in one call (each call has fixed costs), as do a move's few pairs. A wall
+    that separates two rings separates them both ways: each unordered pair is tested
+    once."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
         return None
@@ -978,8 +983,10 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         # Spaces that overlap or touch see each other (a rider on its mount); only rings
         # whose boxes meet can.
         near = np.flatnonzero(got)
-        lo_a, hi_a = ra[near].min(axis=1), ra[near].max(axis=1)
-        lo_t, hi_t = rt[near].min(axis=1), rt[near].max(axis=1)
+        lo_a = kernel.over_points(np.minimum, ra[near])
+        hi_a = kernel.over_points(np.maximum, ra[near])
+        lo_t = kernel.over_points(np.minimum, rt[near])
+        hi_t = kernel.over_points(np.maximum, rt[near])
         near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
         got[near] &= ~_overlap(ra[near], rt[near])
         sealed[rows] = got

@@ -887,7 +887,7 @@ class CornerEngine:
         # A point (nearly) on the square's border sees it across (nearly) half a turn: the
         # angular sum is ill-conditioned there, the union settles it.
         v = corners4 - p[:, None, :]
-        mid = v.mean(axis=1)
+        mid = kernel.over_points(np.add, v) / v.shape[1]
         cos = np.einsum("rkj,rj->rk", v, mid) / np.maximum(
             np.hypot(v[..., 0], v[..., 1]) * np.hypot(mid[:, 0], mid[:, 1])[:, None], 1e-300)
         slow |= cos.min(axis=1) < 0.5

@@ -603,7 +603,8 @@ class RealmsContext:
         found = openings.sealed_pairs(self.tracer, rings, corners, a, t)
         if found is None:
             return np.zeros(len(pairs), dtype=bool)
-        flat = np.ptp(rings, axis=1).min(axis=1) <= 0
+        flat = (kernel.over_points(np.maximum, rings)
+                - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
         out: npt.NDArray[np.bool_] = found & ~flat[a] & ~flat[t]
         return out
 
@@ -632,7 +633,8 @@ class RealmsContext:
         dark = kernel.sealed_blocks(p[:, None, :], rings[t[pair]], tr.wall_xy, plain)
         dark &= ~self._views_near_wall[view]
         dark &= ~shapely.intersects(self._body_arr[t[pair]], shapely.points(p))
-        flat = np.ptp(rings, axis=1).min(axis=1) <= 0
+        flat = (kernel.over_points(np.maximum, rings)
+                - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
         out = np.bincount(pair, weights=~dark, minlength=len(pairs)) == 0
         result: npt.NDArray[np.bool_] = out & ~flat[t]
         return result

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry import kernel
 from geometry.caches import drop_oldest
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import WallGeom
@@ -232,7 +233,7 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     if n == 0 or len(seg_req) == 0:
         return out
     v = body - p[:, None, :]
-    c = v.mean(axis=1)
+    c = kernel.over_points(np.add, v) / k
     c = c / np.hypot(c[:, 0], c[:, 1])[:, None]
     cperp = np.column_stack([-c[:, 1], c[:, 0]])
 
