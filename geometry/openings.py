@@ -568,14 +568,15 @@ def _shared_sides(ring: FloatArray) -> tuple[FloatArray, FloatArray] | None:
 def _clip_shared(p0: FloatArray, d: FloatArray, normal: FloatArray,
                  offset: FloatArray) -> tuple[FloatArray, FloatArray]:
     """`_clip` for rings with shared sides (`_shared_sides`): normal (V, 2), offset of
-    each line's ring (N, V)."""
-    a = d @ normal.T
-    b = p0 @ normal.T - offset
+    each line's ring (V, N: side by side, so that the reductions over the sides run along
+    whole rows, not over a short last axis)."""
+    a = normal @ d.T  # (V, N)
+    b = normal @ p0.T - offset
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = -b / a
-    lo = np.where(a > 0, ratio, -np.inf).max(axis=1)
-    hi = np.where(a < 0, ratio, np.inf).min(axis=1)
-    outside = ((a == 0) & (b < 0)).any(axis=1)
+    lo = np.maximum.reduce(np.where(a > 0, ratio, -np.inf), axis=0)
+    hi = np.minimum.reduce(np.where(a < 0, ratio, np.inf), axis=0)
+    outside = np.logical_or.reduce((a == 0) & (b < 0), axis=0)
     return np.where(outside, np.inf, lo), hi
 
 
@@ -587,14 +588,18 @@ class _Clipper:
 
     boxes: FloatArray | None = None
     normal: FloatArray | None = None  # shared (V, 2), or each ring's (N, V, 2)
-    offset: FloatArray | None = None  # (N, V)
+    offset: FloatArray | None = None  # (V, N) with shared sides, else (N, V)
 
     @classmethod
     def of(cls, ring: FloatArray) -> _Clipper:
         boxes = _as_boxes(ring)
         if boxes is not None:
             return cls(boxes=boxes)
-        normal, offset = _shared_sides(ring) or _sides(ring)
+        shared = _shared_sides(ring)
+        if shared is not None:
+            # Offsets side by side (V, N), as `_clip_shared` reads them.
+            return cls(normal=shared[0], offset=np.ascontiguousarray(shared[1].T))
+        normal, offset = _sides(ring)
         return cls(normal=normal, offset=offset)
 
     def clip(self, p0: FloatArray, d: FloatArray, li: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -603,7 +608,7 @@ class _Clipper:
             return _clip_boxes(p0, d, self.boxes[li])
         assert self.normal is not None and self.offset is not None
         if self.normal.ndim == 2:
-            return _clip_shared(p0, d, self.normal, self.offset[li])
+            return _clip_shared(p0, d, self.normal, self.offset[:, li])
         return _clip(p0, d, self.normal[li], self.offset[li])
 
 
@@ -628,15 +633,19 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
     s_i: list[IntArray] = []
     s_p: list[FloatArray] = []
     s_q: list[FloatArray] = []
-    for e in np.unique(count[items]).tolist():
-        its = items[(count[items] == e) & ~point_a[items]]
-        if e < 2 or len(its) == 0:
-            continue
-        ii, jj = upper_pairs(e)
-        base = first[its][:, None]
-        p = ev_pt[base + ii[None, :]].reshape(-1, 2)
-        q = ev_pt[base + jj[None, :]].reshape(-1, 2)
-        it = np.repeat(its, len(ii))
+    its = items[(count[items] >= 2) & ~point_a[items]]
+    if len(its):
+        # Every two event points of each item, all items at once: the k-th pair of an
+        # item is (i, j), i < j, with j(j - 1) / 2 <= k < (j + 1) j / 2.
+        e = count[its]
+        per = e * (e - 1) // 2
+        it = np.repeat(its, per)
+        k = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+        j = np.floor((1 + np.sqrt(1 + 8 * k)) / 2).astype(np.intp)
+        j -= j * (j - 1) // 2 > k  # (the square root a hair off either way)
+        j += (j + 1) * j // 2 <= k
+        i = k - j * (j - 1) // 2
+        p, q = ev_pt[first[it] + i], ev_pt[first[it] + j]
         d = q - p
         norm = np.hypot(d[:, 0], d[:, 1])
         ok = norm > 4 * EPSILON_PX
@@ -790,7 +799,9 @@ def _ranks(li: IntArray) -> IntArray:
     """Each line's place among its item's lines, in a fixed shuffled order."""
     n = len(li)
     key = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
-    order = np.lexsort((key, li))
+    # By item, then by key: one stable sort of both in one integer (lexsort of the two
+    # costs about twice as much).
+    order = np.argsort((li.astype(np.int64) << 24) | key.astype(np.int64), kind="stable")
     sorted_li = li[order]
     first = np.searchsorted(sorted_li, sorted_li)
     rank = np.empty(n, dtype=np.intp)

@@ -320,7 +320,7 @@ def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
     li = np.arange(len(p0)) % len(rings)
     normal, offset = openings._sides(rings)
     lo, hi = openings._clip(p0, d, normal[li], offset[li])
-    slo, shi = openings._clip_shared(p0, d, shared[0], shared[1][li])
+    slo, shi = openings._clip_shared(p0, d, shared[0], shared[1][li].T)
     inside = lo <= hi - 1e-6
     assert (slo <= shi)[inside].all()
     assert np.allclose(lo[inside], slo[inside], rtol=0, atol=1e-6)
