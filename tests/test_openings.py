@@ -375,3 +375,33 @@ def test_walls_of_a_chain_meet_as_shapely_says(
     assert (shapely.distance(at, pa[met]) <= 1e-9).all()
     assert (shapely.distance(at, pb[met]) <= 1e-9).all()
     assert np.isnan(point[~met]).all()
+
+
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=12))
+@settings(max_examples=100, deadline=None)
+def test_lines_tried_pass_by_every_two_event_points_of_an_item(counts: list[int]) -> None:
+    """The search tries, for every two event points of an item, four lines, each through
+    points a hair to either side of the two (`_candidate_lines`): each pair of points
+    once, whatever the number of points each item has."""
+    rng = np.random.default_rng(len(counts))
+    n = len(counts)
+    ev_item = np.repeat(np.arange(n), counts)
+    # Points on a coarse lattice, so that no two lie within a hair of each other.
+    ev_pt = rng.permutation(np.array([(x, y) for x in range(40) for y in range(40)],
+                                     dtype=float))[:len(ev_item)] * 10
+    rings = rng.random((n, 4, 2)) * 400
+    li, p0, p1 = openings._candidate_lines(rings, rings + 500, ev_item, ev_pt, np.arange(n))
+    first = np.cumsum(counts) - np.array(counts)
+    seen: dict[tuple[int, int, int], int] = {}
+    for item, p, q in zip(li.tolist(), p0, p1, strict=True):
+        own = ev_pt[first[item]:first[item] + counts[item]]
+        near_p = np.flatnonzero(np.hypot(*(own - p).T) <= 2 * openings.EPSILON_PX)
+        near_q = np.flatnonzero(np.hypot(*(own - q).T) <= 2 * openings.EPSILON_PX)
+        assert len(near_p) == 1 and len(near_q) == 1
+        key = (item, *sorted((int(near_p[0]), int(near_q[0]))))
+        assert key[1] != key[2]
+        seen[key] = seen.get(key, 0) + 1
+    expected = {(item, i, j) for item, c in enumerate(counts)
+                for i in range(c) for j in range(i + 1, c)}
+    assert set(seen) == expected
+    assert set(seen.values()) <= {4}
