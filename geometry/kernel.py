@@ -45,6 +45,19 @@ def take_rows(array: FloatArray, idx: IntArray) -> FloatArray:
     out: FloatArray = np.take(array, idx, axis=0)
     return out
 
+
+def dense_unique(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], IntArray]:
+    """`np.unique(keys, return_inverse=True)` for non-negative integer keys: by a table of
+    the keys present when they are few enough for one (a row's outcome code: tens of
+    thousands of rows, a few dozen distinct codes), instead of a sort."""
+    if len(keys) == 0 or int(keys.max()) >= max(4 * len(keys), 1 << 16):
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    present = np.zeros(int(keys.max()) + 1, dtype=bool)
+    present[keys] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present).astype(np.int64), rank[keys]
+
 # Booleans alive at once per chunk; 4M keeps a chunk's temporaries around 100 MB.
 CHUNK_CELLS = 4_000_000
 # Minimum parameter length (fraction of the line) a line must spend inside an open square.

@@ -41,7 +41,13 @@ from geometry import kernel, openings
 from geometry.caches import drop_oldest
 from geometry.columns import columns
 from geometry.flanking import any_crosses_opposite_faces, any_crosses_opposite_prism_sides
-from geometry.kernel import BoolArray, FloatArray, IntArray, segments_enter_boxes
+from geometry.kernel import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    dense_unique,
+    segments_enter_boxes,
+)
 from geometry.model import Direction, GridKind, RegionKind, SceneGeom
 from geometry.seams import Seams, box_seams, hex_seams, seam_hits
 from geometry.square import (
@@ -214,7 +220,7 @@ class CoverDegrees(Ruleset):
         levels, lines = ctx.fast_rows(a, t, want_lines)
         sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])
-        flanking = ctx.fast_flanking(idx, a, t, levels, (sx, sy, sz)) \
+        flanking = ctx.fast_flanking(a, t, levels, (sx, sy, sz)) \
             if any(m is not AttackMode.RANGED for m in modes) else {}
         by_mode = self._reach_by_mode(ctx, a, sx, sy, sz)
         extra, extra_values = self._fast_extra(ctx, a, t)
@@ -251,7 +257,7 @@ class CoverDegrees(Ruleset):
                            (flank_code[:, None], len(flanks)),
                            (extra.astype(np.int64)[:, None], len(extra_values))):
             key = key * size + code
-        uniq, which = np.unique(key.reshape(-1), return_inverse=True)
+        uniq, which = dense_unique(key.reshape(-1))
         columns = [np.empty(len(uniq), dtype=object) for _ in range(5)]
         for u, k in enumerate(uniq.tolist()):
             k, ex = divmod(k, len(extra_values))
@@ -885,20 +891,18 @@ class _Context:
                             tuple(sorted(regions[k]))),)
                 for k in range(hits.n)]
 
-    def fast_flanking(self, pairs: Sequence[tuple[int, int]], a: IntArray, t: IntArray,
-                      levels: IntArray,
+    def fast_flanking(self, a: IntArray, t: IntArray, levels: IntArray,
                       steps: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                    npt.NDArray[np.int64]],
                       ) -> dict[tuple[int, int], tuple[int, tuple[str, ...]]]:
-        """`reference_flanking`, with who threatens each target found for all targets at
-        once: only creatures within their reach of a target can threaten it, so only their
-        levels are traced when the pairs asked for lack them; and only an attacker that
-        threatens its target can flank it, so only those targets' threats are looked for (a
-        move asks for the mover against every target, and it threatens a few). `steps`: the
-        pairs' grid steps along x, y and z."""
+        """`reference_flanking` for the pairs (a[k], t[k]) at their `levels`, with who
+        threatens each target found for all targets at once: only creatures within their
+        reach of a target can threaten it, so only their levels are traced when the pairs
+        asked for lack them; and only an attacker that threatens its target can flank it,
+        so only those targets' threats are looked for (a move asks for the mover against
+        every target, and it threatens a few). `steps`: the pairs' grid steps along x, y
+        and z."""
         n = len(self.cs)
-        known = dict(zip(zip(a.tolist(), t.tolist(), strict=True), levels.tolist(),
-                         strict=True))
         sx, sy, sz = steps
         threat = (levels != TOTAL) & (a != t) & (self.reach[a] > 0) \
             & within_reach_many(sx, sy, self.reach[a], sz)
@@ -911,26 +915,29 @@ class _Context:
         sz = vertical_steps_many(self.elev[bb], self.side[bb], self.elev[tt], self.side[tt])
         near = (bb != tt) & (self.reach[bb] > 0) & within_reach_many(sx, sy, self.reach[bb], sz)
         bb, tt = bb[near], tt[near]
-        candidates = list(zip(bb.tolist(), tt.tolist(), strict=True))
-        missing = [k for k, pair in enumerate(candidates) if pair not in known]
-        if missing:
-            m = np.array(missing, dtype=np.intp)
-            extra, _ = self.fast_rows(bb[m], tt[m], False)
-            known.update(zip((candidates[k] for k in missing), extra.tolist(), strict=True))
+        # The levels known from the pairs asked for, by pair code (a pair asked twice has
+        # one level); the candidates' others are traced.
+        code = bb * n + tt
+        asked = a.astype(np.intp) * n + t
+        order = np.argsort(asked, kind="stable")
+        at = np.minimum(np.searchsorted(asked[order], code), len(asked) - 1)
+        found = asked[order][at] == code
+        level = np.where(found, levels[order][at], TOTAL)
+        missing = np.flatnonzero(~found)
+        if missing.size:
+            level[missing] = self.fast_rows(bb[missing], tt[missing], False)[0]
         # Who threatens each target, in creature order (as the reference lists them).
         threats: dict[int, list[int]] = {}
-        for b, tk in sorted(candidates):
-            if known[(b, tk)] != TOTAL:
-                threats.setdefault(tk, []).append(b)
-        threatening = {(b, tk) for tk, who in threats.items() for b in who}
+        ok = level != TOTAL
+        for b, tk in sorted(zip(bb[ok].tolist(), tt[ok].tolist(), strict=True)):
+            threats.setdefault(tk, []).append(b)
         out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
         by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
-        for ak, tk in pairs:
-            # Only an attacker threatening the target can flank it: the partners are
-            # matched among those (a move asks for the mover against every target, and it
-            # threatens a few).
-            if (ak, tk) not in threatening:
-                continue
+        # Only an attacker threatening the target can flank it (its level not TOTAL, the
+        # target within its reach: `threat`), and the partners are matched among those (a
+        # move asks for the mover against every target, and it threatens a few).
+        rows = np.flatnonzero(threat)
+        for ak, tk in zip(a[rows].tolist(), t[rows].tolist(), strict=True):
             key = (tk, self.cs[ak].disposition)
             if key not in by_target:
                 who = [b for b in threats.get(tk, ()) if self.cs[b].disposition == key[1]]

@@ -8,6 +8,8 @@ import itertools
 import numpy as np
 import pytest
 import shapely
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geometry import kernel
 from geometry.kernel import BoolArray, FloatArray, IntArray
@@ -478,3 +480,15 @@ def test_alike_walls_collapse_to_one_mark_per_line(seed: int) -> None:
         zip(li[keep].tolist(), side[keep].tolist(), strict=True))
     assert crossed.tolist() == sorted(set(li[~keep].tolist()))
     assert crossed.size and al.size
+
+
+@given(st.lists(st.integers(0, 300), max_size=200), st.sampled_from([1, 1_000, 1 << 40]))
+@settings(max_examples=200, deadline=None)
+def test_dense_unique_is_numpys_unique(values: list[int], scale: int) -> None:
+    """Outcome codes made unique by a table of those present, or by a sort when they
+    spread too far for one: as `np.unique` with its inverse."""
+    keys = np.array(values, dtype=np.int64) * scale
+    uniq, inverse = kernel.dense_unique(keys)
+    want_u, want_i = np.unique(keys, return_inverse=True)
+    assert uniq.tolist() == want_u.tolist()
+    assert inverse.tolist() == want_i.reshape(-1).tolist()
