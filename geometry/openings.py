@@ -24,7 +24,8 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    does, and every cell has such a point on its border. For every two event points, the
    four lines through points a hair (EPSILON_PX) to either side of each are tried, each
    clipped to the two rings and tested with the crossing convention; any free one is a
-   witness. A line found free is free (it is tested exactly); what the search could miss is
+   witness. Between rings apart along their axis, the two lines shifted to either side
+   meet every cell already, and the two turned ones are left out (`_apart`). A line found free is free (it is tested exactly); what the search could miss is
    an opening narrower than EPSILON_PX.
 
 In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
@@ -621,12 +622,14 @@ def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: FloatArray,
-                     items: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+                     items: IntArray, shifts_only: BoolArray | None = None,
+                     ) -> tuple[IntArray, FloatArray, FloatArray]:
     """(item, p0, p1): the lines tried, through two points of each item's event points each
-    moved EPSILON_PX to either side of the line through them (four lines a pair); from an
-    origin (a ring of one point), the lines from it towards each event point turned a hair
-    either way (the cells of lines through a point are the turns between those); from a
-    point to a point, the line between them."""
+    moved EPSILON_PX to either side of the line through them (four lines a pair: shifted
+    to either side, or turned either way; for the items of `shifts_only`, `_apart`, the two
+    shifts only); from an origin (a ring of one point), the lines from it towards each
+    event point turned a hair either way (the cells of lines through a point are the turns
+    between those); from a point to a point, the line between them."""
     count = np.bincount(ev_item, minlength=len(ar))
     first = np.cumsum(count) - count
     point_a = _degenerate(ar)
@@ -651,10 +654,12 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
         ok = norm > 4 * EPSILON_PX
         p, q, it, d, norm = p[ok], q[ok], it[ok], d[ok], norm[ok]
         nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        turn = np.ones(len(it), dtype=bool) if shifts_only is None else ~shifts_only[it]
         for s1, s2 in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-            s_i.append(it)
-            s_p.append(p + s1 * nrm)
-            s_q.append(q + s2 * nrm)
+            sel = slice(None) if s1 == s2 else turn
+            s_i.append(it[sel])
+            s_p.append(p[sel] + s1 * nrm[sel])
+            s_q.append(q[sel] + s2 * nrm[sel])
     # Point to point: the one line between them.
     both = items[point_a[items] & _degenerate(br)[items]]
     if len(both):
@@ -680,6 +685,35 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
     return np.concatenate(s_i), np.concatenate(s_p), np.concatenate(s_q)
 
 
+def _apart(ar: FloatArray, br: FloatArray) -> BoolArray:
+    """Per pair of rings: whether no line perpendicular to the line between their centres
+    meets both (their shadows on that line are apart, by more than a few EPSILON_PX).
+
+    Then, in a frame along that line, every line meeting both rings is y = m x + c with m
+    and c bounded, and the lines of one cell of the event points' arrangement (section 3
+    of the module's header) are a bounded convex polygon of (m, c), with no vertical side
+    (an event point's lines are c = y - x m). A vertex of it strictly between its least
+    and largest m has the polygon straight above or straight below it: the line through
+    its two event points shifted a hair to one side or the other lies in the cell. So the
+    two shifted lines through every two event points meet every cell, and the two turned
+    ones are not needed (one shift alone is not enough: tried, it missed cells). Where a
+    wall's stop varies within a cell (a height band: where the line crosses it; one way:
+    which side of the wall's line the line starts on), the cells do not decide, and the
+    items near such walls keep all four lines."""
+    if len(ar) == 0:
+        return np.zeros(0, dtype=bool)
+    ca = kernel.over_points(np.add, ar) / ar.shape[1]
+    cb = kernel.over_points(np.add, br) / br.shape[1]
+    axis = cb - ca
+    length = np.hypot(axis[:, 0], axis[:, 1])
+    ok = length > 0
+    unit = axis / np.where(ok, length, 1.0)[:, None]
+    a_far = np.einsum("nvk,nk->nv", ar, unit).max(axis=1)
+    b_near = np.einsum("nvk,nk->nv", br, unit).min(axis=1)
+    out: BoolArray = ok & (a_far < b_near - 8 * EPSILON_PX)
+    return out
+
+
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
             wi: IntArray, items: IntArray, group: IntArray | None = None,
@@ -696,7 +730,12 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     group_f = np.zeros(int(group.max()) + 1, dtype=bool)
     group_b = np.zeros(len(group_f), dtype=bool)
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
-    li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items)
+    # Items between rings apart along their axis, with no wall near them that has a
+    # height band or one way: the shifted lines suffice (`_apart`).
+    varies = ~np.isnan(blk.bottom[wi]) | ~np.isnan(blk.top[wi]) | (blk.direction[wi] != 0)
+    shifts_only = _apart(ar, br)
+    shifts_only[bi[varies]] = False
+    li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
     if len(li) == 0:
         return free_f[items], free_b[items]
     clippers = (_Clipper.of(ar), _Clipper.of(br))

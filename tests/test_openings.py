@@ -405,3 +405,58 @@ def test_lines_tried_pass_by_every_two_event_points_of_an_item(counts: list[int]
                 for i in range(c) for j in range(i + 1, c)}
     assert set(seen) == expected
     assert set(seen.values()) <= {4}
+
+
+def _random_walls(rng: np.random.Generator, one_way: float) -> list[WallGeom]:
+    """Between 2 and 24 walls in the band between x = 300 and 1,400: on the grid or off
+    it, along the axes or at any angle, some short, a tenth limited, `one_way` of them
+    one-way (walls of rooms and rubble, closing gaps or leaving slits)."""
+    walls = []
+    for k in range(int(rng.integers(2, 25))):
+        x0 = float(rng.integers(3, 14) * 100 + (rng.integers(0, 100) if rng.random() < 0.25
+                                                else 0))
+        y0 = float(rng.integers(-2, 6) * 100 + (rng.integers(0, 100) if rng.random() < 0.33
+                                                else 0))
+        angle = [0.0, np.pi / 2, float(rng.uniform(0, np.pi))][int(rng.integers(3))]
+        length = [100.0, 200.0, 300.0, float(rng.uniform(20, 400))][int(rng.integers(4))]
+        direction = (Direction.BOTH if rng.random() >= one_way
+                     else list(Direction)[int(rng.integers(len(Direction)))])
+        walls.append(_wall(k, (x0, y0, x0 + np.cos(angle) * length,
+                               y0 + np.sin(angle) * length),
+                           limited=bool(rng.random() < 0.1), direction=direction))
+    return walls
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shifted_lines_find_what_turned_lines_find(seed: int) -> None:
+    """Between rings apart along their axis, the search tries only the two shifted lines
+    through every two event points (`_apart`): it finds a free line each way exactly when
+    trying the turned ones as well does, among walls at any angle (one-way ones near a
+    pair bring the turned lines back). 150 random scenes a seed, about half of their pairs
+    with no line of effect."""
+    rng = np.random.default_rng(seed)
+    outcomes = set()
+    for _ in range(150):
+        size = int(rng.integers(1, 3))
+        ya, yb = float(rng.integers(-1, 5) * 100), float(rng.integers(-1, 5) * 100)
+        walls = _random_walls(rng, 0.0 if seed < 2 else 0.2)
+        scene = _scene(walls, [(0, ya, size), (1600, yb, size)])
+        tr = Tracer(scene)
+        sp = openings.spaces_of(tr, INSET_PX)
+        ar, br = sp.rings[0:1], sp.rings[1:2]
+        assert openings._apart(ar, br).all()
+        blk = openings.blockers(tr)
+        bi, wi = kernel.block_candidates(ar, br, blk.xy)
+        if len(bi) == 0:
+            continue
+        ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
+        got = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+        apart = openings._apart
+        try:
+            openings._apart = lambda a, b: np.zeros(len(a), dtype=bool)  # type: ignore[assignment]
+            want = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+        finally:
+            openings._apart = apart
+        assert (bool(got[0][0]), bool(got[1][0])) == (bool(want[0][0]), bool(want[1][0]))
+        outcomes.add((bool(want[0][0]), bool(want[1][0])))
+    assert {(True, True), (False, False)} <= outcomes
