@@ -25,8 +25,9 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    four lines through points a hair (EPSILON_PX) to either side of each are tried, each
    clipped to the two rings and tested with the crossing convention; any free one is a
    witness. Between rings apart along their axis, the two lines shifted to either side
-   meet every cell already, and the two turned ones are left out (`_apart`). A line found free is free (it is tested exactly); what the search could miss is
-   an opening narrower than EPSILON_PX.
+   meet every cell already, and the two turned ones are left out (`_apart`). A line found
+   free is free (it is tested exactly); what the search could miss is an opening narrower
+   than EPSILON_PX.
 
 In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
 of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
@@ -144,7 +145,18 @@ def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
         meet: BoolArray = ((box_a[:, 0] <= box_b[:, 2]) & (box_b[:, 0] <= box_a[:, 2])
                            & (box_a[:, 1] <= box_b[:, 3]) & (box_b[:, 1] <= box_a[:, 3]))
         return meet
-    return _overlap_sides(a, b)
+    # Rings whose boxes are apart are apart (the sides' test would find a side between
+    # them): only the others are tested by their sides (two points are left to it too, as
+    # it has always read them).
+    lo_a, hi_a = kernel.over_points(np.minimum, a), kernel.over_points(np.maximum, a)
+    lo_b, hi_b = kernel.over_points(np.minimum, b), kernel.over_points(np.maximum, b)
+    near = ((lo_a <= hi_b) & (lo_b <= hi_a)).all(axis=1)
+    near |= ((lo_a == hi_a) & (lo_b == hi_b)).all(axis=1)
+    out = np.zeros(len(a), dtype=bool)
+    k = np.flatnonzero(near)
+    if len(k):
+        out[k] = _overlap_sides(a[k], b[k])
+    return out
 
 
 def _overlap_sides(a: FloatArray, b: FloatArray) -> BoolArray:

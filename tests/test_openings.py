@@ -460,3 +460,24 @@ def test_shifted_lines_find_what_turned_lines_find(seed: int) -> None:
         assert (bool(got[0][0]), bool(got[1][0])) == (bool(want[0][0]), bool(want[1][0]))
         outcomes.add((bool(want[0][0]), bool(want[1][0])))
     assert {(True, True), (False, False)} <= outcomes
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-8, 8), st.integers(-8, 8), st.integers(1, 4),
+                          st.integers(-8, 8), st.integers(-8, 8), st.integers(1, 4)),
+                min_size=1, max_size=20))
+def test_rings_overlap_as_their_sides_say(
+        spec: list[tuple[int, int, int, int, int, int]]) -> None:
+    """Hexes (and points) whose boxes are apart are apart: the sides' test is left to the
+    rings whose boxes meet, with the same answers, touching ones included."""
+    angle = np.arange(6) * np.pi / 3
+
+    def hexagon(x: int, y: int, r: int) -> np.ndarray:
+        if r == 4:
+            return np.tile([x * 5.0, y * 5.0], (6, 1))  # a point
+        return np.column_stack([x * 5.0 + r * 5.0 * np.cos(angle),
+                                y * 5.0 + r * 5.0 * np.sin(angle)])
+
+    a = np.stack([hexagon(x, y, r) for x, y, r, _, _, _ in spec])
+    b = np.stack([hexagon(x, y, r) for _, _, _, x, y, r in spec])
+    assert openings._overlap(a, b).tolist() == openings._overlap_sides(a, b).tolist()
