@@ -263,7 +263,9 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     sr = np.repeat(np.arange(len(seg_req)), k)
     ke = np.tile(np.arange(k), len(seg_req))
     req_e = seg_req[sr]
-    e0, ed = edge0[req_e, ke], edge_d[req_e, ke]
+    flat = req_e * k + ke  # (rows of the (request, corner) sides, whole rows by take)
+    e0 = np.take(edge0.reshape(-1, 2), flat, axis=0)
+    ed = np.take(edge_d.reshape(-1, 2), flat, axis=0)
     hit, pt = _segments_cross(A[sr], D[sr], e0, ed)
     bp_r.append(req_e[hit])
     bp_t.append(angle(req_e[hit], pt))
@@ -278,7 +280,14 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
         bp_t.append(angle(seg_req[i][hit], pt))
     br = np.concatenate(bp_r)
     bt = np.clip(np.concatenate(bp_t), lo[br], hi[br])
-    order = np.lexsort((bt, br))
+    if int(br.max(initial=0)) < _RADIX_REQUESTS:
+        # By angle, then by request: a stable sort of 16-bit keys is a radix sort, twice
+        # as fast as lexsort here (breakpoints of one angle in one request, in any order,
+        # make no interval).
+        by_angle = np.argsort(bt)
+        order = by_angle[np.argsort(br[by_angle].astype(np.uint16), kind="stable")]
+    else:
+        order = np.lexsort((bt, br))
     br, bt = br[order], bt[order]
     same = br[1:] == br[:-1]
     width = bt[1:] - bt[:-1]
@@ -349,22 +358,31 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     return out
 
 
+#: Requests up to which `hidden_areas` sorts its breakpoints by request with a radix sort
+#: (16-bit keys).
+_RADIX_REQUESTS = 1 << 16
+
+
 def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray,
                   strict: bool) -> IntArray:
-    """For each query (request, angle): the index, among intervals sorted by (request,
-    middle angle), of the first interval of that request whose middle is at (strict: or
-    after) the angle... precisely, the number of intervals before it in that order."""
-    m, nq = len(ir), len(q_req)
-    req = np.concatenate([ir, q_req])
-    ang = np.concatenate([tm, q_t])
-    # Ties: a query for the start of a span sorts before an interval at its angle, one for
-    # the end after it.
-    tie = np.concatenate([np.ones(m), np.full(nq, 0.0 if strict else 2.0)])
-    order = np.lexsort((tie, ang, req))
-    is_interval = order < m
-    before: IntArray = np.cumsum(is_interval) - is_interval
-    out = np.empty(nq, dtype=np.intp)
-    out[order[~is_interval] - m] = before[~is_interval]
+    """For each query (request, angle): the number of intervals, sorted by (request, middle
+    angle) as `ir`, `tm` are, that come before it: those of earlier requests, and those
+    of its own whose middle is before the angle (strict) or not after it. A binary search
+    in each query's own request's run, all queries a step at a time (a sort of intervals
+    and queries together cost about three times as much)."""
+    first = np.searchsorted(ir, q_req, side="left")
+    lo, hi = first.copy(), np.searchsorted(ir, q_req, side="right")
+    # Invariant: the intervals of the run before lo are before the query, those from hi
+    # on are not.
+    while True:
+        open_ = np.flatnonzero(lo < hi)
+        if len(open_) == 0:
+            break
+        mid = (lo[open_] + hi[open_]) // 2
+        before = tm[mid] < q_t[open_] if strict else tm[mid] <= q_t[open_]
+        lo[open_] = np.where(before, mid + 1, lo[open_])
+        hi[open_] = np.where(before, hi[open_], mid)
+    out: IntArray = lo
     return out
 
 

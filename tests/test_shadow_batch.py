@@ -301,3 +301,39 @@ def test_realms_fast_equals_reference_on_random_hex_scenes(doc: Doc) -> None:
     assert_same(Realms().evaluate(scene.geometry, scene.options),
                 Realms().reference(scene.geometry, scene.options))
 
+
+
+@PROPS
+@given(st.lists(shading_cases(), min_size=1, max_size=8), st.booleans())
+def test_hidden_areas_of_many_requests_are_each_ones_own(cases: list[tuple[Any, ...]],
+                                                        radix: bool) -> None:
+    """Requests computed together (their breakpoints sorted by request and angle, each
+    span's intervals found by a search in its own request's run) give each request what it
+    gives alone, whichever way the breakpoints are sorted."""
+    levels = np.array([1.0, 0.5])
+    bodies = [c[1] for c in cases]
+    if len({len(b) for b in bodies}) > 1:
+        bodies = [b if len(b) == 6 else np.concatenate([b, b[-1:], b[-1:]]) for b in bodies]
+    rows, a, b, w = [], [], [], []
+    for k, (_, _, segs) in enumerate(cases):
+        for s in segs:
+            rows.append(k)
+            a.append(s[0])
+            b.append(s[1])
+            w.append(s[2])
+    p = np.stack([c[0] for c in cases])
+    seg_req = np.array(rows, dtype=np.intp)
+    a_arr, b_arr = np.array(a).reshape(-1, 2), np.array(b).reshape(-1, 2)
+    w_arr = np.array(w)
+    from rulesets import shadows
+    keep = shadows._RADIX_REQUESTS
+    try:
+        shadows._RADIX_REQUESTS = 1 << 16 if radix else 0
+        together = hidden_areas(p, np.stack(bodies), seg_req, a_arr, b_arr, w_arr, levels)
+    finally:
+        shadows._RADIX_REQUESTS = keep
+    for k in range(len(cases)):
+        sel = seg_req == k
+        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
+                             a_arr[sel], b_arr[sel], w_arr[sel], levels)[0]
+        assert together[k] == pytest.approx(alone, abs=1e-9 * shapely.Polygon(bodies[k]).area)
