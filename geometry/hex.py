@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry.kernel import within_runs
 from geometry.model import CreatureGeom, Grid, GridKind
 
 IntArray = npt.NDArray[np.int64]
@@ -333,7 +334,7 @@ def _sharing(owner: IntArray, q: IntArray, r: IntArray,
     runs = run_of[cells]
     lens = run_len[runs]
     first = np.repeat(run_start[runs], lens)
-    within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    within = within_runs(lens)
     return np.repeat(owner[cells], lens), so[first + within]
 
 

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from geometry.columns import columns, upper_pairs
-from geometry.kernel import BoolArray, FloatArray, IntArray, enter_paired, take_rows
+from geometry.kernel import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    enter_paired,
+    take_rows,
+    within_runs,
+)
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, SceneGeom, WallGeom
 from geometry.square import grid_steps_many, space, within_reach_many
 
@@ -197,8 +204,7 @@ def _close_pairs(spaces: FloatArray, reach: FloatArray,
     counts = ends - np.arange(n) - 1
     first = np.repeat(np.arange(n), counts)
     # Position k of the run of `first`: first + 1 + (k - the run's start).
-    starts = np.cumsum(counts) - counts
-    second = first + 1 + (np.arange(int(counts.sum())) - np.repeat(starts, counts))
+    second = first + 1 + within_runs(counts)
     i, j = order[first], order[second]
     near = np.abs(cy[i] - cy[j]) <= span
     i, j = i[near], j[near]

@@ -46,6 +46,16 @@ def take_rows(array: FloatArray, idx: IntArray) -> FloatArray:
     return out
 
 
+def within_runs(counts: IntArray) -> IntArray:
+    """For runs of these lengths laid end to end, each element's place in its own run:
+    (2, 0, 3) gives 0 1 0 1 2. With `np.repeat(starts, counts)` it lists every element of
+    every run: each pair's lines, each wall's cells, each creature's hexes."""
+    counts = np.asarray(counts)
+    out: IntArray = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts,
+                                                             counts)
+    return out
+
+
 def dense_unique(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], IntArray]:
     """`np.unique(keys, return_inverse=True)` for non-negative integer keys: by a table of
     the keys present when they are few enough for one (a row's outcome code: tens of
@@ -257,7 +267,7 @@ def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArr
 def _cell_walls(grid: _Grid, pb: IntArray, pc: IntArray, cnt: IntArray
                 ) -> tuple[IntArray, IntArray]:
     """(block, wall) for every wall of each (block, cell) row, in row order."""
-    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    within = within_runs(cnt)
     return np.repeat(pb, cnt), grid.cell_walls[np.repeat(grid.cell_start[pc], cnt) + within]
 
 
@@ -340,7 +350,7 @@ def iter_group_candidates(starts: FloatArray, ends: FloatArray, group_start: Int
         counts = sizes[gi]
         # Expand each (group, box) candidate to every line of the group.
         first = np.repeat(group_start[gi], counts)
-        offset = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        offset = within_runs(counts)
         yield first + offset, np.repeat(bi, counts)
 
 

@@ -368,8 +368,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     first = np.searchsorted(bi[idx], bi[idx], side="left")
     count = np.searchsorted(bi[idx], bi[idx], side="right") - first
     u = np.repeat(np.arange(len(idx)), count)
-    v = np.repeat(first, count) + (np.arange(int(count.sum()))
-                                   - np.repeat(np.cumsum(count) - count, count))
+    v = np.repeat(first, count) + kernel.within_runs(count)
     keep = u < v
     u, v = idx[u[keep]], idx[v[keep]]
     wt = np.ascontiguousarray(w.T)
@@ -655,7 +654,7 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
         e = count[its]
         per = e * (e - 1) // 2
         it = np.repeat(its, per)
-        k = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+        k = kernel.within_runs(per)
         j = np.floor((1 + np.sqrt(1 + 8 * k)) / 2).astype(np.intp)
         j -= j * (j - 1) // 2 > k  # (the square root a hair off either way)
         j += (j + 1) * j // 2 <= k
@@ -825,7 +824,7 @@ def _expand(bi: IntArray, li: IntArray, n_items: int) -> tuple[IntArray, IntArra
     w_first = np.searchsorted(bi, np.arange(n_items))
     per = np.searchsorted(bi, np.arange(n_items), side="right")[li] - w_first[li]
     line = np.repeat(np.arange(len(li)), per)
-    within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    within = kernel.within_runs(per)
     return line, w_first[li[line]] + within
 
 
@@ -1077,7 +1076,7 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     ca, ct = spaces.count[ua], spaces.count[ut]
     per = ca * ct
     pair = np.repeat(np.arange(len(ua)), per)
-    within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    within = kernel.within_runs(per)
     ra = spaces.first[ua][pair] + within // ct[pair]
     rt = spaces.first[ut][pair] + within % ct[pair]
     aa, tt = ua[pair], ut[pair]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geometry.kernel import FloatArray, IntArray
+from geometry.kernel import FloatArray, IntArray, within_runs
 
 #: Pixels: how far from collinear (or from a corner) a line may be and still run along it
 #: (coordinates are whole pixels or Foundry's hex formulas: far above rounding, far below
@@ -145,8 +145,7 @@ def seam_hits(seams: Seams, starts: FloatArray, ends: FloatArray) -> tuple[IntAr
             if not count.any():
                 continue
             ln = np.repeat(sel_l, count)
-            k = sel_s[np.repeat(lo, count) + (np.arange(count.sum())
-                                              - np.repeat(np.cumsum(count) - count, count))]
+            k = sel_s[np.repeat(lo, count) + within_runs(count)]
             # Overlap along the direction, of positive length.
             a0, a1 = starts[ln] @ u, ends[ln] @ u
             b0, b1 = seams.p[k] @ u, seams.q[k] @ u

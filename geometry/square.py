@@ -16,7 +16,7 @@ import numpy.typing as npt
 import shapely
 
 from geometry import hex as hexgrid
-from geometry.kernel import FloatArray
+from geometry.kernel import FloatArray, within_runs
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
@@ -266,8 +266,7 @@ def adjacent_pairs(a: Sequence[Box], b: Sequence[Box],
     hi = np.searchsorted(x0, bb[:, 2] + room, side="right")
     counts = hi - lo
     jj = np.repeat(np.arange(len(bb)), counts)
-    ii = order[np.repeat(lo, counts) + np.arange(int(counts.sum()))
-               - np.repeat(np.cumsum(counts) - counts, counts)]
+    ii = order[np.repeat(lo, counts) + within_runs(counts)]
     sx, sy = grid_steps_many(aa[ii], bb[jj], size)
     keep = (sx <= 1) & (sy <= 1)
     ii, jj = ii[keep], jj[keep]

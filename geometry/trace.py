@@ -337,7 +337,7 @@ class Tracer:
         counts = self._cell_count[ci]
         pair = np.repeat(np.arange(cl.size), counts)
         first = np.repeat(self._cell_start[ci], counts)
-        within = np.arange(pair.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        within = kernel.within_runs(counts)
         verts = self._cell_verts[first + within]  # (K, 6, 2)
         p, d = starts[cl[pair]], ends[cl[pair]] - starts[cl[pair]]
         edge = np.roll(verts, -1, axis=1) - verts

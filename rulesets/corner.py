@@ -388,7 +388,7 @@ def _expand(real: LineHits, virt_real: IntArray, virt_reversed: BoolArray,
         def spread(line: IntArray, other: npt.NDArray[Any]
                    ) -> tuple[IntArray, npt.NDArray[Any]]:
             c = counts[line]
-            within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+            within = kernel.within_runs(c)
             return order[np.repeat(offsets[line], c) + within], np.repeat(other, c)
 
     sides = real.wall_side

@@ -806,7 +806,7 @@ class _Context:
         tr = self.tracer
         indptr, nbrs = _wall_neighbours(tr)
         deg = indptr[cw + 1] - indptr[cw]
-        within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+        within = kernel.within_runs(deg)
         cw = nbrs[np.repeat(indptr[cw], deg) + within]
         cl = np.repeat(cl, deg)
         m = max(1, len(tr.walls))
@@ -1251,7 +1251,7 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
         pt, ow = point[order], owner[order]
         first = np.searchsorted(pt, pt, "left")
         count = np.searchsorted(pt, pt, "right") - first
-        within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        within = kernel.within_runs(count)
         src = np.repeat(ow, count)
         dst = ow[np.repeat(first, count) + within]
         keep = plain[dst]
@@ -1262,7 +1262,7 @@ def _wall_facts(tr: Tracer) -> tuple[BoolArray, IntArray, IntArray]:
         for _ in range(_HOPS - 1):
             # Walls reached through one more shared end (a wall drawn in short pieces).
             deg = one_ptr[nbrs + 1] - one_ptr[nbrs]
-            within = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+            within = kernel.within_runs(deg)
             far = one_dst[np.repeat(one_ptr[nbrs], deg) + within]
             key = np.unique(np.concatenate([src.astype(np.int64) * m + nbrs,
                                             np.repeat(src, deg).astype(np.int64) * m + far]))

@@ -626,8 +626,7 @@ class RealmsContext:
         a, t = pairs[:, 0], pairs[:, 1]
         counts = self._view_count[a]
         pair = np.repeat(np.arange(len(pairs)), counts)
-        view = np.repeat(self._view_start[a], counts) + (
-            np.arange(len(pair)) - np.repeat(np.cumsum(counts) - counts, counts))
+        view = np.repeat(self._view_start[a], counts) + kernel.within_runs(counts)
         rings, _ = self.seal_rings
         p = self._views[view]
         dark = kernel.sealed_blocks(p[:, None, :], rings[t[pair]], tr.wall_xy, plain)
@@ -876,7 +875,7 @@ class RealmsContext:
         pt = np.array([t for _, t in pairs], dtype=np.intp)
         counts = self._view_count[pa]
         pair = np.repeat(np.arange(len(pairs)), counts)
-        within = np.arange(len(pair)) - np.repeat(np.cumsum(counts) - counts, counts)
+        within = kernel.within_runs(counts)
         ra, rt = pa[pair], pt[pair]
         p = self._views[self._view_start[ra] + within]
         n = len(p)
@@ -884,8 +883,7 @@ class RealmsContext:
         # The hull of each viewpoint and its target's cells.
         cc = self._cell_count[rt]
         cell_req = np.repeat(np.arange(n), cc)
-        cell_at = np.repeat(self._cell_start[rt], cc) + (
-            np.arange(len(cell_req)) - np.repeat(np.cumsum(cc) - cc, cc))
+        cell_at = np.repeat(self._cell_start[rt], cc) + kernel.within_runs(cc)
         k = self._cells.shape[1]
         coords = np.concatenate([self._cells[cell_at].reshape(-1, 2), p])
         which = np.concatenate([np.repeat(cell_req, k), np.arange(n)])
@@ -958,9 +956,7 @@ class RealmsContext:
             s_start = np.cumsum(sc) - sc
             cell_seg_n = sc[cr]
             cell_of = np.repeat(np.arange(len(cr)), cell_seg_n)
-            seg_of = np.repeat(s_start[cr], cell_seg_n) + (
-                np.arange(len(cell_of)) - np.repeat(np.cumsum(cell_seg_n) - cell_seg_n,
-                                                    cell_seg_n))
+            seg_of = np.repeat(s_start[cr], cell_seg_n) + kernel.within_runs(cell_seg_n)
             hidden = hidden_areas(p[cr], self._cells[cat], cell_of, seg[seg_of, 0:2],
                                   seg[seg_of, 2:4], seg_w[seg_of], levels, seg_g[seg_of])
             step = levels - np.append(levels[1:], 0.0)

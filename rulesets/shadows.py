@@ -200,7 +200,7 @@ def _pairs_within(group: IntArray, block: IntArray, n_groups: int,
                                                           side="right")]
     after = ends[g] - block_end
     i = np.repeat(np.arange(len(g)), after)
-    within = np.arange(len(i)) - np.repeat(np.cumsum(after) - after, after)
+    within = kernel.within_runs(after)
     j = np.repeat(block_end, after) + within
     return perm[i].astype(np.intp), perm[j].astype(np.intp)
 
@@ -326,7 +326,7 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     last = _count_before(ir, tm, seg_req, s_hi, strict=False)
     reps = np.maximum(last - first, 0)
     sg = np.repeat(np.arange(len(seg_req)), reps)
-    it = np.repeat(first, reps) + (np.arange(len(sg)) - np.repeat(np.cumsum(reps) - reps, reps))
+    it = np.repeat(first, reps) + kernel.within_runs(reps)
     den = _cross(um[it], D[sg])
     with np.errstate(divide="ignore", invalid="ignore"):
         tt = _cross(A[sg], D[sg]) / den

@@ -492,3 +492,11 @@ def test_dense_unique_is_numpys_unique(values: list[int], scale: int) -> None:
     want_u, want_i = np.unique(keys, return_inverse=True)
     assert uniq.tolist() == want_u.tolist()
     assert inverse.tolist() == want_i.reshape(-1).tolist()
+
+
+@given(st.lists(st.integers(0, 6), max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_within_runs_counts_each_run_from_zero(counts: list[int]) -> None:
+    """Runs of these lengths end to end: each element's place in its own run."""
+    want = [k for c in counts for k in range(c)]
+    assert kernel.within_runs(np.array(counts, dtype=np.intp)).tolist() == want
