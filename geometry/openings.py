@@ -146,12 +146,13 @@ def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
                            & (box_a[:, 1] <= box_b[:, 3]) & (box_b[:, 1] <= box_a[:, 3]))
         return meet
     # Rings whose boxes are apart are apart (the sides' test would find a side between
-    # them): only the others are tested by their sides (two points are left to it too, as
-    # it has always read them).
+    # them): only the others are tested by their sides. Flat rings (points, segments,
+    # which have no side across their own line) are left to it too, as it has always
+    # read them.
     lo_a, hi_a = kernel.over_points(np.minimum, a), kernel.over_points(np.maximum, a)
     lo_b, hi_b = kernel.over_points(np.minimum, b), kernel.over_points(np.maximum, b)
     near = ((lo_a <= hi_b) & (lo_b <= hi_a)).all(axis=1)
-    near |= ((lo_a == hi_a) & (lo_b == hi_b)).all(axis=1)
+    near |= (lo_a == hi_a).any(axis=1) | (lo_b == hi_b).any(axis=1)
     out = np.zeros(len(a), dtype=bool)
     k = np.flatnonzero(near)
     if len(k):

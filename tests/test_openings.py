@@ -468,13 +468,16 @@ def test_shifted_lines_find_what_turned_lines_find(seed: int) -> None:
                 min_size=1, max_size=20))
 def test_rings_overlap_as_their_sides_say(
         spec: list[tuple[int, int, int, int, int, int]]) -> None:
-    """Hexes (and points) whose boxes are apart are apart: the sides' test is left to the
-    rings whose boxes meet, with the same answers, touching ones included."""
+    """Hexes whose boxes are apart are apart: the sides' test is left to the rings whose
+    boxes meet, and to flat ones (points, segments), with the same answers, touching ones
+    included."""
     angle = np.arange(6) * np.pi / 3
 
     def hexagon(x: int, y: int, r: int) -> np.ndarray:
         if r == 4:
             return np.tile([x * 5.0, y * 5.0], (6, 1))  # a point
+        if r == 3:  # a segment along x
+            return np.array([[x * 5.0, y * 5.0]] * 3 + [[x * 5.0 + 10, y * 5.0]] * 3)
         return np.column_stack([x * 5.0 + r * 5.0 * np.cos(angle),
                                 y * 5.0 + r * 5.0 * np.sin(angle)])
 
