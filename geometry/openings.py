@@ -709,9 +709,8 @@ def _apart(ar: FloatArray, br: FloatArray) -> BoolArray:
     its two event points shifted a hair to one side or the other lies in the cell. So the
     two shifted lines through every two event points meet every cell, and the two turned
     ones are not needed (one shift alone is not enough: tried, it missed cells). Where a
-    wall's stop varies within a cell (a height band: where the line crosses it; one way:
-    which side of the wall's line the line starts on), the cells do not decide, and the
-    items near such walls keep all four lines."""
+    wall's stop varies within a cell (`_varies`), the cells do not decide, and the items
+    near such walls keep all four lines."""
     if len(ar) == 0:
         return np.zeros(0, dtype=bool)
     ca = kernel.over_points(np.add, ar) / ar.shape[1]
@@ -723,6 +722,39 @@ def _apart(ar: FloatArray, br: FloatArray) -> BoolArray:
     a_far = np.einsum("nvk,nk->nv", ar, unit).max(axis=1)
     b_near = np.einsum("nvk,nk->nv", br, unit).min(axis=1)
     out: BoolArray = ok & (a_far < b_near - 8 * EPSILON_PX)
+    return out
+
+
+def _varies(blk: Blockers, ar: FloatArray, br: FloatArray,
+            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+            wi: IntArray) -> BoolArray:
+    """Per row (pair bi, wall wi): whether the wall may stop some lines of one cell of the
+    pair's arrangement and not others. A height band stops a line where it fills the
+    sheet between the two creatures at the line's crossing, which moves along the wall
+    within a cell: unless the band holds the sheet's whole reach (from the lower feet to
+    the higher head: it stops every line it crosses) or none of it (it stops none). A
+    one-way wall stops a line from the side the line starts on, which changes within a
+    cell only if the wall's line passes through the ring the line starts from (either
+    ring: the search reads lines both ways)."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    bottom, top = blk.bottom[wi], blk.top[wi]
+    banded = ~np.isnan(bottom) | ~np.isnan(top)
+    with np.errstate(invalid="ignore"):
+        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
+        none = (top < lo) | (bottom > hi)
+    out: BoolArray = banded & ~whole & ~none
+    one_way = np.flatnonzero(blk.direction[wi] != 0)
+    if len(one_way):
+        w = blk.xy[wi[one_way]]
+        dx, dy = w[:, 2] - w[:, 0], w[:, 3] - w[:, 1]
+        crossed = np.zeros(len(one_way), dtype=bool)
+        for ring in (ar, br):
+            corners = ring[bi[one_way]]  # (R, V, 2)
+            side = (dx[:, None] * (corners[..., 1] - w[:, 1, None])
+                    - dy[:, None] * (corners[..., 0] - w[:, 0, None]))
+            crossed |= ~((side > 0).all(axis=1) | (side < 0).all(axis=1))
+        out[one_way] |= crossed
     return out
 
 
@@ -742,11 +774,10 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     group_f = np.zeros(int(group.max()) + 1, dtype=bool)
     group_b = np.zeros(len(group_f), dtype=bool)
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
-    # Items between rings apart along their axis, with no wall near them that has a
-    # height band or one way: the shifted lines suffice (`_apart`).
-    varies = ~np.isnan(blk.bottom[wi]) | ~np.isnan(blk.top[wi]) | (blk.direction[wi] != 0)
+    # Items between rings apart along their axis, with no wall near them whose stop
+    # varies within a cell: the shifted lines suffice (`_apart`).
     shifts_only = _apart(ar, br)
-    shifts_only[bi[varies]] = False
+    shifts_only[bi[_varies(blk, ar, br, ext, bi, wi)]] = False
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
     if len(li) == 0:
         return free_f[items], free_b[items]

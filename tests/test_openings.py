@@ -6,6 +6,7 @@ missed and that the quick proofs (sealed, chains) never contradict the exact sea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -410,7 +411,8 @@ def test_lines_tried_pass_by_every_two_event_points_of_an_item(counts: list[int]
 def _random_walls(rng: np.random.Generator, one_way: float) -> list[WallGeom]:
     """Between 2 and 24 walls in the band between x = 300 and 1,400: on the grid or off
     it, along the axes or at any angle, some short, a tenth limited, `one_way` of them
-    one-way (walls of rooms and rubble, closing gaps or leaving slits)."""
+    one-way and then with height bands of every kind (walls of rooms and rubble, closing
+    gaps or leaving slits)."""
     walls = []
     for k in range(int(rng.integers(2, 25))):
         x0 = float(rng.integers(3, 14) * 100 + (rng.integers(0, 100) if rng.random() < 0.25
@@ -421,9 +423,15 @@ def _random_walls(rng: np.random.Generator, one_way: float) -> list[WallGeom]:
         length = [100.0, 200.0, 300.0, float(rng.uniform(20, 400))][int(rng.integers(4))]
         direction = (Direction.BOTH if rng.random() >= one_way
                      else list(Direction)[int(rng.integers(len(Direction)))])
-        walls.append(_wall(k, (x0, y0, x0 + np.cos(angle) * length,
-                               y0 + np.sin(angle) * length),
-                           limited=bool(rng.random() < 0.1), direction=direction))
+        wall = _wall(k, (x0, y0, x0 + np.cos(angle) * length, y0 + np.sin(angle) * length),
+                     limited=bool(rng.random() < 0.1), direction=direction)
+        if one_way:
+            # Height bands too (creatures stand 0 to 6 ft): the whole reach, above it,
+            # below it, or part of it.
+            bottom, top = [(None, None), (None, 10.0), (8.0, None), (None, -1.0),
+                           (None, 3.0), (2.0, 4.0)][int(rng.integers(6))]
+            wall = replace(wall, bottom=bottom, top=top)
+        walls.append(wall)
     return walls
 
 
@@ -431,9 +439,9 @@ def _random_walls(rng: np.random.Generator, one_way: float) -> list[WallGeom]:
 def test_shifted_lines_find_what_turned_lines_find(seed: int) -> None:
     """Between rings apart along their axis, the search tries only the two shifted lines
     through every two event points (`_apart`): it finds a free line each way exactly when
-    trying the turned ones as well does, among walls at any angle (one-way ones near a
-    pair bring the turned lines back). 150 random scenes a seed, about half of their pairs
-    with no line of effect."""
+    trying the turned ones as well does, among walls at any angle (a wall whose stop
+    varies within a cell, `_varies`, brings the turned lines back). 150 random scenes a
+    seed, about half of their pairs with no line of effect."""
     rng = np.random.default_rng(seed)
     outcomes = set()
     for _ in range(150):
@@ -484,3 +492,29 @@ def test_rings_overlap_as_their_sides_say(
     a = np.stack([hexagon(x, y, r) for x, y, r, _, _, _ in spec])
     b = np.stack([hexagon(x, y, r) for _, _, _, x, y, r in spec])
     assert openings._overlap(a, b).tolist() == openings._overlap_sides(a, b).tolist()
+
+
+def test_walls_whose_stop_varies_within_a_cell() -> None:
+    """`_varies`: a height band holding part of the sheet between two 6 ft creatures
+    varies (where a line crosses it decides), one holding all of it or none does not; a
+    one-way wall varies only when its line passes through either creature's space."""
+    walls = [
+        _wall(0, (500.0, 0.0, 500.0, 300.0), top=10.0),  # bottom open: the whole sheet
+        replace(_wall(1, (600.0, 0.0, 600.0, 300.0)), bottom=8.0),  # above both heads
+        _wall(2, (700.0, 0.0, 700.0, 300.0), top=3.0),  # part of it
+        _wall(3, (800.0, 0.0, 800.0, 300.0), direction=Direction.LEFT),  # x = 800: no space
+        _wall(4, (300.0, 150.0, 400.0, 150.0), direction=Direction.LEFT),  # y = 150: both
+        _wall(5, (900.0, 0.0, 900.0, 300.0)),  # plain
+    ]
+    scene = _scene(walls, [(0, 100, 1), (1500, 100, 1)])
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    ar, br = sp.rings[0:1], sp.rings[1:2]
+    blk = openings.blockers(tr)
+    wi = np.arange(len(blk.xy))  # the blockers' own order: plain runs first
+    bi = np.zeros(len(wi), dtype=np.intp)
+    ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
+    got = openings._varies(blk, ar, br, ext, bi, wi)
+    varies = {float(x): bool(v) for x, v in zip(blk.xy[:, 0], got, strict=True)}
+    assert varies == {500.0: False, 600.0: False, 700.0: True, 800.0: False, 300.0: True,
+                      900.0: False}
