@@ -960,10 +960,8 @@ class Spaces:
         """The spaces of creatures `which` (positions), in that order, as `Spaces` of their
         own."""
         count = self.count[which]
-        start = np.cumsum(count) - count
-        at = np.repeat(self.first[which], count) + (
-            np.arange(int(count.sum())) - np.repeat(start, count))
-        return Spaces(self.rings[at], start, count)
+        at = np.repeat(self.first[which], count) + kernel.within_runs(count)
+        return Spaces(self.rings[at], np.cumsum(count) - count, count)
 
 
 def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:

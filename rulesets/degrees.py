@@ -920,9 +920,10 @@ class _Context:
         code = bb * n + tt
         asked = a.astype(np.intp) * n + t
         order = np.argsort(asked, kind="stable")
-        at = np.minimum(np.searchsorted(asked[order], code), len(asked) - 1)
-        found = asked[order][at] == code
-        level = np.where(found, levels[order][at], TOTAL)
+        asked, asked_level = asked[order], levels[order]
+        at = np.minimum(np.searchsorted(asked, code), len(asked) - 1)
+        found = asked[at] == code
+        level = np.where(found, asked_level[at], TOTAL)
         missing = np.flatnonzero(~found)
         if missing.size:
             level[missing] = self.fast_rows(bb[missing], tt[missing], False)[0]

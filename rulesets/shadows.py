@@ -370,8 +370,7 @@ def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray
     of its own whose middle is before the angle (strict) or not after it. A binary search
     in each query's own request's run, all queries a step at a time (a sort of intervals
     and queries together cost about three times as much)."""
-    first = np.searchsorted(ir, q_req, side="left")
-    lo, hi = first.copy(), np.searchsorted(ir, q_req, side="right")
+    lo, hi = np.searchsorted(ir, q_req, side="left"), np.searchsorted(ir, q_req, side="right")
     # Invariant: the intervals of the run before lo are before the query, those from hi
     # on are not.
     while True:
