@@ -119,14 +119,31 @@ class PairFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class CoverProbes:
+    """The probes that put rows at cover, as arrays (what `PairFacts.best` holds for one
+    row, for many rows at once): per probe, the row it belongs to (ascending), its origin
+    (NaN: the adjacent-melee probe, from a whole square), the target square its lines ran
+    to, and how many of its lines no obstacle stopped (creatures aside) of how many (-1
+    where not counted)."""
+
+    row: IntArray
+    origin: FloatArray
+    box: FloatArray
+    open_lines: IntArray
+    lines: IntArray
+
+
+@dataclass(frozen=True, slots=True)
 class RowFacts:
     """Per row (pair and mode), as arrays: the reduced level, whether the two are adjacent,
     and whether the target is in reach of that attack. What a rule that reads nothing but
-    the level needs, without a PairFacts object per row."""
+    the level needs, without a PairFacts object per row; when asked, the probes of the rows
+    at cover too (`cover`)."""
 
     level: npt.NDArray[np.int8]
     adjacent: BoolArray
     in_reach: BoolArray
+    cover: CoverProbes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1111,10 +1128,13 @@ class CornerEngine:
             out[i] = facts[pos]
         return [f for f in out if f is not None]
 
-    def row_facts(self, rows: Sequence[tuple[int, int, AttackMode]]) -> RowFacts:
+    def row_facts(self, rows: Sequence[tuple[int, int, AttackMode]],
+                  cover_probes: bool = False, open_lines: bool = False) -> RowFacts:
         """`evaluate`'s level, adjacency and reach of each row, as arrays, for rules that
-        read nothing more (no lines, no probes): the same planning and tracing, without an
-        object per row."""
+        read nothing more (no lines): the same planning and tracing, without an object per
+        row. With `cover_probes`, also the probes that put each row at cover (`evaluate`'s
+        `PairFacts.best`, read from the same trace), with their open lines counted if
+        `open_lines`."""
         if not rows:
             empty = np.zeros(0, dtype=bool)
             return RowFacts(np.zeros(0, dtype=np.int8), empty, empty)
@@ -1136,19 +1156,67 @@ class CornerEngine:
         unique, back = np.unique(key, return_inverse=True)
         back = back.reshape(-1)
         pair = unique // 3
-        level, reach_level = self._row_levels(
-            Rows(pair // n, pair % n, (unique % 3).astype(np.int8)), bool(by_reach.any()))
+        planned_rows = Rows(pair // n, pair % n, (unique % 3).astype(np.int8))
+        held: list[tuple[PlanArrays, _Traced, IntArray | None]] = []
+        level, reach_level = self._row_levels(planned_rows, bool(by_reach.any()),
+                                              held if cover_probes else None)
         out = level[back]
         if reach_level is not None:
             out = np.where(by_reach, reach_level[back], out)
-        return RowFacts(out, adjacent, in_reach)
+        cover = None
+        if cover_probes:
+            cover = self._cover_probes(out, back, *held[0], open_lines)
+        return RowFacts(out, adjacent, in_reach, cover)
+
+    def _cover_probes(self, level: npt.NDArray[np.int8], back: IntArray, plan: PlanArrays,
+                      traced: _Traced, order: IntArray | None,
+                      open_lines: bool) -> CoverProbes:
+        """The probes of the rows at cover (`level`, per row; row r was planned as row
+        back[r] of the plan's rows, in the plan's place order[...] of it): those whose level
+        is the row's (all of the row's when none is: a row raised through an opening), as
+        `_evaluate_plan` gives them.
+
+        A reach row planned as its ranged row (`row_facts`) reads the ranged probes here:
+        the two rules differ only in whether a creature in the way makes a line soft, and a
+        soft line is open, so which probes are at cover and which of their lines are open
+        is the same under both."""
+        rows = np.flatnonzero(level == COVER)
+        u = back[rows]
+        if order is not None:
+            place = np.empty_like(order)
+            place[order] = np.arange(len(order))
+            u = place[u]
+        rstart = plan.row_probe_start
+        rend = np.append(rstart[1:], len(plan.probe_start))
+        count = rend[u] - rstart[u]
+        probe = np.repeat(rstart[u], count) + kernel.within_runs(count)
+        owner = np.repeat(np.arange(len(rows)), count)
+        tied = traced.probe_level[probe] == COVER
+        reached = np.zeros(len(rows), dtype=bool)
+        reached[owner[tied]] = True
+        keep = tied | ~reached[owner]
+        probe, owner = probe[keep], owner[keep]
+        opened = np.full(len(probe), -1, dtype=np.intp)
+        n_lines = opened
+        if open_lines and len(probe):
+            pstart = plan.probe_start
+            n_lines = np.diff(np.append(pstart, len(plan.kind)))[probe]
+            v = np.repeat(pstart[probe], n_lines) + kernel.within_runs(n_lines)
+            opened = np.add.reduceat((traced.level[v] <= SOFT).astype(np.intp),
+                                     np.cumsum(n_lines) - n_lines)
+        return CoverProbes(rows[owner], plan.probe_origin[probe], plan.probe_box[probe],
+                           opened, n_lines)
 
     def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]], reach_too: bool,
+                    held: list[tuple[PlanArrays, _Traced, IntArray | None]] | None = None,
                     ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
         """Each row's level, in the rows' order, and with `reach_too` also its level with
-        its ranged lines read under the reach rule."""
+        its ranged lines read under the reach rule. `held`: where to put the plan, the
+        trace and the order, for reading the probes again."""
         plan, _, order = self._planned(rows)
         traced = self._plan_levels(plan, False, reach_too)
+        if held is not None:
+            held.append((plan, traced, order))
 
         def in_order(level: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
             level = level.astype(np.int8)

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geometry.incremental import SightPoints
+from geometry.kernel import IntArray
 from geometry.model import SceneGeom, point_creature
 from geometry.templates import Template, inside, shape
 from rulesets.base import (
@@ -41,6 +42,7 @@ from rulesets.corner import (
     TOTAL,
     CornerEngine,
     CornerOptions,
+    CoverProbes,
     PairFacts,
     Rows,
 )
@@ -152,7 +154,8 @@ class Dnd35(Ruleset):
         t = np.concatenate([np.repeat(pa[:, 1], n_modes), ex[:, 1]])
         code = np.concatenate([np.tile(codes, n_pairs),
                                np.full(len(ex), MODE_CODE[AttackMode.MELEE], dtype=np.int8)])
-        rf = engine.row_facts(Rows(a, t, code))
+        rf = engine.row_facts(Rows(a, t, code), cover_probes=self.REFINES_COVER,
+                              open_lines=self.REFINES_COVER and self._counts_lines(options))
         rows_a, rows_t = a, t
         n = n_pairs * n_modes
         level, reach, adj = rf.level[:n], rf.in_reach[:n], rf.adjacent[:n]
@@ -187,16 +190,35 @@ class Dnd35(Ruleset):
         for k in np.unique(a[melee & reach]).tolist():
             can_flank[k] = self._can_flank(engine, k)
         flank = melee & reach & (level != TOTAL) & can_flank[a]
-        closer = (level == COVER) if self.REFINES_COVER else np.zeros(n, dtype=bool)
-        special = np.flatnonzero(floored[t] | flank | closer)
-        refined: dict[int, PairFacts] = {}
-        at_cover = np.flatnonzero(closer)
-        if at_cover.size:
-            # Rows at cover, with the probes that reached it, for `_degree` to look closer.
-            cover_rows = Rows(a[at_cover], t[at_cover], code[:n][at_cover])
-            cover_facts = engine.evaluate(cover_rows, False, want_probes=True)
-            self._prepare(engine, cover_rows, cover_facts, options)
-            refined = dict(zip(at_cover.tolist(), cover_facts, strict=True))
+        special = np.flatnonzero(floored[t] | flank)
+        known: dict[int, tuple[Degree, float | None]] = {}
+        if rf.cover is not None:
+            # Rows at cover, looked at closer (`_refine_cover`) from the probes that put
+            # them there, all at once.
+            at_cover = np.flatnonzero(level == COVER)
+            probes = rf.cover
+            mine = probes.row < n  # not the extra rows flanking reads
+            probes = CoverProbes(np.searchsorted(at_cover, probes.row[mine]),
+                                 probes.origin[mine], probes.box[mine],
+                                 probes.open_lines[mine], probes.lines[mine])
+            degrees, visible = self._refine_cover(engine, a[at_cover], t[at_cover], probes,
+                                                  options)
+            c_reach, c_adj, c_melee = (reach[at_cover].tolist(), adj[at_cover].tolist(),
+                                       melee[at_cover].tolist())
+            outcomes = [self._outcome_of(d, r, j, m) for d, r, j, m in
+                        zip(degrees, c_reach, c_adj, c_melee, strict=True)]
+            cover_out = map(Annotation, np.take(ids, a[at_cover]).tolist(),
+                            np.take(ids, t[at_cover]).tolist(),
+                            [mode_of[i] for i in at_cover.tolist()],
+                            itertools.repeat(True), degrees, [m for _, m in outcomes],
+                            [f for f, _ in outcomes], itertools.repeat(()),
+                            itertools.repeat(None), visible)
+            for i, ann in zip(at_cover.tolist(), cover_out, strict=True):
+                out[i] = ann
+            if special.size:
+                place = {i: k for k, i in enumerate(at_cover.tolist())}
+                known = {i: (degrees[place[i]], visible[place[i]])
+                         for i in special.tolist() if i in place}
         if special.size:
             all_melee = np.flatnonzero(code == MODE_CODE[AttackMode.MELEE])
             threat = all_melee[self._threatens(rf.in_reach[all_melee], rf.adjacent[all_melee],
@@ -204,10 +226,9 @@ class Dnd35(Ruleset):
             who, whom = rows_a[threat].tolist(), rows_t[threat].tolist()
             threatens = dict.fromkeys(zip(who, whom, strict=True), True)
             for i in special.tolist():
-                f = refined.get(i) or PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]),
-                                                None)
+                f = PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]), None)
                 out[i] = self._annotation(engine, int(a[i]), int(t[i]), mode_of[i], f,
-                                          threatens, options)
+                                          threatens, options, known.get(i))
         return out
 
     def sight_points(self) -> SightPoints:
@@ -259,6 +280,20 @@ class Dnd35(Ruleset):
         """Before `_degree` runs on these rows: measure, for all of them at once, what it
         will look at (nothing here)."""
 
+    def _refine_cover(self, engine: CornerEngine, a: IntArray, t: IntArray,
+                      probes: CoverProbes, options: Any,
+                      ) -> tuple[list[Degree], list[float | None]]:
+        """With REFINES_COVER: `_degree` of rows the lines put at cover (attackers a,
+        targets t), all at once, from the probes that put each there (`probes.row`: the
+        row's place in a and t): each row's degree and visible fraction. Equal to
+        `_degree` row by row."""
+        raise NotImplementedError(f"{type(self).__name__} sets REFINES_COVER without "
+                                  "_refine_cover")
+
+    def _counts_lines(self, options: Any) -> bool:
+        """Whether `_refine_cover` reads how many of each probe's lines are open."""
+        return False
+
     def _engine(self, scene: SceneGeom, options: Any) -> CornerEngine:
         """The corner engine for this scene under these options."""
         return CornerEngine(scene, options)
@@ -276,10 +311,12 @@ class Dnd35(Ruleset):
 
     def _annotation(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
                     f: PairFacts, threatens: Mapping[tuple[int, int], bool],
-                    options: Any) -> Annotation:
+                    options: Any, known: tuple[Degree, float | None] | None = None,
+                    ) -> Annotation:
         """One row's annotation: its degree (floored by the GM's override), the flags and
-        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks."""
-        degree, visible = self._degree(engine, a, t, f, options)
+        modifiers of that degree (`_outcome`), and flanking for melee and reach attacks.
+        `known`: the degree and visible fraction `_degree` gives, already worked out."""
+        degree, visible = known or self._degree(engine, a, t, f, options)
         floor = engine.cs[t].cover_floor
         if floor is not None:
             degree = self.floored(degree, floor)

@@ -75,9 +75,12 @@ class CoverLines(CornerEngine):
 
     # -- every mode is the one rule ----------------------------------------------------
 
-    def row_facts(self, rows: Sequence[tuple[int, int, AttackMode]]) -> RowFacts:
+    def row_facts(self, rows: Sequence[tuple[int, int, AttackMode]],
+                  cover_probes: bool = False, open_lines: bool = False) -> RowFacts:
         """Each row's level (its pair's, traced once for all its modes), adjacency and
-        reach (the row's own mode)."""
+        reach (the row's own mode). The DMG's degrees are the levels: no probes asked."""
+        if cover_probes:
+            raise NotImplementedError("dnd5e reads no probes at cover")
         if not rows:
             return super().row_facts(rows)
         a, t, code = self._row_arrays(rows)

@@ -12,11 +12,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import msgspec
+import numpy as np
 
+from geometry.kernel import IntArray
 from geometry.model import SceneGeom
 from geometry.square import adjacent, corners
 from rulesets.base import Annotation, AttackMode, Degree, Modifier, ModKind, Stat
-from rulesets.corner import CORNER_OPTION_DOCS, COVER, CornerEngine, PairFacts, Probe
+from rulesets.corner import (
+    CORNER_OPTION_DOCS,
+    COVER,
+    CornerEngine,
+    CoverProbes,
+    PairFacts,
+    Probe,
+)
 from rulesets.dnd35 import Dnd35
 
 M = Modifier
@@ -98,6 +107,54 @@ class Pf1(Dnd35):
             return degree, None
         visible = round(max(fractions), 6)
         return (Degree.PARTIAL if visible > 0.5 else degree), visible
+
+    def _counts_lines(self, options: Any) -> bool:
+        assert isinstance(options, Pf1Options)
+        return options.partial_cover == "lines"
+
+    def _refine_cover(self, engine: CornerEngine, a: IntArray, t: IntArray,
+                      probes: CoverProbes, options: Any,
+                      ) -> tuple[list[Degree], list[float | None]]:
+        """`_degree` of many rows at cover at once. 'lines': partial where some probe has
+        more than half of its lines open (the best probe's share is then over half).
+        'area': each probe's visible fractions measured in one batch
+        (`CornerEngine.visible_fractions`), each request once; the row's best, rounded as
+        `_degree` rounds it."""
+        assert isinstance(options, Pf1Options)
+        n = len(a)
+        if options.partial_cover == "lines":
+            over = np.zeros(n, dtype=bool)
+            over[probes.row[2 * probes.open_lines > probes.lines]] = True
+            return ([Degree.PARTIAL if o else Degree.COVER for o in over.tolist()],
+                    [None] * n)
+        row, origin, box = probes.row, probes.origin, probes.box
+        several = np.flatnonzero(np.isnan(origin[:, 0]))
+        if len(several):
+            # The adjacent-melee probes (from a whole square): each corner of the
+            # attacker's squares next to the target's square is a viewpoint.
+            extra = [(r, xy, b) for r, b in zip(row[several].tolist(),
+                                                 box[several].tolist(), strict=True)
+                     for xy in self._viewpoints(engine, int(a[r]), Probe(
+                         None, (b[0], b[1], b[2], b[3]), 0, 0))]
+            alone = np.ones(len(row), dtype=bool)
+            alone[several] = False
+            row = np.concatenate([row[alone], np.array([e[0] for e in extra], dtype=np.intp)])
+            origin = np.concatenate([origin[alone], np.array(
+                [e[1] for e in extra], dtype=np.float64).reshape(-1, 2)])
+            box = np.concatenate([box[alone], np.array(
+                [e[2] for e in extra], dtype=np.float64).reshape(-1, 4)])
+        # Each distinct (attacker, target, viewpoint, square) measured once.
+        key = np.column_stack([a[row].astype(np.float64), t[row].astype(np.float64),
+                               origin, box])
+        unique, back = np.unique(key, axis=0, return_inverse=True)
+        values = engine.visible_fractions(unique[:, 0].astype(np.intp),
+                                          unique[:, 1].astype(np.intp), unique[:, 2:4],
+                                          unique[:, 4:8])
+        best = np.full(n, -np.inf)
+        np.maximum.at(best, row, values[back.reshape(-1)])
+        visible = [None if v == -np.inf else round(v, 6) for v in best.tolist()]
+        return ([Degree.COVER if v is None or v <= 0.5 else Degree.PARTIAL for v in visible],
+                visible)
 
     @staticmethod
     def _viewpoints(engine: CornerEngine, a: int, p: Probe) -> list[tuple[float, float]]:

@@ -28,7 +28,7 @@ from bench.scenes import generate
 from geometry import openings
 from geometry.model import SceneGeom
 from rulesets import REGISTRY, realms
-from rulesets.base import Annotation, AttackMode
+from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
 from rulesets.pf1 import Pf1, Pf1Options
 from rulesets.realms import Realms, RealmsOptions
@@ -139,6 +139,35 @@ def test_pf1_equals_its_reference_on_subsets_and_with_lines() -> None:
         for lines in (False, True):
             assert_same(Pf1().evaluate(geom, Pf1Options(), pairs, modes, lines),
                         Pf1().reference(geom, Pf1Options(), pairs, modes, lines))
+
+
+@pytest.mark.parametrize("options", [
+    Pf1Options(), Pf1Options(partial_cover="lines"),
+    Pf1Options(soft_cover_vs_reach=False), Pf1Options(soft_cover_vs_reach=False,
+                                                      partial_cover="lines")])
+def test_pf1_rows_at_cover_read_from_the_one_trace(options: Pf1Options) -> None:
+    """Rows at cover are looked at closer from the probes of the trace that gave their
+    levels, as arrays (no second trace, no object per row). Reach rows read the probes of
+    the ranged row they were traced with, creatures counting there or not (by option); a
+    melee row against an adjacent target is measured from each corner of the attacker's
+    squares next to it; a GM's floor is applied after. All as the reference does, row by
+    row."""
+    geom = generate(30, 200, 2).geom
+    geom = dress(geom, 2)
+    floors = ("partial", "cover", "improved")
+    geom = replace(geom, creatures=tuple(
+        replace(c, cover_floor=None if c.cover_floor is None else floors[k % 3])
+        for k, c in enumerate(geom.creatures)))
+    fast = Pf1().evaluate(geom, options)
+    assert_same(fast, Pf1().reference(geom, options))
+    floored = {c.id for c in geom.creatures if c.cover_floor is not None}
+    at_cover = [a for a in fast if a.cover in (Degree.COVER, Degree.PARTIAL)]
+    # Every kind of row the closer look reads is there.
+    for mode in AttackMode:
+        assert any(a.mode is mode for a in at_cover), mode
+    assert any(a.mode is AttackMode.MELEE and Flag.ADJACENT in a.flags for a in at_cover)
+    assert any(a.target in floored for a in at_cover)
+    assert {a.cover for a in at_cover} == {Degree.COVER, Degree.PARTIAL}
 
 
 def test_pf1_scenes_reach_partial_cover_and_truncated_shadows() -> None:
