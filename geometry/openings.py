@@ -244,15 +244,19 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     ar, br = a_ring[todo], b_ring[todo]
     ext = (a_elev[todo], a_tall[todo], t_elev[todo], t_tall[todo])
     bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    # Walls whose band fills the sheet nowhere a line of their pair can cross them stop
+    # none of its lines: left out.
+    whole, never = _band_fill(blk, ar, br, ext, bi, wi)
+    bi, wi, whole = bi[~never], wi[~never], whole[~never]
     if len(bi) == 0:
         fwd[todo] = back[todo] = True
         return fwd, back
-    sealed, score = _sealed(blk, ar, br, ext, bi, wi)
+    sealed, score = _sealed(blk, ar, br, bi, wi, whole)
     keep = ~sealed[bi]
-    bi, wi = bi[keep], wi[keep]
+    bi, wi, whole = bi[keep], wi[keep], whole[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
-        free_f, free_b = _search(blk, ar, br, ext, bi, wi, rest,
+        free_f, free_b = _search(blk, ar, br, ext, bi, wi, whole, rest,
                                  None if group is None else group[todo],
                                  _leaders(bi, score[keep]))
         fwd[todo[rest[free_f]]] = True
@@ -260,20 +264,15 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     return fwd, back
 
 
-def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
-            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
-            wi: IntArray) -> tuple[BoolArray, IntArray]:
-    """Per pair: walls near it (rows bi, wi, ascending by pair) that stop every line of the
-    pair they cross, alone, separate its two spaces wholly: one crossing every line between
-    a corner of ring a and a corner of ring b, or a chain of them (`_chains`). And per
-    row, how many of those corner lines it crosses when it stops every line it crosses
-    (else -1)."""
-    lo = np.minimum(ext[0], ext[2])[bi]
-    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
-    with np.errstate(invalid="ignore"):
-        spans = ((np.isnan(blk.bottom[wi]) | (blk.bottom[wi] <= lo))
-                 & (np.isnan(blk.top[wi]) | (blk.top[wi] >= hi)))
-    always = blk.stops[wi] | (spans & ~blk.limited[wi] & (blk.direction[wi] == 0))
+def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: IntArray,
+            whole: BoolArray) -> tuple[BoolArray, IntArray]:
+    """Per pair: walls near it (rows bi, wi, ascending by pair; `whole`: the row's band
+    fills the sheet wherever a line of the pair crosses it, `_band_fill`) that stop every
+    line of the pair they cross, alone, separate its two spaces wholly: one crossing every
+    line between a corner of ring a and a corner of ring b, or a chain of them (`_chains`).
+    And per row, how many of those corner lines it crosses when it stops every line it
+    crosses (else -1)."""
+    always = blk.stops[wi] | (whole & ~blk.limited[wi] & (blk.direction[wi] == 0))
     sealed = np.zeros(len(ar), dtype=bool)
     sel = np.flatnonzero(always)
     per = ar.shape[1] * br.shape[1]
@@ -292,6 +291,122 @@ def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray,
     score = np.full(len(bi), -1, dtype=np.intp)
     score[sel] = hits.sum(axis=1)
     return sealed, score
+
+
+#: Fractions of the way: how far the crossings `_crossing_fractions` bounds are taken to
+#: reach beyond their bounds, so that rounding in the fractions the search computes for
+#: the lines it tries never falls outside them.
+_FRACTION_SLACK = 1e-7
+#: Feet: how clearly a band must fill the sheet (or leave it) where `_band_fill` decides
+#: it for all of a pair's lines; closer calls are left to the lines themselves.
+_FEET_SLACK = 1e-9
+
+
+def _band_fill(blk: Blockers, ar: FloatArray, br: FloatArray,
+               ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
+               wi: IntArray) -> tuple[BoolArray, BoolArray]:
+    """Per row (pair bi, wall wi): whether the wall's band (none: a band from floor to
+    sky) fills the sheet of sight between the two creatures wherever a line of the pair
+    can cross the wall (`whole`: it stops, as far as heights go, every line of the pair
+    it crosses), and whether it fills it nowhere there (`never`: it stops none).
+
+    The sheet at a fraction s of the way runs from the feet line to the head line, both
+    linear in s (geometry.vertical.sheet). A band holding the sheet's whole reach (the
+    lower feet to the higher head) fills it everywhere; one beside that reach, nowhere.
+    For the others, the fractions at which lines of the pair cross the wall are bounded
+    (`_crossing_fractions`), and the band is decided over those fractions only: near the
+    creature on the ground, the sheet is low, however high the other flies. What is not
+    clear by _FEET_SLACK stays undecided (neither)."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    bottom, top = blk.bottom[wi], blk.top[wi]
+    with np.errstate(invalid="ignore"):
+        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
+        never = (top < lo) | (bottom > hi)
+    part = np.flatnonzero(~whole & ~never)
+    if len(part) == 0:
+        return whole, never
+    item = bi[part]
+    s0, s1 = _crossing_fractions(ar[item], br[item], blk.xy[wi[part]])
+    a_e, a_t, t_e, t_t = (e[item] for e in ext)
+    b = np.where(np.isnan(bottom[part]), -np.inf, bottom[part])
+    t = np.where(np.isnan(top[part]), np.inf, top[part])
+    # Filled at s when feet(s) - bottom >= 0 and top - head(s) >= 0: two linear functions
+    # c + m s of s (an unbounded side: always met).
+    lines = [(np.where(np.isinf(b), np.inf, a_e - b), t_e - a_e),
+             (np.where(np.isinf(t), np.inf, t - a_e - a_t), a_e + a_t - t_e - t_t)]
+    fills_all = np.ones(len(part), dtype=bool)
+    from_s, to_s = s0.copy(), s1.copy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for c, m in lines:
+            at0, at1 = c + m * s0, c + m * s1
+            fills_all &= (at0 >= _FEET_SLACK) & (at1 >= _FEET_SLACK)
+            # Where c + m s >= -_FEET_SLACK within [s0, s1]: an interval (maybe empty).
+            root = -(c + _FEET_SLACK) / m
+            rising, falling = m > 0, m < 0
+            from_s = np.where(rising, np.maximum(from_s, root), from_s)
+            to_s = np.where(falling, np.minimum(to_s, root), to_s)
+            flat_out = (m == 0) & (c < -_FEET_SLACK)
+            to_s = np.where(flat_out, -np.inf, to_s)
+    whole = whole.copy()
+    never = never.copy()
+    whole[part] = fills_all
+    never[part] = from_s > to_s
+    return whole, never
+
+
+def _crossing_fractions(ar: FloatArray, br: FloatArray,
+                        w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per row (rings a and b, wall w): bounds [s0, s1] on the fraction of the way from a
+    to b (from where a line leaves ring a to where it enters ring b) at which any line
+    between the two rings crosses the wall. Such a line's stretch from its start u to the
+    crossing, then v on to its end: s = u / (u + v), with u between the wall's distance to
+    ring a and the farthest of a wall end from a corner of a, v likewise for b. Widened by
+    _FRACTION_SLACK and kept within [0, 1]."""
+    u_lo, u_hi = _ring_distances(ar, w)
+    v_lo, v_hi = _ring_distances(br, w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s0 = np.where(u_lo > 0, u_lo / (u_lo + v_hi), 0.0)
+        s1 = np.where(v_lo > 0, u_hi / (u_hi + v_lo), 1.0)
+    return (np.clip(s0 - _FRACTION_SLACK, 0.0, 1.0),
+            np.clip(s1 + _FRACTION_SLACK, 0.0, 1.0))
+
+
+def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per row (convex ring (R, V, 2), wall (R, 4)): the least distance between the ring
+    (its inside included) and the wall, and the greatest between a point of each."""
+    px, py = ring[..., 0], ring[..., 1]  # (R, V)
+    ax, ay, bx, by = (w[:, k, None] for k in range(4))
+    # Greatest: between a corner and a wall end (the distance is convex in both points).
+    far = np.maximum(np.hypot(px - ax, py - ay), np.hypot(px - bx, py - by)).max(axis=1)
+    # Least: zero where the wall meets the ring (an end inside it, or a side crossed);
+    # else from a corner to the wall, or from a wall end to a side.
+    qx, qy = np.roll(px, -1, axis=1), np.roll(py, -1, axis=1)
+    near = np.minimum(_point_segment(px, py, ax, ay, bx, by),
+                      np.minimum(_point_segment(ax, ay, px, py, qx, qy),
+                                 _point_segment(bx, by, px, py, qx, qy))).min(axis=1)
+    side_a = (qx - px) * (ay - py) - (qy - py) * (ax - px)
+    side_b = (qx - px) * (by - py) - (qy - py) * (bx - px)
+    inside = ((side_a >= 0).all(axis=1) | (side_a <= 0).all(axis=1)
+              | (side_b >= 0).all(axis=1) | (side_b <= 0).all(axis=1))
+    wall_p = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
+    wall_q = (bx - ax) * (qy - ay) - (by - ay) * (qx - ax)
+    crosses = (((side_a <= 0) & (side_b >= 0)) | ((side_a >= 0) & (side_b <= 0))) & (
+        ((wall_p <= 0) & (wall_q >= 0)) | ((wall_p >= 0) & (wall_q <= 0)))
+    meets = inside | crosses.any(axis=1)
+    return np.where(meets, 0.0, near), far
+
+
+def _point_segment(px: FloatArray, py: FloatArray, ax: FloatArray, ay: FloatArray,
+                   bx: FloatArray, by: FloatArray) -> FloatArray:
+    """Distances from points (px, py) to segments (a, b), broadcast."""
+    dx, dy = bx - ax, by - ay
+    length2 = dx * dx + dy * dy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.clip(((px - ax) * dx + (py - ay) * dy) / length2, 0.0, 1.0)
+    f = np.where(length2 > 0, f, 0.0)
+    out: FloatArray = np.hypot(px - (ax + f * dx), py - (ay + f * dy))
+    return out
 
 
 #: Walls per pair tried first against its lines (`_leaders`).
@@ -725,25 +840,18 @@ def _apart(ar: FloatArray, br: FloatArray) -> BoolArray:
     return out
 
 
-def _varies(blk: Blockers, ar: FloatArray, br: FloatArray,
-            ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
-            wi: IntArray) -> BoolArray:
-    """Per row (pair bi, wall wi): whether the wall may stop some lines of one cell of the
-    pair's arrangement and not others. A height band stops a line where it fills the
-    sheet between the two creatures at the line's crossing, which moves along the wall
-    within a cell: unless the band holds the sheet's whole reach (from the lower feet to
-    the higher head: it stops every line it crosses) or none of it (it stops none). A
-    one-way wall stops a line from the side the line starts on, which changes within a
-    cell only if the wall's line passes through the ring the line starts from (either
-    ring: the search reads lines both ways)."""
-    lo = np.minimum(ext[0], ext[2])[bi]
-    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
-    bottom, top = blk.bottom[wi], blk.top[wi]
-    banded = ~np.isnan(bottom) | ~np.isnan(top)
-    with np.errstate(invalid="ignore"):
-        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
-        none = (top < lo) | (bottom > hi)
-    out: BoolArray = banded & ~whole & ~none
+def _varies(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: IntArray,
+            whole: BoolArray) -> BoolArray:
+    """Per row (pair bi, wall wi; its band filling the sheet nowhere a line of the pair
+    crosses it is not a row, `line_of_effect_both`): whether the wall may stop some lines
+    of one cell of the pair's arrangement and not others. A height band stops a line where
+    it fills the sheet between the two creatures at the line's crossing, which moves along
+    the wall within a cell: unless it fills the sheet wherever a line of the pair crosses
+    the wall (`whole`, `_band_fill`). A one-way wall stops a line from the side the line
+    starts on, which changes within a cell only if the wall's line passes through the ring
+    the line starts from (either ring: the search reads lines both ways)."""
+    banded = ~np.isnan(blk.bottom[wi]) | ~np.isnan(blk.top[wi])
+    out: BoolArray = banded & ~whole
     one_way = np.flatnonzero(blk.direction[wi] != 0)
     if len(one_way):
         w = blk.xy[wi[one_way]]
@@ -760,13 +868,13 @@ def _varies(blk: Blockers, ar: FloatArray, br: FloatArray,
 
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
-            wi: IntArray, items: IntArray, group: IntArray | None = None,
+            wi: IntArray, whole: BoolArray, items: IntArray, group: IntArray | None = None,
             lead: BoolArray | None = None) -> tuple[BoolArray, BoolArray]:
     """Per item in `items` (ascending): whether one of the lines tried
     (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
-    from b's. `group`: per item, its group (`line_of_effect_both`); the items of a group
-    with a free line each way are not searched further. `lead`: the rows tried first
-    (`_leaders`)."""
+    from b's. `whole`: per row, `_band_fill`'s. `group`: per item, its group
+    (`line_of_effect_both`); the items of a group with a free line each way are not
+    searched further. `lead`: the rows tried first (`_leaders`)."""
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
     if group is None:
@@ -777,7 +885,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     # Items between rings apart along their axis, with no wall near them whose stop
     # varies within a cell: the shifted lines suffice (`_apart`).
     shifts_only = _apart(ar, br)
-    shifts_only[bi[_varies(blk, ar, br, ext, bi, wi)]] = False
+    shifts_only[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
     if len(li) == 0:
         return free_f[items], free_b[items]

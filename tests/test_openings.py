@@ -27,6 +27,7 @@ from geometry.model import (
 )
 from geometry.square import INSET_PX
 from geometry.trace import Tracer
+from geometry.vertical import band_meets, sheet, wall_crossing
 
 GRID = Grid(GridKind.SQUARE, 100, 5.0, "ft")
 
@@ -165,6 +166,16 @@ def _dense_free(tr: Tracer, a: np.ndarray, b: np.ndarray, k: int) -> bool:
     return len(np.unique(wl)) < len(s)
 
 
+def _rows(blk: openings.Blockers, ar: np.ndarray, br: np.ndarray,
+          ext: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The walls near the pairs of rings as `line_of_effect_both` hands them to the search:
+    (pair, wall) rows, those whose band never fills the sheet where lines cross them left
+    out, and whether each one's fills it wherever they do."""
+    bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    whole, never = openings._band_fill(blk, ar, br, ext, bi, wi)  # type: ignore[arg-type]
+    return bi[~never], wi[~never], whole[~never]
+
+
 walls_st = st.lists(st.tuples(st.integers(2, 9), st.integers(-2, 8), st.integers(-2, 8),
                               st.booleans()), min_size=1, max_size=7)
 
@@ -192,16 +203,16 @@ def test_never_misses_a_free_line_and_proofs_agree(
         assert got
     # The exact search alone (no sealed or chain proof) gives the same answer.
     blk = openings.blockers(tr)
-    bi, wi = kernel.block_candidates(ar, br, blk.xy)
     ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
+    bi, wi, whole = _rows(blk, ar, br, ext)
     if len(bi):
-        searched, _ = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+        searched, _ = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         assert bool(searched[0]) == got
         # And in rounds, as a search too large for one round is made.
         one_round = openings._ONE_ROUND
         try:
             openings._ONE_ROUND = 0
-            searched, _ = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+            searched, _ = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         finally:
             openings._ONE_ROUND = one_round
         assert bool(searched[0]) == got
@@ -454,15 +465,15 @@ def test_shifted_lines_find_what_turned_lines_find(seed: int) -> None:
         ar, br = sp.rings[0:1], sp.rings[1:2]
         assert openings._apart(ar, br).all()
         blk = openings.blockers(tr)
-        bi, wi = kernel.block_candidates(ar, br, blk.xy)
+        ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
+        bi, wi, whole = _rows(blk, ar, br, ext)
         if len(bi) == 0:
             continue
-        ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
-        got = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+        got = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         apart = openings._apart
         try:
             openings._apart = lambda a, b: np.zeros(len(a), dtype=bool)  # type: ignore[assignment]
-            want = openings._search(blk, ar, br, ext, bi, wi, np.array([0]))
+            want = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         finally:
             openings._apart = apart
         assert (bool(got[0][0]), bool(got[1][0])) == (bool(want[0][0]), bool(want[1][0]))
@@ -495,18 +506,25 @@ def test_rings_overlap_as_their_sides_say(
 
 
 def test_walls_whose_stop_varies_within_a_cell() -> None:
-    """`_varies`: a height band holding part of the sheet between two 6 ft creatures
-    varies (where a line crosses it decides), one holding all of it or none does not; a
-    one-way wall varies only when its line passes through either creature's space."""
+    """`_band_fill` and `_varies`, between a 6 ft creature on the ground and one 20 ft up
+    1,500 px away (the sheet runs from 0-6 ft to 20-26 ft): a band up to 30 ft fills it
+    everywhere; one from 30 ft, nowhere; one up to 15 ft fills it only in the first
+    0.45 of the way: wholly where lines cross it near the ground creature, nowhere near the
+    flyer, and in part halfway (there it varies: where a line crosses it decides). A one-way
+    wall varies only when its line passes through either creature's space."""
     walls = [
-        _wall(0, (500.0, 0.0, 500.0, 300.0), top=10.0),  # bottom open: the whole sheet
-        replace(_wall(1, (600.0, 0.0, 600.0, 300.0)), bottom=8.0),  # above both heads
-        _wall(2, (700.0, 0.0, 700.0, 300.0), top=3.0),  # part of it
-        _wall(3, (800.0, 0.0, 800.0, 300.0), direction=Direction.LEFT),  # x = 800: no space
-        _wall(4, (300.0, 150.0, 400.0, 150.0), direction=Direction.LEFT),  # y = 150: both
-        _wall(5, (900.0, 0.0, 900.0, 300.0)),  # plain
+        _wall(0, (500.0, 0.0, 500.0, 300.0), top=30.0),  # the whole sheet
+        replace(_wall(1, (600.0, 0.0, 600.0, 300.0)), bottom=30.0),  # above both heads
+        _wall(2, (700.0, 0.0, 700.0, 300.0), top=15.0),  # part of it, halfway
+        _wall(3, (200.0, 0.0, 200.0, 300.0), top=15.0),  # the same band near the ground
+        _wall(4, (1300.0, 0.0, 1300.0, 300.0), top=15.0),  # ...and near the flyer
+        _wall(5, (800.0, 0.0, 800.0, 300.0), direction=Direction.LEFT),  # x = 800: no space
+        _wall(6, (300.0, 150.0, 400.0, 150.0), direction=Direction.LEFT),  # y = 150: both
+        _wall(7, (900.0, 0.0, 900.0, 300.0)),  # plain
     ]
     scene = _scene(walls, [(0, 100, 1), (1500, 100, 1)])
+    scene = replace(scene, creatures=(scene.creatures[0],
+                                      replace(scene.creatures[1], elevation=20.0)))
     tr = Tracer(scene)
     sp = openings.spaces_of(tr, INSET_PX)
     ar, br = sp.rings[0:1], sp.rings[1:2]
@@ -514,7 +532,123 @@ def test_walls_whose_stop_varies_within_a_cell() -> None:
     wi = np.arange(len(blk.xy))  # the blockers' own order: plain runs first
     bi = np.zeros(len(wi), dtype=np.intp)
     ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
-    got = openings._varies(blk, ar, br, ext, bi, wi)
-    varies = {float(x): bool(v) for x, v in zip(blk.xy[:, 0], got, strict=True)}
-    assert varies == {500.0: False, 600.0: False, 700.0: True, 800.0: False, 300.0: True,
-                      900.0: False}
+    whole, never = openings._band_fill(blk, ar, br, ext, bi, wi)
+    got = openings._varies(blk, ar, br, bi, wi, whole) & ~never
+    x = blk.xy[:, 0].tolist()
+    assert dict(zip(x, got.tolist(), strict=True)) == {
+        500.0: False, 600.0: False, 700.0: True, 200.0: False, 1300.0: False, 800.0: False,
+        300.0: True, 900.0: False}
+    assert {v for v, n in zip(x, never.tolist(), strict=True) if n} == {600.0, 1300.0}
+    assert {v for v, w in zip(x, whole.tolist(), strict=True) if w} >= {500.0, 200.0, 900.0}
+    # Seen whole from near the ground, the band seals the pair: the wall at 200 alone,
+    # its band counted at the fractions its lines cross it.
+    solo = _scene([walls[3]], [(0, 100, 1), (1500, 100, 1)])
+    solo = replace(solo, creatures=(solo.creatures[0],
+                                    replace(solo.creatures[1], elevation=20.0)))
+    assert not _loe(solo)
+    high = replace(solo, walls=(replace(walls[3], top=5.0),))
+    assert _loe(high)
+
+
+def _global_band_fill(blk: openings.Blockers, ar: np.ndarray, br: np.ndarray,
+                      ext: tuple[np.ndarray, ...], bi: np.ndarray,
+                      wi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_band_fill` without the fractions: bands judged against the sheet's whole reach
+    only (the lower feet to the higher head), as before they were."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    bottom, top = blk.bottom[wi], blk.top[wi]
+    with np.errstate(invalid="ignore"):
+        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
+        never = (top < lo) | (bottom > hi)
+    return whole, never
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -> None:
+    """`_band_fill` decides a band for all of a pair's lines from bounds on the fractions
+    of the way at which they cross the wall (`_crossing_fractions`). Over random scenes of
+    two creatures at different elevations and heights among banded walls (some through or
+    beside their spaces): every line drawn between the two spaces that crosses a wall does
+    so within the bounds; the band fills the sheet there on every such line where it is
+    'whole', on none where 'never'; and line of effect is the same as with bands judged
+    against the sheet's whole reach only."""
+    rng = np.random.default_rng(100 + seed)
+    decided = {"whole": 0, "never": 0, "varies": 0}
+    outcomes = set()
+    for _ in range(60):
+        size = int(rng.integers(1, 3))
+        ya, yb = float(rng.integers(-1, 5) * 100), float(rng.integers(-1, 5) * 100)
+        xb = float(rng.integers(3, 17) * 100)
+        walls = []
+        for k in range(int(rng.integers(1, 16))):
+            x0 = float(rng.uniform(-100, xb + 200))
+            y0 = float(rng.uniform(-200, 600))
+            angle = float(rng.uniform(0, np.pi))
+            length = float(rng.choice([100.0, 300.0, rng.uniform(20, 500)]))
+            bottom, top = [(None, None), (None, 15.0), (10.0, None), (None, 4.0),
+                           (3.0, 22.0), (-2.0, 8.0)][int(rng.integers(6))]
+            walls.append(replace(_wall(k, (x0, y0, x0 + np.cos(angle) * length,
+                                           y0 + np.sin(angle) * length)),
+                                 bottom=bottom, top=top))
+        scene = _scene(walls, [(0, ya, size), (xb, yb, size)])
+        heights = [(float(rng.choice([0.0, 0.0, 5.0, 20.0, -5.0])),
+                    float(rng.choice([6.0, 2.0, 12.0]))) for _ in range(2)]
+        scene = replace(scene, creatures=tuple(
+            replace(c, elevation=e, tall=h)
+            for c, (e, h) in zip(scene.creatures, heights, strict=True)))
+        tr = Tracer(scene)
+        sp = openings.spaces_of(tr, INSET_PX)
+        ar, br = sp.rings[0:1], sp.rings[1:2]
+        blk = openings.blockers(tr)
+        ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
+        bi, wi = kernel.block_candidates(ar, br, blk.xy)
+        whole, never = openings._band_fill(blk, ar, br, ext, bi, wi)
+        g_whole, g_never = _global_band_fill(blk, ar, br, ext, bi, wi)
+        assert (whole >= g_whole).all() and (never >= g_never).all()
+        assert not (whole & never).any()
+        part = ~g_whole & ~g_never
+        decided["whole"] += int((whole & part).sum())
+        decided["never"] += int((never & part).sum())
+        decided["varies"] += int((part & ~whole & ~never).sum())
+        # Lines from random points of one space to random points of the other, each
+        # stretch from where it leaves the first to where it enters the second.
+        def inside(ring: np.ndarray, k: int) -> np.ndarray:
+            w = rng.dirichlet(np.ones(len(ring)), size=k)
+            out: np.ndarray = w @ ring
+            return out
+
+        p, q = inside(ar[0], 400), inside(br[0], 400)
+        d = q - p
+        items = np.zeros(len(p), dtype=np.intp)
+        clip_a, clip_b = openings._Clipper.of(ar), openings._Clipper.of(br)
+        _, a_hi = clip_a.clip(p, d, items)
+        b_lo, _ = clip_b.clip(p, d, items)
+        ok = a_hi < b_lo
+        starts, ends = (p + a_hi[:, None] * d)[ok], (p + b_lo[:, None] * d)[ok]
+        for r in range(len(bi)):
+            wall = np.broadcast_to(blk.xy[wi[r]], (len(starts), 4))
+            hit = kernel.cross_paired(starts, ends, wall)
+            if not hit.any():
+                continue
+            frac = wall_crossing(starts[hit], ends[hit], wall[hit])
+            s0, s1 = openings._crossing_fractions(ar, br, blk.xy[wi[r:r + 1]])
+            assert (frac >= s0[0]).all() and (frac <= s1[0]).all(), (frac.min(), frac.max(),
+                                                                      s0, s1)
+            lo, hi = sheet(frac, *(e[0] for e in ext))
+            _, fills = band_meets(blk.bottom[wi[r:r + 1]], blk.top[wi[r:r + 1]], lo, hi)
+            if whole[r]:
+                assert fills.all()
+            if never[r]:
+                assert not fills.any()
+        fwd, back = openings.line_of_effect_both(tr, ar, br, *ext)
+        band_fill = openings._band_fill
+        try:
+            openings._band_fill = _global_band_fill
+            want = openings.line_of_effect_both(tr, ar, br, *ext)
+        finally:
+            openings._band_fill = band_fill
+        assert (bool(fwd[0]), bool(back[0])) == (bool(want[0][0]), bool(want[1][0]))
+        outcomes.add(bool(fwd[0]))
+    assert outcomes == {True, False}
+    assert min(decided.values()) > 0, decided
