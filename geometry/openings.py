@@ -31,8 +31,10 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
 
 In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
 of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
-starts on, and limited walls from the second one crossed, as the rulesets read them.
-"""
+starts on, and limited walls from the second one crossed, as the rulesets read them. Before
+steps 2 and 3, each band near a pair is judged over the fractions of the way at which the
+pair's lines can cross its wall (`_band_fill`): filling the sheet there everywhere, nowhere
+(the wall is left out), or in part."""
 
 from __future__ import annotations
 
