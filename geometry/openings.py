@@ -319,12 +319,8 @@ def _band_fill(blk: Blockers, ar: FloatArray, br: FloatArray,
     (`_crossing_fractions`), and the band is decided over those fractions only: near the
     creature on the ground, the sheet is low, however high the other flies. What is not
     clear by _FEET_SLACK stays undecided (neither)."""
-    lo = np.minimum(ext[0], ext[2])[bi]
-    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    whole, never = _band_reach(blk, ext, bi, wi)
     bottom, top = blk.bottom[wi], blk.top[wi]
-    with np.errstate(invalid="ignore"):
-        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
-        never = (top < lo) | (bottom > hi)
     part = np.flatnonzero(~whole & ~never)
     if len(part) == 0:
         return whole, never
@@ -350,10 +346,22 @@ def _band_fill(blk: Blockers, ar: FloatArray, br: FloatArray,
             to_s = np.where(falling, np.minimum(to_s, root), to_s)
             flat_out = (m == 0) & (c < -_FEET_SLACK)
             to_s = np.where(flat_out, -np.inf, to_s)
-    whole = whole.copy()
-    never = never.copy()
     whole[part] = fills_all
     never[part] = from_s > to_s
+    return whole, never
+
+
+def _band_reach(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+                bi: IntArray, wi: IntArray) -> tuple[BoolArray, BoolArray]:
+    """`_band_fill` against the sheet's whole reach only, from the lower feet to the
+    higher head: a band holding all of it fills the sheet wherever it is crossed, one
+    beside it nowhere."""
+    lo = np.minimum(ext[0], ext[2])[bi]
+    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
+    bottom, top = blk.bottom[wi], blk.top[wi]
+    with np.errstate(invalid="ignore"):
+        whole: BoolArray = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
+        never: BoolArray = (top < lo) | (bottom > hi)
     return whole, never
 
 

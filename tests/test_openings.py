@@ -550,20 +550,6 @@ def test_walls_whose_stop_varies_within_a_cell() -> None:
     assert _loe(high)
 
 
-def _global_band_fill(blk: openings.Blockers, ar: np.ndarray, br: np.ndarray,
-                      ext: tuple[np.ndarray, ...], bi: np.ndarray,
-                      wi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_band_fill` without the fractions: bands judged against the sheet's whole reach
-    only (the lower feet to the higher head), as before they were."""
-    lo = np.minimum(ext[0], ext[2])[bi]
-    hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
-    bottom, top = blk.bottom[wi], blk.top[wi]
-    with np.errstate(invalid="ignore"):
-        whole = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
-        never = (top < lo) | (bottom > hi)
-    return whole, never
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -> None:
     """`_band_fill` decides a band for all of a pair's lines from bounds on the fractions
@@ -604,7 +590,7 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
         bi, wi = kernel.block_candidates(ar, br, blk.xy)
         whole, never = openings._band_fill(blk, ar, br, ext, bi, wi)
-        g_whole, g_never = _global_band_fill(blk, ar, br, ext, bi, wi)
+        g_whole, g_never = openings._band_reach(blk, ext, bi, wi)
         assert (whole >= g_whole).all() and (never >= g_never).all()
         assert not (whole & never).any()
         part = ~g_whole & ~g_never
@@ -644,7 +630,9 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         fwd, back = openings.line_of_effect_both(tr, ar, br, *ext)
         band_fill = openings._band_fill
         try:
-            openings._band_fill = _global_band_fill
+            # Bands judged against the sheet's whole reach only, as before.
+            openings._band_fill = (
+                lambda blk, ar, br, ext, bi, wi: openings._band_reach(blk, ext, bi, wi))
             want = openings.line_of_effect_both(tr, ar, br, *ext)
         finally:
             openings._band_fill = band_fill
