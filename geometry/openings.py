@@ -397,8 +397,10 @@ def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatA
                                  _point_segment(bx, by, px, py, qx, qy))).min(axis=1)
     side_a = (qx - px) * (ay - py) - (qy - py) * (ax - px)
     side_b = (qx - px) * (by - py) - (qy - py) * (bx - px)
+    # (A ring of one point has sides of no length, on which every point lies: the
+    # distances above are then exact.)
     inside = ((side_a >= 0).all(axis=1) | (side_a <= 0).all(axis=1)
-              | (side_b >= 0).all(axis=1) | (side_b <= 0).all(axis=1))
+              | (side_b >= 0).all(axis=1) | (side_b <= 0).all(axis=1)) & ~_degenerate(ring)
     wall_p = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
     wall_q = (bx - ax) * (qy - ay) - (by - ay) * (qx - ax)
     crosses = (((side_a <= 0) & (side_b >= 0)) | ((side_a >= 0) & (side_b <= 0))) & (

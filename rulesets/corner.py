@@ -1179,7 +1179,11 @@ class CornerEngine:
         A reach row planned as its ranged row (`row_facts`) reads the ranged probes here:
         the two rules differ only in whether a creature in the way makes a line soft, and a
         soft line is open, so which probes are at cover and which of their lines are open
-        is the same under both."""
+        is the same under both (for this engine's `_level_table` and `_probe_levels`; a
+        variant reading lines otherwise must not ask for these probes, as dnd5e does not).
+        A row at cover always has a probe at cover (only total rows are raised through an
+        opening, to OPEN_LEVEL): the fallback to all of its probes is `_evaluate_plan`'s,
+        kept for a variant whose OPEN_LEVEL is cover."""
         rows = np.flatnonzero(level == COVER)
         u = back[rows]
         if order is not None:

@@ -546,6 +546,12 @@ def test_walls_whose_stop_varies_within_a_cell() -> None:
     solo = replace(solo, creatures=(solo.creatures[0],
                                     replace(solo.creatures[1], elevation=20.0)))
     assert not _loe(solo)
+    tr = Tracer(solo)
+    blk = openings.blockers(tr)
+    bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    whole, never = openings._band_fill(blk, ar, br, ext, bi, wi)
+    sealed, _ = openings._sealed(blk, ar, br, bi[~never], wi[~never], whole[~never])
+    assert sealed[0]  # sealed by the band, not found by the search
     high = replace(solo, walls=(replace(walls[3], top=5.0),))
     assert _loe(high)
 
@@ -555,12 +561,13 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
     """`_band_fill` decides a band for all of a pair's lines from bounds on the fractions
     of the way at which they cross the wall (`_crossing_fractions`). Over random scenes of
     two creatures at different elevations and heights among banded walls (some through or
-    beside their spaces): every line drawn between the two spaces that crosses a wall does
+    beside their spaces, some limited or one-way; a fifth of the time the first space an
+    area's origin, one point): every line drawn between the two spaces that crosses a wall does
     so within the bounds; the band fills the sheet there on every such line where it is
     'whole', on none where 'never'; and line of effect is the same as with bands judged
     against the sheet's whole reach only."""
     rng = np.random.default_rng(100 + seed)
-    decided = {"whole": 0, "never": 0, "varies": 0}
+    decided = {"whole": 0, "never": 0, "varies": 0, "point": 0}
     outcomes = set()
     for _ in range(60):
         size = int(rng.integers(1, 3))
@@ -574,8 +581,11 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
             length = float(rng.choice([100.0, 300.0, rng.uniform(20, 500)]))
             bottom, top = [(None, None), (None, 15.0), (10.0, None), (None, 4.0),
                            (3.0, 22.0), (-2.0, 8.0)][int(rng.integers(6))]
+            direction = (Direction.BOTH if rng.random() < 0.8
+                         else list(Direction)[int(rng.integers(len(Direction)))])
             walls.append(replace(_wall(k, (x0, y0, x0 + np.cos(angle) * length,
-                                           y0 + np.sin(angle) * length)),
+                                           y0 + np.sin(angle) * length),
+                                       limited=bool(rng.random() < 0.15), direction=direction),
                                  bottom=bottom, top=top))
         scene = _scene(walls, [(0, ya, size), (xb, yb, size)])
         heights = [(float(rng.choice([0.0, 0.0, 5.0, 20.0, -5.0])),
@@ -586,6 +596,9 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         tr = Tracer(scene)
         sp = openings.spaces_of(tr, INSET_PX)
         ar, br = sp.rings[0:1], sp.rings[1:2]
+        if rng.random() < 0.2:
+            # An area's origin: a ring of one point.
+            ar = np.broadcast_to(ar[0].mean(axis=0), ar.shape).copy()
         blk = openings.blockers(tr)
         ext = (tr.elev[:1], tr.tall[:1], tr.elev[1:2], tr.tall[1:2])
         bi, wi = kernel.block_candidates(ar, br, blk.xy)
@@ -597,6 +610,7 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         decided["whole"] += int((whole & part).sum())
         decided["never"] += int((never & part).sum())
         decided["varies"] += int((part & ~whole & ~never).sum())
+        decided["point"] += int(openings._degenerate(ar)[0] and bool((part & never).any()))
         # Lines from random points of one space to random points of the other, each
         # stretch from where it leaves the first to where it enters the second.
         def inside(ring: np.ndarray, k: int) -> np.ndarray:
@@ -610,6 +624,8 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         clip_a, clip_b = openings._Clipper.of(ar), openings._Clipper.of(br)
         _, a_hi = clip_a.clip(p, d, items)
         b_lo, _ = clip_b.clip(p, d, items)
+        if openings._degenerate(ar)[0]:
+            a_hi = np.zeros(len(p))  # from the point itself, as the search draws them
         ok = a_hi < b_lo
         starts, ends = (p + a_hi[:, None] * d)[ok], (p + b_lo[:, None] * d)[ok]
         for r in range(len(bi)):

@@ -168,6 +168,11 @@ def test_pf1_rows_at_cover_read_from_the_one_trace(options: Pf1Options) -> None:
     assert any(a.mode is AttackMode.MELEE and Flag.ADJACENT in a.flags for a in at_cover)
     assert any(a.target in floored for a in at_cover)
     assert {a.cover for a in at_cover} == {Degree.COVER, Degree.PARTIAL}
+    # Creatures bigger than one square are planned apart from the others (their rows
+    # reordered, `_planned`): some are at cover, as attackers and as targets.
+    big = {c.id for c in geom.creatures if c.width > 1 or c.height > 1}
+    assert any(a.attacker in big for a in at_cover)
+    assert any(a.target in big for a in at_cover)
 
 
 def test_pf1_scenes_reach_partial_cover_and_truncated_shadows() -> None:
