@@ -56,6 +56,19 @@ def within_runs(counts: IntArray) -> IntArray:
     return out
 
 
+def point_segment_distance(px: FloatArray, py: FloatArray, ax: FloatArray, ay: FloatArray,
+                           bx: FloatArray, by: FloatArray) -> FloatArray:
+    """Distances from points (px, py) to segments from (ax, ay) to (bx, by), as planes of
+    coordinates broadcast together (a segment of no length: the distance to its point)."""
+    dx, dy = bx - ax, by - ay
+    length2 = dx * dx + dy * dy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.clip(((px - ax) * dx + (py - ay) * dy) / length2, 0.0, 1.0)
+    f = np.where(length2 > 0, f, 0.0)
+    out: FloatArray = np.hypot(px - (ax + f * dx), py - (ay + f * dy))
+    return out
+
+
 def dense_unique(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], IntArray]:
     """`np.unique(keys, return_inverse=True)` for non-negative integer keys: by a table of
     the keys present when they are few enough for one (a row's outcome code: tens of

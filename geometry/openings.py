@@ -392,9 +392,10 @@ def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatA
     # Least: zero where the wall meets the ring (an end inside it, or a side crossed);
     # else from a corner to the wall, or from a wall end to a side.
     qx, qy = np.roll(px, -1, axis=1), np.roll(py, -1, axis=1)
-    near = np.minimum(_point_segment(px, py, ax, ay, bx, by),
-                      np.minimum(_point_segment(ax, ay, px, py, qx, qy),
-                                 _point_segment(bx, by, px, py, qx, qy))).min(axis=1)
+    dist = kernel.point_segment_distance
+    near = np.minimum(dist(px, py, ax, ay, bx, by),
+                      np.minimum(dist(ax, ay, px, py, qx, qy),
+                                 dist(bx, by, px, py, qx, qy))).min(axis=1)
     side_a = (qx - px) * (ay - py) - (qy - py) * (ax - px)
     side_b = (qx - px) * (by - py) - (qy - py) * (bx - px)
     # (A ring of one point has sides of no length, on which every point lies: the
@@ -407,18 +408,6 @@ def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatA
         ((wall_p <= 0) & (wall_q >= 0)) | ((wall_p >= 0) & (wall_q <= 0)))
     meets = inside | crosses.any(axis=1)
     return np.where(meets, 0.0, near), far
-
-
-def _point_segment(px: FloatArray, py: FloatArray, ax: FloatArray, ay: FloatArray,
-                   bx: FloatArray, by: FloatArray) -> FloatArray:
-    """Distances from points (px, py) to segments (a, b), broadcast."""
-    dx, dy = bx - ax, by - ay
-    length2 = dx * dx + dy * dy
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f = np.clip(((px - ax) * dx + (py - ay) * dy) / length2, 0.0, 1.0)
-    f = np.where(length2 > 0, f, 0.0)
-    out: FloatArray = np.hypot(px - (ax + f * dx), py - (ay + f * dy))
-    return out
 
 
 #: Walls per pair tried first against its lines (`_leaders`).

@@ -61,7 +61,6 @@ from rulesets.shadows import (
     meeting,
     near_edges,
     open_ended,
-    point_segment_distance,
     shadow_polygons,
     truncated_shadows,
     wall_lines,
@@ -899,7 +898,9 @@ class CornerEngine:
             for k in shading:
                 slow |= shapely.intersects(tr.region_polys[k], points)
         if len(seg):
-            near = point_segment_distance(p[seg_req], seg) <= 1e-6
+            q = p[seg_req]
+            near = kernel.point_segment_distance(q[:, 0], q[:, 1], seg[:, 0], seg[:, 1],
+                                                 seg[:, 2], seg[:, 3]) <= 1e-6
             slow[seg_req[near]] = True
         # A point (nearly) on the square's border sees it across (nearly) half a turn: the
         # angular sum is ill-conditioned there, the union settles it.

@@ -398,18 +398,6 @@ def _segments_cross(a0: FloatArray, ad: FloatArray, b0: FloatArray, bd: FloatArr
     return hit, a0[hit] + ad[hit] * s[hit][:, None]
 
 
-def point_segment_distance(p: FloatArray, seg: FloatArray) -> FloatArray:
-    """Distance from each point (R, 2) to its segment (R, 4: x0, y0, x1, y1)."""
-    a, d = seg[:, 0:2], seg[:, 2:4] - seg[:, 0:2]
-    length2 = np.einsum("ij,ij->i", d, d)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = np.where(length2 > 0, np.einsum("ij,ij->i", p - a, d) / length2, 0.0)
-    closest = a + d * np.clip(u, 0.0, 1.0)[:, None]
-    out: FloatArray = np.hypot(p[:, 0] - closest[:, 0], p[:, 1] - closest[:, 1])
-    return out
-
-
-
 def front_sides(poly: shapely.Polygon, rows: IntArray, sides: FloatArray, p: FloatArray,
                 ) -> BoolArray:
     """Per side of a region's polygon (rows paired with viewpoints p[rows]): whether p sees

@@ -500,3 +500,17 @@ def test_within_runs_counts_each_run_from_zero(counts: list[int]) -> None:
     """Runs of these lengths end to end: each element's place in its own run."""
     want = [k for c in counts for k in range(c)]
     assert kernel.within_runs(np.array(counts, dtype=np.intp)).tolist() == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(*[st.integers(-50, 50)] * 6), min_size=1, max_size=30))
+def test_point_segment_distance_is_shapely_s(rows: list[tuple[int, ...]]) -> None:
+    """`kernel.point_segment_distance`, the one the band bounds and pf1's visible fractions
+    read, equals GEOS's distance from a point to a segment (of no length too)."""
+    px, py, ax, ay, bx, by = (np.array(c, dtype=np.float64) for c in zip(*rows, strict=True))
+    got = kernel.point_segment_distance(px, py, ax, ay, bx, by)
+    want = shapely.distance(shapely.points(np.column_stack([px, py])),
+                            shapely.linestrings(np.stack([np.column_stack([ax, ay]),
+                                                          np.column_stack([bx, by])],
+                                                         axis=1)))
+    assert np.allclose(got, want, atol=1e-9)
