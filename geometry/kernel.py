@@ -383,6 +383,24 @@ class _Hulls:
     spread: FloatArray
 
 
+def run_starts(changes: BoolArray) -> BoolArray:
+    """Where runs start, from whether each element differs from the one before it
+    (changes[k] for k >= 1): the first element, then every change (np.r_[True, changes]
+    without np.r_'s parsing, which costs more than the rest for a few elements)."""
+    out = np.empty(len(changes) + 1, dtype=bool)
+    out[0] = True
+    out[1:] = changes
+    return out
+
+
+def next_corners(rings: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Each ring's corners (axis 1) taken from its second, the first last: corner k of the
+    result is the corner after corner k (np.roll(rings, -1, axis=1), without the generic
+    roll's costs, which are most of the work for a few rings)."""
+    out: npt.NDArray[Any] = np.concatenate([rings[:, 1:], rings[:, :1]], axis=1)
+    return out
+
+
 def over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
     """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls: per block (or
     ring), the least, largest or summed coordinates of its points. numpy's reduce over a
@@ -552,7 +570,7 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
     """out[block] |= hit for rows that come block by block (ascending): each run of a
     block's rows ORed first (a block listed twice in one fancy assignment would keep only
     one of its rows)."""
-    first = np.flatnonzero(np.r_[True, cb[1:] != cb[:-1]])
+    first = np.flatnonzero(run_starts(cb[1:] != cb[:-1]))
     if not out.flags.c_contiguous:
         out[cb[first]] |= np.logical_or.reduceat(hit, first, axis=0)
         return
@@ -672,7 +690,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
             if sealed is not None:
                 sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
         blocks = pb[rows]  # ascending
-        act = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
+        act = blocks[run_starts(blocks[1:] != blocks[:-1])]
         done[act] = out[act].reshape(len(act), -1).all(axis=1)
 
 

@@ -38,6 +38,7 @@ pair's lines can cross its wall (`_band_fill`): filling the sheet there everywhe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,7 +131,7 @@ def box_rings(boxes: FloatArray, inset_px: float) -> FloatArray:
 def _inward(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per ring (N, V, 2): each side's start point and inward normal (zero for a side of no
     length), whichever way the ring runs."""
-    nxt = np.roll(ring, -1, axis=1)
+    nxt = kernel.next_corners(ring)
     edge = nxt - ring
     area = np.sum(ring[..., 0] * nxt[..., 1] - nxt[..., 0] * ring[..., 1], axis=1)
     sign = np.where(area >= 0, 1.0, -1.0)[:, None]
@@ -391,7 +392,7 @@ def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatA
     far = np.maximum(np.hypot(px - ax, py - ay), np.hypot(px - bx, py - by)).max(axis=1)
     # Least: zero where the wall meets the ring (an end inside it, or a side crossed);
     # else from a corner to the wall, or from a wall end to a side.
-    qx, qy = np.roll(px, -1, axis=1), np.roll(py, -1, axis=1)
+    qx, qy = kernel.next_corners(px), kernel.next_corners(py)
     dist = kernel.point_segment_distance
     near = np.minimum(dist(px, py, ax, ay, bx, by),
                       np.minimum(dist(ax, ay, px, py, qx, qy),
@@ -441,25 +442,16 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     The hull's sides between the rings are the corner lines with every corner on one
     side of them (two of them, or several on one line)."""
     out = np.zeros(len(ar), dtype=bool)
-    # Only the pairs with rows here, renumbered densely (bi ascending).
-    items, bi = np.unique(bi, return_inverse=True)
-    bi = bi.reshape(-1)
+    # Only the pairs with rows here, renumbered densely (bi ascending: each run of one
+    # pair's rows starts a new number).
+    run = kernel.run_starts(bi[1:] != bi[:-1])
+    items, bi = bi[run], np.cumsum(run) - 1
     ar, br = ar[items], br[items]
     pts = np.concatenate([ar, br], axis=1)  # (N, V + W, 2)
     v_n, w_n = ar.shape[1], br.shape[1]
     # Coordinates as separate x and y planes: the same products as (rel x d) with 2-vectors,
     # on contiguous arrays (a trailing axis of 2 makes every step a strided one).
     px, py = pts[..., 0].copy(), pts[..., 1].copy()  # (N, K)
-    # Corner lines (a's p to b's q, as block lines number them) and the side of each
-    # corner.
-    lx, ly = np.repeat(px[:, :v_n], w_n, axis=1), np.repeat(py[:, :v_n], w_n, axis=1)
-    dx = np.tile(px[:, v_n:], (1, v_n)) - lx  # (N, L)
-    dy = np.tile(py[:, v_n:], (1, v_n)) - ly
-    o = (dx[..., None] * (py[:, None, :] - ly[..., None])
-         - dy[..., None] * (px[:, None, :] - lx[..., None]))  # (N, L, K)
-    real = np.hypot(dx, dy) > 0
-    side1 = (o >= 0).all(axis=2) & real  # every corner left of (or on) the line
-    side2 = (o <= 0).all(axis=2) & real
     # Hull sides: lines through two corners (any two) with every corner on one side.
     ii, jj = upper_pairs(pts.shape[1])
     hx, hy = px[:, ii], py[:, ii]  # (N, H)
@@ -468,12 +460,24 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
           - hdy[..., None] * (px[:, None, :] - hx[..., None]))  # (N, H, K)
     hreal = np.hypot(hdx, hdy) > 0
     h_left = (ho >= 0).all(axis=2) & hreal
-    h_right = (ho <= 0).all(axis=2) & hreal & ~h_left
+    h_right_all = (ho <= 0).all(axis=2) & hreal
+    # The corner lines (a's p to b's q, as block lines number them) are the lines through
+    # corners p and V + q: whether every corner lies on their left (or on them), or
+    # every corner on their right.
+    lines = _corner_lines_of(v_n, w_n)
+    side1, side2 = h_left[:, lines], h_right_all[:, lines]
+    h_right = h_right_all & ~h_left
     rows = len(bi)
     cross1 = (hits & side1[bi]).any(axis=1)
     cross2 = (hits & side2[bi]).any(axis=1)
     w = xy[wi]
-    clear = ~_touches(ar, bi, w) & ~_touches(br, bi, w)
+    if ar.shape[1] == br.shape[1]:
+        # Both rings in one call (its costs are mostly fixed).
+        touch = _touches(np.concatenate([ar, br]), np.concatenate([bi, bi + len(ar)]),
+                         np.concatenate([w, w]))
+        clear = ~(touch[:rows] | touch[rows:])
+    else:
+        clear = ~_touches(ar, bi, w) & ~_touches(br, bi, w)
     reaches = np.zeros((2, len(ar)), dtype=bool)
     reaches[0, bi[clear & cross1]] = True
     reaches[1, bi[clear & cross2]] = True
@@ -505,7 +509,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
         other = np.concatenate([v, u])
         order = np.argsort(ends, kind="stable")
         ends, other = ends[order], other[order]
-        starts = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1]])
+        starts = np.flatnonzero(kernel.run_starts(ends[1:] != ends[:-1]))
         nodes = ends[starts]
         for _ in range(64):
             before = label
@@ -521,6 +525,19 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     comp2[label[cross2 & useful]] = True
     both = comp1 & comp2
     out[items[bi[both[label] & useful]]] = True
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _corner_lines_of(v_n: int, w_n: int) -> IntArray:
+    """For rings of v_n and w_n corners side by side (a's first): the place, among
+    `upper_pairs(v_n + w_n)`, of the pair (p, v_n + q) for each corner line p * w_n + q
+    (read-only, kept per shape)."""
+    ii, jj = upper_pairs(v_n + w_n)
+    place = np.full((v_n + w_n, v_n + w_n), -1, dtype=np.intp)
+    place[ii, jj] = np.arange(len(ii))
+    out: IntArray = place[:v_n, v_n:].reshape(-1)
+    out.setflags(write=False)
     return out
 
 
@@ -565,11 +582,12 @@ def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
         # The overlap of the two boxes: on collinear segments, their common stretch.
         lo = np.maximum(np.minimum(ak[0:2], ak[2:4]), np.minimum(bk[0:2], bk[2:4]))
         hi = np.minimum(np.maximum(ak[0:2], ak[2:4]), np.maximum(bk[0:2], bk[2:4]))
-        done = np.zeros(len(k), dtype=bool)
-        for end in (bk[0:2], bk[2:4], ak[0:2], ak[2:4]):
-            on = ~done & ((end >= lo) & (end <= hi)).all(axis=0)
-            point[k[on]] = end[:, on].T
-            done |= on
+        # The first of b's ends, then a's, that lies in it.
+        ends = np.stack([bk[0:2], bk[2:4], ak[0:2], ak[2:4]])  # (4, 2, m)
+        on = ((ends >= lo) & (ends <= hi)).all(axis=1)  # (4, m)
+        done = on.any(axis=0)
+        at = ends[on.argmax(axis=0), :, np.arange(len(k))]  # (m, 2)
+        point[k[done]] = at[done]
         met[k] = done
     return met, point
 
@@ -600,7 +618,7 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
         parts_p.append(end[inside])
     for ring in (ar, br):
         v = ring[bi]  # (R, V, 2)
-        nxt = np.roll(v, -1, axis=1)
+        nxt = kernel.next_corners(v)
         a0, a1 = w[:, None, 0:2], w[:, None, 2:4]
         d1, d2 = a1 - a0, nxt - v
         den = d1[..., 0] * d2[..., 1] - d1[..., 1] * d2[..., 0]
@@ -664,7 +682,7 @@ def _as_boxes(ring: FloatArray) -> FloatArray | None:
     width and height with sides along the axes (a square grid's spaces); else None."""
     if ring.shape[1] != 4 or len(ring) == 0:
         return None
-    nxt = np.roll(ring, -1, axis=1)
+    nxt = kernel.next_corners(ring)
     if not ((ring[..., 0] == nxt[..., 0]) | (ring[..., 1] == nxt[..., 1])).all():
         return None
     lo, hi = kernel.over_points(np.minimum, ring), kernel.over_points(np.maximum, ring)
@@ -1050,7 +1068,7 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
             where = np.concatenate([h[1] for h in limited_hits[k]])
             order = np.lexsort((where, ln))
             ln, where = ln[order], where[order]
-            new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
+            new = kernel.run_starts((ln[1:] != ln[:-1]) | (where[1:] != where[:-1]))
             blocked[k] |= np.bincount(ln[new], minlength=len(li)) >= 2
     return blocked[0], blocked[1]
 

@@ -340,7 +340,7 @@ class Tracer:
         within = kernel.within_runs(counts)
         verts = self._cell_verts[first + within]  # (K, 6, 2)
         p, d = starts[cl[pair]], ends[cl[pair]] - starts[cl[pair]]
-        edge = np.roll(verts, -1, axis=1) - verts
+        edge = kernel.next_corners(verts) - verts
         centre = (kernel.over_points(np.add, verts) / verts.shape[1])[:, None, :]
         normal = np.stack([-edge[..., 1], edge[..., 0]], axis=-1)
         # Inward normals: pointing from each side towards the hex's centre.

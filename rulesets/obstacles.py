@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.kernel import BoolArray, FloatArray, IntArray, run_starts
 from geometry.trace import IMPROVED_CODE, LOW_CODE, SOLID_CODE, LineHits, Tracer
 from geometry.vertical import band_meets, creature_hits_meet, sheet, wall_crossing
 
@@ -131,7 +131,7 @@ def limited_blocked(tracer: Tracer, line: IntArray, wall: IntArray, mask: BoolAr
     # signs on a hit).
     order = np.lexsort((where, ln))
     ln, where = ln[order], where[order]
-    new = np.r_[True, (ln[1:] != ln[:-1]) | (where[1:] != where[:-1])]
+    new = run_starts((ln[1:] != ln[:-1]) | (where[1:] != where[:-1]))
     counts = np.bincount(ln[new], minlength=n)
     blocked: BoolArray = counts >= 2
     return blocked

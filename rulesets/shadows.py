@@ -259,7 +259,7 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     bp_r = [rr, seg_req, seg_req]
     bp_t = [phi.reshape(-1), aa, ab]
     edge0 = v
-    edge_d = np.roll(v, -1, axis=1) - v
+    edge_d = kernel.next_corners(v) - v
     sr = np.repeat(np.arange(len(seg_req)), k)
     ke = np.tile(np.arange(k), len(seg_req))
     req_e = seg_req[sr]
@@ -311,7 +311,7 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     dist = _ray_line(ux, ee0, eed).reshape(m, k)
     # A side the ray meets from outside (p sees it) is a near side: the ray crosses its
     # line heading inwards. Orientation: the body's ring may run either way.
-    ring_sign = np.sign(_cross(v, np.roll(v, -1, axis=1)).sum(axis=1))
+    ring_sign = np.sign(_cross(v, kernel.next_corners(v)).sum(axis=1))
     inward = (_cross(eed, ux) * np.repeat(ring_sign[ir], k)).reshape(m, k) > 0
     finite = np.isfinite(dist)
     near_d = np.where(inward & finite, dist, -np.inf)
