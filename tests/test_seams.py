@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geometry.seams import box_seams, seam_hits
+from geometry.seams import box_seams, box_seams_reference, seam_hits
 
 
 def _boxes(cells: list[tuple[int, int]]) -> np.ndarray:
@@ -59,3 +59,23 @@ def test_seam_hits_do_not_depend_on_the_line_direction(
         assert (p[line] != q[line]).any()
         assert (p[line][0] == q[line][0] and p[line][0] % 100 == 0) \
             or (p[line][1] == q[line][1] and p[line][1] % 100 == 0)
+
+
+_EDGE = st.sampled_from([0.0, 1e-7, -1e-7, 3e-6, 0.5])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 3),
+                          st.integers(0, 3), _EDGE, _EDGE), min_size=0, max_size=14))
+def test_box_seams_by_sorted_edges_equal_every_pair_tested(
+        specs: list[tuple[int, int, int, int, float, float]]) -> None:
+    """The seams found from the sorted edges are the ones testing every pair finds, in the
+    same order: boxes of 0-3 squares a side (0: a point, an area's origin), on the grid or
+    off it by less than the tolerance, by a little more, or by half a square; overlapping,
+    touching along an edge or at a corner, or apart."""
+    boxes = np.array([[c * 100 + dx, r * 100 + dy, (c + w) * 100 + dx, (r + h) * 100]
+                      for c, r, w, h, dx, dy in specs], dtype=np.float64).reshape(-1, 4)
+    got, want = box_seams(boxes), box_seams_reference(boxes)
+    assert got.p.tolist() == want.p.tolist()
+    assert got.q.tolist() == want.q.tolist()
+    assert got.owners.tolist() == want.owners.tolist()
