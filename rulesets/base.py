@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -256,10 +256,13 @@ class Ruleset(abc.ABC):
         return scene
 
     def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
-              pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+              pairs: set[tuple[str, str]],
+              only: Set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
         """The pairs to recompute after a change, given those the geometry says it can
         touch (geometry.incremental): a ruleset whose annotations depend on more than the
-        pair's lines and reach (who stands near the target) adds the pairs that depend."""
+        pair's lines and reach (who stands near the target) adds the pairs that depend.
+        With `only` (the pairs some subscriber follows), the pairs it adds are among
+        those: no other pair is looked at."""
         return pairs
 
     def distance(self, scene: SceneGeom, attacker: str, target: str) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, cast
 
 import msgspec
@@ -27,6 +27,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
+from geometry.columns import columns
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
     CreatureGeom,
@@ -42,8 +43,6 @@ from geometry.square import (
     INSET_PX,
     feet_many,
     grid_steps_many,
-    space,
-    squares,
     vertical_steps_many,
 )
 from geometry.templates import Template, inside, shape
@@ -288,16 +287,21 @@ class Realms(Ruleset):
         return ()
 
     def widen(self, old: SceneGeom, new: SceneGeom, options: Any,
-              pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+              pairs: set[tuple[str, str]],
+              only: Set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
         """The friendly-fire flag depends on who stands near the target: a creature that
         moved, came or went changes the attacks on the targets within the vicinity of its
         old or new place. Only those at three-quarters cover: the flag is always raised at
         full cover and never below three-quarters, and a pair of creatures that did not
-        change keeps its degree (it depends on the two, the walls and the regions)."""
+        change keeps its degree (it depends on the two, the walls and the regions). With
+        `only`, only the pairs followed are looked at (a subscriber following one attacker
+        of a thousand creatures needs none of the others' degrees)."""
         before = {c.id: c for c in old.creatures}
         after = {c.id: c for c in new.creatures}
-        moved = [c for i in before.keys() | after.keys() if before.get(i) != after.get(i)
-                 for c in (before.get(i), after.get(i)) if c is not None]
+        # (Unchanged tokens keep their creature object: equality is asked of the others.)
+        moved = [c for i in before.keys() | after.keys()
+                 if (b := before.get(i)) is not (f := after.get(i)) and b != f
+                 for c in (b, f) if c is not None]
         if not moved:
             return pairs
         ctx = RealmsContext(replace(new, creatures=(*new.creatures, *moved)), options)
@@ -309,7 +313,8 @@ class Realms(Ruleset):
             close |= ctx.feet_to(m) <= options.vicinity_ft
         near = np.flatnonzero(close[:n]).tolist()
         todo = [(a, t) for t in near for a in range(n)
-                if a != t and (ids[a], ids[t]) not in pairs]
+                if a != t and (ids[a], ids[t]) not in pairs
+                and (only is None or (ids[a], ids[t]) in only)]
         if not todo:
             return pairs
         degrees = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
@@ -360,6 +365,8 @@ class _Kept:
     measures: dict[CreaturePair, Measure]
     seen: dict[CreaturePair, bool]
     numbers: dict[CreatureGeom, int]
+    #: The creature objects numbered, by id (`_numbered`).
+    by_id: dict[int, tuple[CreatureGeom, int]] = field(default_factory=dict)
 
 
 _MEASURES: dict[int, _Kept] = {}
@@ -377,6 +384,7 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
             hit.measures.clear()
             hit.seen.clear()
             hit.numbers.clear()
+            hit.by_id.clear()
         return hit
     _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
@@ -384,6 +392,45 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
     kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {}, {})
     _MEASURES[id(scene.walls)] = kept
     return kept
+
+
+def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
+              kept: _Kept | None) -> list[int]:
+    """Each creature's number in `numbers` (given one the first time its state is seen).
+    A creature object numbered before is found by its identity (it is held, so its id is
+    not reused), without hashing its thirteen fields: a move keeps every other creature's
+    object."""
+    by_id = kept.by_id if kept is not None else {}
+    out = []
+    for c in cs:
+        held = by_id.get(id(c))
+        if held is not None and held[0] is c:
+            out.append(held[1])
+            continue
+        k = numbers[c] if c in numbers else numbers.setdefault(c, next(_NUMBERS))
+        by_id[id(c)] = (c, k)
+        out.append(k)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Shapes:
+    """Every creature's body (a polygon), centre and viewpoints, stacked: creature k's
+    viewpoints are views[view_start[k]:][:view_count[k]]."""
+
+    bodies: npt.NDArray[np.object_]
+    centres: list[tuple[float, float]]
+    views: FloatArray
+    view_start: IntArray
+    view_count: IntArray
+
+    def __getitem__(self, k: int) -> FloatArray:
+        """Creature k's viewpoints (n, 2)."""
+        start = int(self.view_start[k])
+        return self.views[start:start + int(self.view_count[k])]
+
+    def __len__(self) -> int:
+        return len(self.view_start)
 
 
 class RealmsContext:
@@ -406,10 +453,9 @@ class RealmsContext:
         self._seen: dict[CreaturePair, bool] = {} if kept is None else kept.seen
         numbers: dict[CreatureGeom, int] = {} if kept is None else kept.numbers
         #: Per creature, the number its state is known by in the tables above.
-        self.number = [numbers[c] if c in numbers else numbers.setdefault(c, next(_NUMBERS))
-                       for c in self.cs]
-        self._tall = np.array([c.tall for c in self.cs], dtype=np.float64)
-        self._elev = np.array([c.elevation for c in self.cs], dtype=np.float64)
+        self.number = _numbered(self.cs, numbers, kept)
+        cols = columns(self.cs, self.grid)
+        self._tall, self._elev = cols.tall, cols.elev
         tr = self.tracer
         #: The obscuring regions and their polygons.
         self.obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
@@ -419,39 +465,61 @@ class RealmsContext:
     # Built when first read: a move's `widen` reads its measures back from the cache and
     # needs none of them.
     @functools.cached_property
-    def _shapes(self) -> tuple[list[shapely.Geometry], list[tuple[float, float]],
-                               list[FloatArray]]:
-        bodies: list[shapely.Geometry] = []
-        centres: list[tuple[float, float]] = []
-        viewpoints: list[FloatArray] = []
-        for c in self.cs:
-            if self.hex is not None:
+    def _shapes(self) -> _Shapes:
+        if self.hex is not None:
+            bodies: list[shapely.Geometry] = []
+            centres: list[tuple[float, float]] = []
+            views: list[FloatArray] = []
+            for c in self.cs:
                 fp = hexgrid.footprint(c, self.grid)
                 bodies.append(fp.polygon)
                 centres.append(fp.centre)
-                viewpoints.append(fp.cell_centres)
-            else:
-                box = space(c, self.grid)
-                bodies.append(shapely.box(*box))
-                centres.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
-                viewpoints.append(np.array([((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
-                                            for b in squares(c, self.grid)]))
-        return bodies, centres, viewpoints
+                views.append(np.asarray(fp.cell_centres, dtype=np.float64).reshape(-1, 2))
+            count = np.array([len(v) for v in views], dtype=np.intp)
+            stacked = np.concatenate(views) if views else np.empty((0, 2))
+            return _Shapes(np.array(bodies, dtype=object).reshape(-1), centres, stacked,
+                           np.cumsum(count) - count, count)
+        # A square grid: every creature at once (a thousand of them on a big scene, whose
+        # every move builds this).
+        box = columns(self.cs, self.grid).spaces
+        x0, y0, x1, y1 = box[:, 0], box[:, 1], box[:, 2], box[:, 3]
+        bodies_arr = shapely.box(x0, y0, x1, y1).reshape(-1)
+        centre = np.column_stack([(x0 + x1) / 2, (y0 + y1) / 2]).reshape(-1, 2)
+        # Viewpoints: the centre of each square the creature occupies (`squares`), row by
+        # row; a creature under one square has its own space's centre.
+        width = np.array([c.width for c in self.cs], dtype=np.float64)
+        height = np.array([c.height for c in self.cs], dtype=np.float64)
+        small = (width < 1) | (height < 1)
+        cols = np.where(small, 1, np.round(width)).astype(np.intp)
+        rows = np.where(small, 1, np.round(height)).astype(np.intp)
+        count = cols * rows
+        who = np.repeat(np.arange(len(self.cs)), count)
+        k = kernel.within_runs(count)
+        i, j = k % cols[who], k // cols[who]
+        size = self.grid.size
+        # The same sums as `squares` makes, so the same numbers to the last bit.
+        sx0, sy0 = x0[who] + i * size, y0[who] + j * size
+        sx1, sy1 = x0[who] + (i + 1) * size, y0[who] + (j + 1) * size
+        views_arr = np.column_stack([(sx0 + sx1) / 2, (sy0 + sy1) / 2]).reshape(-1, 2)
+        views_arr[small[who]] = centre[who[small[who]]]
+        return _Shapes(bodies_arr, [(x, y) for x, y in centre.tolist()], views_arr,
+                       np.cumsum(count) - count, count)
 
     @property
-    def bodies(self) -> list[shapely.Geometry]:
+    def bodies(self) -> npt.NDArray[np.object_]:
         """Per creature, its space as a polygon (its hex footprint on a hex grid)."""
-        return self._shapes[0]
+        return self._shapes.bodies
 
     @property
     def centres(self) -> list[tuple[float, float]]:
         """Per creature, the centre of its space."""
-        return self._shapes[1]
+        return self._shapes.centres
 
     @property
-    def viewpoints(self) -> list[FloatArray]:
-        """Per creature, where it may shoot from: the centres of its squares or hexes."""
-        return self._shapes[2]
+    def viewpoints(self) -> _Shapes:
+        """Per creature (indexed by position), where it may shoot from: the centres of its
+        squares or hexes."""
+        return self._shapes
 
     @functools.cached_property
     def _wall_lines(self) -> npt.NDArray[np.object_]:
@@ -838,28 +906,28 @@ class RealmsContext:
         space on a square grid, its hexes on a hex grid) and its body's area."""
         if hasattr(self, "_views"):
             return
-        self._views = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1, 2)
-                                      for v in self.viewpoints]) if self.cs else np.empty((0, 2))
-        counts = np.array([len(v) for v in self.viewpoints], dtype=np.intp)
-        self._view_count, self._view_start = counts, np.cumsum(counts) - counts
-        cells: list[FloatArray] = []
+        sh = self._shapes
+        self._views, self._view_count, self._view_start = sh.views, sh.view_count, \
+            sh.view_start
         self._speck = np.zeros(len(self.cs), dtype=bool)
-        for k, c in enumerate(self.cs):
-            if self.hex is not None:
+        if self.hex is not None:
+            cells: list[FloatArray] = []
+            for k, c in enumerate(self.cs):
                 fp = hexgrid.footprint(c, self.grid)
                 self._speck[k] = fp.point
                 cells.append(np.array([hexgrid.vertices(self.hex, i, j) for i, j in fp.cells],
                                       dtype=np.float64).reshape(-1, 6, 2))
-            else:
-                x0, y0, x1, y1 = space(c, self.grid)
-                cells.append(np.array([[[x0, y0], [x1, y0], [x1, y1], [x0, y1]]],
-                                      dtype=np.float64))
-        self._cells = np.concatenate(cells) if cells else np.empty((0, 4, 2))
-        counts = np.array([len(x) for x in cells], dtype=np.intp)
+            self._cells = np.concatenate(cells) if cells else np.empty((0, 6, 2))
+            counts = np.array([len(x) for x in cells], dtype=np.intp)
+        else:
+            # One cell per creature, its space, corners clockwise from the top left.
+            b = columns(self.cs, self.grid).spaces
+            self._cells = np.stack([b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]],
+                                   axis=1).reshape(-1, 4, 2)
+            counts = np.ones(len(self.cs), dtype=np.intp)
         self._cell_count, self._cell_start = counts, np.cumsum(counts) - counts
-        self._area = shapely.area(np.array(self.bodies, dtype=object)) if self.cs \
-            else np.empty(0)
-        self._body_arr = np.array(self.bodies, dtype=object)
+        self._area = shapely.area(self.bodies) if self.cs else np.empty(0)
+        self._body_arr = self.bodies
 
     def covered_many(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
         """`_best_measure` of many (attacker, target) pairs at once, the covered fraction

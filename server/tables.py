@@ -330,7 +330,7 @@ class Tables:
                 # A ruleset reading more than the pair's lines and reach (who stands near the
                 # target) widens what must be recomputed in every respect.
                 whole = frozenset(scene.ruleset.widen(cached.geom, geom, scene.options,
-                                                      set(affected.whole)))
+                                                      set(affected.whole), need))
                 affected = Affected(whole, affected.in_the_way - whole)
         touched: frozenset[Key] | None
         if affected is None:
@@ -591,7 +591,8 @@ class Tables:
                              only=whole | way)
         if differ is None:
             return whole, way, []
-        touched = set(scene.ruleset.widen(geom, donor.geom, scene.options, set(differ.whole)))
+        touched = set(scene.ruleset.widen(geom, donor.geom, scene.options, set(differ.whole),
+                                          whole | way))
         touched |= differ.in_the_way
         lent: list[AnnotationOut] = []
         held = donor.table.get

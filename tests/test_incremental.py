@@ -654,3 +654,37 @@ def test_lines_entering_boxes_in_blocks_are_the_tests_box_by_box(seed: int, n: i
     finally:
         inc._BLOCK = old
     assert np.array_equal(got, want)
+
+
+def test_realms_widen_for_followed_pairs_adds_exactly_those_it_would_add_among_them() -> None:
+    """A filtered table asks `widen` for the pairs it follows only (`only`): the friendly-
+    fire pairs a move adds are then the ones it adds unasked, among those followed, and no
+    pair outside them is looked at (a subscriber following one attacker of a thousand
+    creatures pays for its own pairs)."""
+    from dataclasses import replace
+
+    from bench.hexbench import moved
+    from bench.scenes import generate
+    from rulesets import REGISTRY
+
+    ruleset = REGISTRY.get("realms")
+    opts = ruleset.Options()
+    rng = random.Random(3)
+    outside = 0
+    geom = generate(30, 150, 1).geom
+    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None)
+                                         for c in geom.creatures))
+    ids = [c.id for c in geom.creatures]
+    for k in (0, 7, 14, 28):
+        after = moved(geom, k)
+        asked = {(ids[k], t) for t in ids if t != ids[k]}
+        everything = ruleset.widen(geom, after, opts, set(asked))
+        added = everything - asked
+        assert added, k  # the move changes who stands near some targets
+        for _ in range(4):
+            only = {(a, t) for a in ids for t in ids if a != t and rng.random() < 0.5}
+            got = ruleset.widen(geom, after, opts, set(asked), only)
+            assert got == asked | (added & only), k
+            outside += len(added - only)
+        assert ruleset.widen(geom, after, opts, set(asked), set()) == asked
+    assert outside  # some added pairs were not followed, and were left out
