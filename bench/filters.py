@@ -13,7 +13,11 @@ the 100-token / 1,000-wall scene (the dnd35 figures of issue 15, "full matrix ~4
   (each one square right, then back), and of the attacker itself (every pair it has);
 - the table held at the end against a fresh evaluation of the attacker's pairs (equality).
 
-    python -m bench.filters [--tokens 1000] [--walls 20000] [--moves 30] [--out r.json]
+Each ruleset asked for (`--rulesets`, dnd35 by default) is measured on the big scene;
+every one is held to the same targets, beside the one dnd35 baseline.
+
+    python -m bench.filters [--tokens 1000] [--walls 20000] [--moves 30]
+                            [--rulesets dnd35 pf2 realms] [--out r.json]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -78,12 +83,13 @@ def _baseline(moves: int) -> Result:
             "annotations": len(full["annotations"]), "move": _ms(times)}
 
 
-def measure(tokens: int, walls: int, moves: int) -> Result:
+def measure(tokens: int, walls: int, moves: int, ruleset: str = "dnd35") -> Result:
     scene = generate(tokens, walls, 1)
+    scene = replace(scene, message={**scene.message, "ruleset": ruleset})
     h = CoreHarness(scene)
     sid = scene.scene_id
     sub = h.connect()
-    out: Result = {"scene": f"{tokens} tokens / {walls} walls", "ruleset": "dnd35"}
+    out: Result = {"scene": f"{tokens} tokens / {walls} walls", "ruleset": ruleset}
     t0 = time.perf_counter()
     refused = unpack(_sends_to(h.receive(sub, pack({"type": "subscribe", "scene": sid,
                                                      "id": 1})), sub)[0])
@@ -122,17 +128,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=1000)
     ap.add_argument("--walls", type=int, default=20000)
     ap.add_argument("--moves", type=int, default=30)
+    ap.add_argument("--rulesets", nargs="+", default=["dnd35"])
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     base = _baseline(args.moves)
-    filtered = measure(args.tokens, args.walls, args.moves)
-    result = {"baseline": base, "filtered": filtered, "ratios": {
-        # Against the unfiltered 100 x 1,000 scene measured in the same run.
-        "first_vs_baseline_first": round(filtered["first_s"] / base["first_s"], 2),
-        "move_vs_baseline_move": round(filtered["move"]["median_ms"]
-                                       / base["move"]["median_ms"], 2),
-        "attacker_move_vs_baseline_move": round(filtered["attacker_move"]["median_ms"]
-                                                / base["move"]["median_ms"], 2)}}
+    result: Result = {"baseline": base, "rulesets": {}}
+    for name in args.rulesets:
+        filtered = measure(args.tokens, args.walls, args.moves, name)
+        result["rulesets"][name] = {"filtered": filtered, "ratios": {
+            # Against the unfiltered 100 x 1,000 dnd35 scene measured in the same run.
+            "first_vs_baseline_first": round(filtered["first_s"] / base["first_s"], 2),
+            "move_vs_baseline_move": round(filtered["move"]["median_ms"]
+                                           / base["move"]["median_ms"], 2),
+            "attacker_move_vs_baseline_move": round(filtered["attacker_move"]["median_ms"]
+                                                    / base["move"]["median_ms"], 2)}}
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as f:

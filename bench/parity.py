@@ -14,7 +14,11 @@ square grid and on hex layouts (bench/hexscenes.py):
   the server), median of a few movers;
 - equality: `evaluate` against the ruleset's pair-by-pair `reference` (pf1, realms,
   degrees, pf2), annotation by annotation, on the pairs of a sample of targets against every
-  attacker (all targets with --full-reference), and on every move's pairs.
+  attacker (all targets with --full-reference), and on every move's pairs (on a sample of
+  each move's pairs with --move-sample N: a big scene's hex references take most of an
+  hour otherwise).
+
+`--hex-only` measures only dnd35 on squares (the baseline) beside the hex layouts.
 
 dnd35 on the square grid is the baseline, measured in the same worker on the same scene; the
 figures are reported as ratios to it.
@@ -74,7 +78,8 @@ def _compare(fast: Sequence[Annotation], ref: Sequence[Annotation]) -> tuple[int
 
 
 def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: int,
-                   full_reference: bool, sample_targets: int = SAMPLE_TARGETS) -> Result:
+                   full_reference: bool, sample_targets: int = SAMPLE_TARGETS,
+                   move_sample: int | None = None) -> Result:
     out: Result = {}
     n = len(geom.creatures)
     ids = [c.id for c in geom.creatures]
@@ -110,8 +115,22 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
                 fast = ruleset.evaluate(after, opts, pairs)
                 move_times.append(time.perf_counter() - t0)
                 if ref is not None and name != "dnd35":
-                    got = ref(after, opts, pairs)
-                    bad, ex = _compare(fast, got)
+                    asked = pairs
+                    if move_sample is not None:
+                        every = pairs if pairs is not None else [
+                            (a.id, t.id) for a in after.creatures for t in after.creatures
+                            if a.id != t.id]
+                        asked = sorted(rng.sample(every, min(len(every), move_sample)))
+                    got = ref(after, opts, asked)
+                    if asked is not pairs:
+                        # The fast answers for the sampled pairs, in the reference's order
+                        # (one missing counts as a mismatch).
+                        mine = {a.key(): a for a in fast}
+                        both = [(mine[a.key()], a) for a in got if a.key() in mine]
+                        bad, ex = _compare([f for f, _ in both], [r for _, r in both])
+                        bad += len(got) - len(both)
+                    else:
+                        bad, ex = _compare(fast, got)
                     compared += len(got)
                     mismatches += bad
                     examples += ex
@@ -139,7 +158,8 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
 
 def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequence[GridKind],
             max_runs: int = 3, full_reference: bool = False,
-            sample_targets: int = SAMPLE_TARGETS) -> Result:
+            sample_targets: int = SAMPLE_TARGETS, move_sample: int | None = None,
+            squares: bool = True) -> Result:
     geom = generate(tokens, walls, seed).geom
     if dressed:
         geom = dress(geom, seed)
@@ -150,12 +170,15 @@ def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequenc
     # Warm up (imports, caches of the geometry modules) before anything is timed.
     REGISTRY.get("dnd35").evaluate(generate(8, 20, seed).geom, REGISTRY.get("dnd35").Options())
     out["sample_targets"] = sample_targets
-    out["layouts"]["SQUARE"] = measure_layout(geom, SQUARE_RULESETS, seed, max_runs,
-                                              full_reference, sample_targets)
+    out["move_sample"] = move_sample
+    # Without `squares`, only dnd35 on squares: the baseline of every ratio.
+    out["layouts"]["SQUARE"] = measure_layout(geom, SQUARE_RULESETS if squares else ["dnd35"],
+                                              seed, max_runs, full_reference, sample_targets,
+                                              move_sample)
     for kind in kinds:
         out["layouts"][kind.name] = measure_layout(on_hex(geom, kind, seed), HEX_RULESETS,
                                                    seed, max_runs, full_reference,
-                                                   sample_targets)
+                                                   sample_targets, move_sample)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
@@ -173,13 +196,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="targets of the sampled equality check (every attacker against each)")
     p.add_argument("--full-reference", action="store_true",
                    help="check every target against the reference (slow), not a sample")
+    p.add_argument("--move-sample", type=int, default=None,
+                   help="check this many pairs of each move (at random) against the "
+                        "reference, not all of them (a big scene's hex references are slow)")
+    p.add_argument("--hex-only", action="store_true",
+                   help="on squares, dnd35 only (the baseline of the ratios)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     tune_process()  # as the server runs (server/memory.py)
     kinds = [k for k in HEX_KINDS if int(k) in args.kinds]
     result = measure(args.tokens, args.walls, args.seed, dressed=args.dressed, kinds=kinds,
                      max_runs=args.max_runs, full_reference=args.full_reference,
-                     sample_targets=args.sample_targets)
+                     sample_targets=args.sample_targets, move_sample=args.move_sample,
+                     squares=not args.hex_only)
     with open(args.out, "w") as fh:
         json.dump(result, fh)
     return 0
