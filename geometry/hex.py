@@ -257,12 +257,14 @@ def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]],
     j = np.array([c[1] for f in footprints for c in f], dtype=np.int64)
     q, r = offset_to_cube(layout, i, j)
     if len(q) <= _ALL_CELLS:
-        # Few cells (Medium and Large tokens): every cell against every cell is quicker.
-        d = cube_distance(q[:, None], r[:, None], q[None, :], r[None, :])
+        # Few cells (Medium and Large tokens): every cell against every cell of the
+        # columns' footprints is quicker.
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        every: IntArray = np.minimum.reduceat(np.minimum.reduceat(d, starts, axis=0),
-                                              starts, axis=1)
-        picked: IntArray = every[:, cols]
+        chosen = np.isin(owner, cols)
+        col_starts = np.searchsorted(owner[chosen], cols)
+        d = cube_distance(q[:, None], r[:, None], q[chosen][None, :], r[chosen][None, :])
+        picked: IntArray = np.minimum.reduceat(np.minimum.reduceat(d, starts, axis=0),
+                                               col_starts, axis=1)
         return picked
     border = _border_cells(owner, q, r)
     bq, br, bo = q[border], r[border], owner[border]  # in owner order, as the cells are
@@ -284,9 +286,11 @@ def footprints_distance(layout: HexLayout, footprints: Sequence[Sequence[Cell]],
 
 class FootprintSteps:
     """Hexes between every two footprints, read as an (n, n) array (`steps[a, t]`, with
-    indices or index arrays), each column (every footprint against one) measured when first
-    read: a slice of a table reads the columns of its pairs' targets, not all n (200 hex
-    tokens of 6 x 6 took 1.1 s for every slice when every column was measured)."""
+    indices or index arrays), each footprint's distances to every other (its row and its
+    column: the distance is symmetric) measured when first read: a slice of a table reads
+    the columns of its pairs' targets, not all n (200 hex tokens of 6 x 6 took 1.1 s for
+    every slice when every column was measured); the pairs of one attacker read its one
+    row (a table following one attacker of 1,000 tokens, on each move)."""
 
     def __init__(self, layout: HexLayout, footprints: Sequence[Sequence[Cell]]) -> None:
         self.layout = layout
@@ -294,19 +298,24 @@ class FootprintSteps:
         n = len(self.footprints)
         self._m: IntArray = np.zeros((n, n), dtype=np.int64)
         self._done = np.zeros(n, dtype=bool)
-        # Few cells: `footprints_distance` measures every cell against every cell whatever
-        # the columns asked, so the first read takes them all.
-        self._all_at_once = sum(len(f) for f in self.footprints) <= _ALL_CELLS
+        # Very few cells: every distance at once costs less than a second call.
+        self._all_at_once = sum(len(f) for f in self.footprints) <= _ONE_CALL_CELLS
 
     def __getitem__(self, key: tuple[Any, Any]) -> Any:
         rows, cols = key
-        n = len(self.footprints)
-        want = (np.arange(n) if isinstance(cols, slice) or self._all_at_once
-                else np.unique(np.asarray(cols, dtype=np.int64).ravel()))
-        todo = want[~self._done[want]]
+        if isinstance(cols, slice) or isinstance(rows, slice) or self._all_at_once:
+            todo = np.flatnonzero(~self._done)
+        else:
+            # The footprints on whichever side of the pairs has fewer left to measure
+            # (pairs whose other side is measured already are known).
+            want_c = np.unique(np.asarray(cols, dtype=np.int64).ravel())
+            want_r = np.unique(np.asarray(rows, dtype=np.int64).ravel())
+            left_c, left_r = want_c[~self._done[want_c]], want_r[~self._done[want_r]]
+            todo = left_r if len(left_r) < len(left_c) else left_c
         if len(todo):
             d = footprints_distance(self.layout, self.footprints, todo)
             self._m[:, todo] = d
+            self._m[todo, :] = d.T
             self._done[todo] = True
         return self._m[rows, cols]
 
@@ -314,8 +323,10 @@ class FootprintSteps:
 #: Distances one block of `footprints_distance` holds at most (8 bytes each).
 _DISTANCE_BLOCK = 1 << 22
 #: Cells in all up to which `footprints_distance` measures every cell against every cell
-#: (at most 32 MB of distances).
+#: of the columns asked (at most 32 MB of distances).
 _ALL_CELLS = 2048
+#: Cells in all up to which `FootprintSteps` measures every distance on its first read.
+_ONE_CALL_CELLS = 256
 
 
 def _sharing(owner: IntArray, q: IntArray, r: IntArray,

@@ -292,24 +292,37 @@ def test_footprints_distance_is_the_nearest_cells_of_every_two(
     want = full.tolist()
     some = np.arange(0, len(footprints), 2)
     assert hexgrid.footprints_distance(lay, footprints).tolist() == want
-    # Few cells: the first read measures every column at once.
+    # Few cells, some columns: every cell against the columns' cells.
+    assert (hexgrid.footprints_distance(lay, footprints, some).tolist()
+            == full[:, some].tolist())
+    # Very few cells: the first read measures every column at once.
     once = hexgrid.FootprintSteps(lay, footprints)
     assert once[0, len(footprints) - 1] == full[0, -1]
     assert once[:, :].tolist() == want
-    few = hexgrid._ALL_CELLS
+    few, one_call = hexgrid._ALL_CELLS, hexgrid._ONE_CALL_CELLS
     try:
         hexgrid._ALL_CELLS = 0  # the border cells' way, whatever the cells
+        hexgrid._ONE_CALL_CELLS = 0  # and footprint by footprint, as read
         assert hexgrid.footprints_distance(lay, footprints).tolist() == want
         # Some columns only (every other footprint), and column by column as read.
         assert (hexgrid.footprints_distance(lay, footprints, some).tolist()
                 == full[:, some].tolist())
         steps = hexgrid.FootprintSteps(lay, footprints)
         last = len(footprints) - 1
-        assert steps[np.arange(len(footprints)), last].tolist() == full[:, last].tolist()
+        everyone = np.arange(len(footprints))
+        assert steps[everyone, last].tolist() == full[:, last].tolist()
         assert steps[last, 0] == full[last, 0]
+        # One attacker against everyone: its row, measured as the footprint's distances.
+        assert steps[np.zeros(len(footprints), dtype=np.int64), everyone].tolist() \
+            == full[0].tolist()
+        assert steps[:, :].tolist() == want
+        hexgrid._ALL_CELLS = few  # the same reads, every cell against the columns' cells
+        steps = hexgrid.FootprintSteps(lay, footprints)
+        assert steps[np.full(len(footprints), last), everyone].tolist() == full[last].tolist()
+        assert steps[everyone, 0].tolist() == full[:, 0].tolist()
         assert steps[:, :].tolist() == want
     finally:
-        hexgrid._ALL_CELLS = few
+        hexgrid._ALL_CELLS, hexgrid._ONE_CALL_CELLS = few, one_call
 
 
 def test_two_huge_footprints_are_measured_on_their_borders() -> None:
