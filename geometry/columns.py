@@ -10,11 +10,14 @@ every creature in every reader (the tracer, the rules engine, geometry.increment
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, TypeVar
 
 import numpy as np
 
+from geometry.hex import Footprint, footprint
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import CreatureGeom, Grid
 from geometry.square import creature_centre, space, vertical_side
@@ -89,6 +92,50 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
     out = Columns(creatures, grid, ids, index, *arrays)
     _RECENT[:] = [out, *_RECENT[:_KEPT - 1]]
     return out
+
+
+T = TypeVar("T")
+
+#: Per (what, grid): recent creatures tuples and each one's values (`per_creature`).
+_PER_CREATURE: dict[tuple[str, Grid], list[tuple[tuple[CreatureGeom, ...], list[Any]]]] = {}
+
+
+def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
+                 build: Callable[[list[int]], list[T]]) -> list[T]:
+    """A value for each creature (what: the name of the kind of value), the same list for
+    the same creatures tuple; build(positions) makes the values of the creatures at those
+    positions of the tuple, in one call. A new tuple of as many creatures as a recent one
+    takes that one's values for the creature objects the two share (a move keeps every
+    other creature's object): a move builds one value, not one per creature of the scene
+    (a thousand hex footprints cost a millisecond or more in every reader). The list must
+    not be changed."""
+    recent = _PER_CREATURE.setdefault((what, grid), [])
+    for held, values in recent:
+        if held is creatures:
+            return values
+    base = next((r for r in recent if len(r[0]) == len(creatures)), None)
+    out: list[Any]
+    if base is None:
+        out = list(build(list(range(len(creatures)))))
+    else:
+        out = [v if c is was else None
+               for c, was, v in zip(creatures, base[0], base[1], strict=True)]
+        todo = [k for k, c in enumerate(creatures) if c is not base[0][k]]
+        if todo:
+            for k, v in zip(todo, build(todo), strict=True):
+                out[k] = v
+    recent[:] = [(creatures, out), *recent[:_KEPT - 1]]
+    if len(_PER_CREATURE) > 4 * _KEPT:
+        # Kinds of values times grids in use: a handful. The oldest entry goes.
+        del _PER_CREATURE[next(iter(_PER_CREATURE))]
+    return out
+
+
+def hex_footprints(creatures: tuple[CreatureGeom, ...], grid: Grid) -> list[Footprint]:
+    """Each creature's footprint on a hex grid (geometry.hex.footprint), per creatures
+    tuple (`per_creature`)."""
+    return per_creature("hex footprint", creatures, grid,
+                        lambda todo: [footprint(creatures[k], grid) for k in todo])
 
 
 @lru_cache(maxsize=8)

@@ -39,6 +39,7 @@ pair's lines can cross its wall (`_band_fill`): filling the sheet there everywhe
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -1146,6 +1147,28 @@ def hull_rings(spaces: Spaces, points: FloatArray | None = None,
     # A hair more than the least: the points then lie inside, not on a side.
     grown: FloatArray = centre + (rings - centre) * (grow + 1e-12)[:, None, None]
     return grown, count.astype(np.intp)
+
+
+def padded_rings(rings: Sequence[FloatArray]) -> tuple[FloatArray, IntArray]:
+    """Rings of different numbers of corners (each (V_k, 2)) as one array (n, V, 2),
+    shorter ones padded by repeating their last corner (as `hull_rings` pads them), and
+    each one's own number of corners."""
+    counts = np.array([len(r) for r in rings], dtype=np.intp)
+    if len(counts) == 0:
+        return np.zeros((0, 1, 2)), counts
+    flat = np.concatenate(rings)
+    start = np.cumsum(counts) - counts
+    col = np.minimum(np.arange(int(counts.max()))[None, :], counts[:, None] - 1)
+    out: FloatArray = flat[start[:, None] + col]
+    return out, counts
+
+
+def ring_list(rings: FloatArray, counts: IntArray) -> list[FloatArray]:
+    """`padded_rings`' inverse: each ring's own corners (read-only views)."""
+    out = [rings[k, :c] for k, c in enumerate(counts.tolist())]
+    for ring in out:
+        ring.flags.writeable = False
+    return out
 
 
 #: Pairs up to which `sealed_pairs` tests all of them in one call, their rings padded to

@@ -23,7 +23,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel
 from geometry.caches import drop_oldest
-from geometry.columns import columns
+from geometry.columns import columns, per_creature
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.model import CreatureGeom, Direction, RegionKind, SceneGeom, WallCover, WallGeom
 
@@ -264,8 +264,10 @@ class Tracer:
         self.creature_polys: list[shapely.Polygon] | None = None
         if hexgrid.is_hex(grid):
             layout = hexgrid.HexLayout.of(grid)
-            held = [_hex_cells(layout, c.x, c.y, c.width, c.height, c.shape)
-                    for c in scene.creatures]
+            cs = scene.creatures
+            held = per_creature("hex cells", cs, grid, lambda todo: [
+                _hex_cells(layout, cs[k].x, cs[k].y, cs[k].width, cs[k].height, cs[k].shape)
+                for k in todo])
             self.creature_polys = [poly for poly, _ in held]
             counts = np.array([len(verts) for _, verts in held], dtype=np.intp)
             self._cell_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)

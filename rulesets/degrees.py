@@ -39,7 +39,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns
+from geometry.columns import columns, hex_footprints, per_creature
 from geometry.flanking import any_crosses_opposite_faces, any_crosses_opposite_prism_sides
 from geometry.kernel import (
     BoolArray,
@@ -472,7 +472,7 @@ class _Context:
     def _hex_steps(self) -> hexgrid.FootprintSteps:
         assert self.hex is not None
         return hexgrid.FootprintSteps(
-            self.hex, [hexgrid.footprint(c, self.grid).cells for c in self.cs])
+            self.hex, [fp.cells for fp in hex_footprints(self.cs, self.grid)])
 
     def in_reach(self, a: int, t: int, reach: float) -> bool:
         """Whether t is within `reach` feet of a, counted in three dimensions."""
@@ -633,9 +633,17 @@ class _Context:
         if self.hex is None:
             rings = self.loe_spaces.rings
             return rings, np.full(len(rings), rings.shape[1], dtype=np.intp)
-        # Each footprint's ring once (a move changes one creature's): the others are found
-        # again by their footprint, the missing worked out together.
-        keys = [(self.hex, c.x, c.y, c.width, c.height, c.shape) for c in self.cs]
+        # Each creature's ring once per snapshot (a move changes one creature's); each
+        # footprint's once (`_seal_rings_of`).
+        return openings.padded_rings(per_creature(
+            "degrees seal ring", self.cs, self.grid, self._seal_rings_of))
+
+    def _seal_rings_of(self, todo: list[int]) -> list[FloatArray]:
+        """`seal_rings` of the creatures at these positions: each footprint's ring once
+        (a token moving back to where one stood finds it again), the missing worked out
+        together."""
+        keys = [(self.hex, c.x, c.y, c.width, c.height, c.shape)
+                for c in (self.cs[k] for k in todo)]
         with _SEAL_RINGS_LOCK:
             held = [_SEAL_RINGS.get(k) for k in keys]
             for k, h in zip(keys, held, strict=True):
@@ -643,9 +651,9 @@ class _Context:
                     _SEAL_RINGS.move_to_end(k)
         missing = np.array([i for i, h in enumerate(held) if h is None], dtype=np.intp)
         if missing.size:
-            rings, corners = openings.hull_rings(self.loe_spaces.take(missing),
-                                                 self.samples[missing],
-                                                 self.sample_valid[missing])
+            who = np.asarray(todo, dtype=np.intp)[missing]
+            rings, corners = openings.hull_rings(self.loe_spaces.take(who),
+                                                 self.samples[who], self.sample_valid[who])
             with _SEAL_RINGS_LOCK:
                 for j, i in enumerate(missing.tolist()):
                     ring = rings[j, :corners[j]].copy()
@@ -653,13 +661,7 @@ class _Context:
                     held[i] = _SEAL_RINGS[keys[i]] = ring
                 while len(_SEAL_RINGS) > _SEAL_RINGS_KEPT:
                     _SEAL_RINGS.popitem(last=False)
-        found = [h for h in held if h is not None]
-        counts = np.array([len(h) for h in found], dtype=np.intp)
-        width = int(counts.max(initial=1))
-        # Shorter rings padded by repeating their last corner, as `hull_rings` pads them.
-        out = np.stack([h[np.minimum(np.arange(width), len(h) - 1)] for h in found]) \
-            if found else np.zeros((0, width, 2))
-        return out, counts
+        return [h for h in held if h is not None]
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:
@@ -699,7 +701,8 @@ class _Context:
                                                mid[:, None, :]], axis=1)
             self._sample_valid = np.ones(self._sample_arr.shape[:2], dtype=bool)
         if self._sample_arr is None:
-            each = [self._samples(k) for k in range(len(self.cs))]
+            each = per_creature("degrees hex samples", self.cs, self.grid,
+                                lambda todo: [self._samples(k) for k in todo])
             width = max((len(s) for s in each), default=5)
             arr = np.empty((len(each), width, 2), dtype=np.float64)
             valid = np.zeros((len(each), width), dtype=bool)

@@ -27,7 +27,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns
+from geometry.columns import columns, hex_footprints, per_creature
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
     CreatureGeom,
@@ -470,8 +470,7 @@ class RealmsContext:
             bodies: list[shapely.Geometry] = []
             centres: list[tuple[float, float]] = []
             views: list[FloatArray] = []
-            for c in self.cs:
-                fp = hexgrid.footprint(c, self.grid)
+            for fp in hex_footprints(self.cs, self.grid):
                 bodies.append(fp.polygon)
                 centres.append(fp.centre)
                 views.append(np.asarray(fp.cell_centres, dtype=np.float64).reshape(-1, 2))
@@ -535,7 +534,7 @@ class RealmsContext:
         """Hexes between every two creatures' nearest cells, measured a column (a target)
         at a time as read (geometry.hex)."""
         assert self.hex is not None
-        cells = [hexgrid.footprint(c, self.grid).cells for c in self.cs]
+        cells = [fp.cells for fp in hex_footprints(self.cs, self.grid)]
         return hexgrid.FootprintSteps(self.hex, cells)
 
     def steps(self, a: IntArray, t: IntArray) -> tuple[npt.NDArray[np.int64],
@@ -729,7 +728,13 @@ class RealmsContext:
         if self.hex is None:
             rings = openings.box_rings(tr.boxes.reshape(-1, 4), 0.0)
             return rings, np.full(len(rings), 4, dtype=np.intp)
-        return openings.hull_rings(openings.spaces_of(tr, 0.0))
+        # Each creature's ring once (a move changes one), the missing worked out together
+        # (a ring does not depend on the others of its batch).
+        spaces = openings.spaces_of(tr, 0.0)
+        return openings.padded_rings(per_creature(
+            "realms seal ring", self.cs, self.grid,
+            lambda todo: openings.ring_list(*openings.hull_rings(
+                spaces.take(np.array(todo, dtype=np.intp))))))
 
     def lines_of_effect(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
@@ -911,12 +916,12 @@ class RealmsContext:
             sh.view_start
         self._speck = np.zeros(len(self.cs), dtype=bool)
         if self.hex is not None:
-            cells: list[FloatArray] = []
-            for k, c in enumerate(self.cs):
-                fp = hexgrid.footprint(c, self.grid)
-                self._speck[k] = fp.point
-                cells.append(np.array([hexgrid.vertices(self.hex, i, j) for i, j in fp.cells],
-                                      dtype=np.float64).reshape(-1, 6, 2))
+            layout = self.hex
+            cells = per_creature("realms hex cells", self.cs, self.grid, lambda todo: [
+                np.array([hexgrid.vertices(layout, i, j) for i, j in fp.cells],
+                         dtype=np.float64).reshape(-1, 6, 2)
+                for fp in (hexgrid.footprint(self.cs[k], self.grid) for k in todo)])
+            self._speck[:] = [fp.point for fp in hex_footprints(self.cs, self.grid)]
             self._cells = np.concatenate(cells) if cells else np.empty((0, 6, 2))
             counts = np.array([len(x) for x in cells], dtype=np.intp)
         else:

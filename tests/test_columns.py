@@ -105,3 +105,39 @@ def test_upper_pairs() -> None:
     assert np.array_equal(a, want_a) and np.array_equal(t, want_t)
     assert upper_pairs(5)[0] is a
     assert not a.flags.writeable
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(1, 3),
+                          st.integers(0, 2)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 9), st.integers(0, 9)),
+                max_size=6))
+def test_per_creature_values_equal_fresh_ones_and_build_only_new_creatures(
+        start: list[tuple[int, int, int, int]], moves: list[tuple[int, int, int]]) -> None:
+    """Values per creature (hex footprints here) for snapshot after snapshot of moves: each
+    list equals the values built afresh; only the creatures that are new objects are
+    built; the same tuple gets the same list back."""
+    from geometry import hex as hexgrid
+    from geometry.columns import hex_footprints, per_creature
+
+    cs = tuple(_creature(k, x, y, s, e) for k, (x, y, s, e) in enumerate(start))
+    built: list[int] = []
+
+    def build(todo: list[int]) -> list[tuple[float, float, float]]:
+        built.extend(todo)
+        return [(cs_now[k].x, cs_now[k].y, cs_now[k].elevation) for k in todo]
+
+    for x, y, e in [(0, 0, 0), *moves]:
+        k = x % len(cs)
+        changed = cs[k] if (x, y, e) == (0, 0, 0) else _creature(
+            k, y, e, int(cs[k].width), 0)
+        cs_now = tuple(changed if j == k else c for j, c in enumerate(cs))
+        built.clear()
+        got = per_creature("test values", cs_now, HEX, build)
+        assert got == [(c.x, c.y, c.elevation) for c in cs_now]
+        assert set(built) <= {j for j, c in enumerate(cs_now) if c is not cs[j]} or \
+            len(built) == len(cs_now)
+        assert per_creature("test values", cs_now, HEX, build) is got
+        assert [fp.cells for fp in hex_footprints(cs_now, HEX)] == \
+            [hexgrid.footprint(c, HEX).cells for c in cs_now]
+        cs = cs_now
