@@ -14,10 +14,12 @@ the 100-token / 1,000-wall scene (the dnd35 figures of issue 15, "full matrix ~4
 - the table held at the end against a fresh evaluation of the attacker's pairs (equality).
 
 Each ruleset asked for (`--rulesets`, dnd35 by default) is measured on the big scene;
-every one is held to the same targets, beside the one dnd35 baseline.
+every one is held to the same targets, beside the one dnd35 baseline. With `--hex KIND`,
+the hex rulesets among them are measured on that hex layout of the scene too
+(`measure_hex`: through the steps a filtered table takes, not the Core).
 
     python -m bench.filters [--tokens 1000] [--walls 20000] [--moves 30]
-                            [--rulesets dnd35 pf2 realms] [--out r.json]
+                            [--rulesets dnd35 pf2 realms] [--hex 2 5] [--out r.json]
 """
 
 from __future__ import annotations
@@ -34,8 +36,14 @@ from typing import Any
 
 import msgspec
 
+from bench.hexbench import moved
+from bench.hexscenes import on_hex
 from bench.live import CoreHarness, _one, _sends_to, pack, unpack
+from bench.parity import HEX_RULESETS
 from bench.scenes import BenchScene, generate, move_frame
+from geometry.incremental import affected
+from geometry.model import GridKind
+from rulesets import REGISTRY
 from server.tables import annotation_out
 
 Result = dict[str, Any]
@@ -123,12 +131,55 @@ def measure(tokens: int, walls: int, moves: int, ruleset: str = "dnd35") -> Resu
     return out
 
 
+def measure_hex(tokens: int, walls: int, moves: int, ruleset: str, kind: GridKind) -> Result:
+    """The same scene laid on a hex grid (`bench.hexscenes.on_hex`), one attacker followed,
+    through the steps a filtered table takes (not the Core: scenes come to it as Foundry
+    documents, which the hex layout does not make): the attacker's pairs, then a move of
+    another token (each one hex, `bench.hexbench.moved`): the pairs
+    `geometry.incremental.affected` names among those followed, widened by the ruleset for
+    them only, evaluated again. The table so kept is compared with a fresh evaluation."""
+    base = generate(tokens, walls, 1).geom
+    base = replace(base, creatures=tuple(replace(c, cover_floor=None)
+                                         for c in base.creatures))
+    geom = on_hex(base, kind, 1)
+    ids = [c.id for c in geom.creatures]
+    rules = REGISTRY.get(ruleset)
+    opts = rules.Options()
+    x = ids[len(ids) // 2]
+    need = {(x, t) for t in ids if t != x}
+    t0 = time.perf_counter()
+    held = {a.key(): a for a in rules.annotate(geom, opts, pairs=sorted(need))}
+    out: Result = {"scene": f"{tokens} tokens / {walls} walls on {kind.name}",
+                   "ruleset": ruleset, "first_s": round(time.perf_counter() - t0, 3)}
+    times = []
+    current = geom
+    movers = [k for k in range(0, len(ids), max(1, len(ids) // 16)) if ids[k] != x]
+    for m in range(moves):
+        after = moved(current, movers[m % len(movers)])
+        gc.collect()
+        t0 = time.perf_counter()
+        found = affected(current, after, rules.sight_points(), None, only=set(need))
+        pairs = need if found is None else found.all() & need
+        pairs = rules.widen(current, after, opts, pairs, need) & need
+        fresh = rules.annotate(after, opts, pairs=sorted(pairs)) if pairs else []
+        times.append(time.perf_counter() - t0)
+        held.update((a.key(), a) for a in fresh)
+        current = after
+    out["move"] = _ms(times)
+    out["equal"] = held == {a.key(): a for a in rules.annotate(current, opts,
+                                                               pairs=sorted(need))}
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=1000)
     ap.add_argument("--walls", type=int, default=20000)
     ap.add_argument("--moves", type=int, default=30)
     ap.add_argument("--rulesets", nargs="+", default=["dnd35"])
+    ap.add_argument("--hex", nargs="*", default=[], metavar="KIND",
+                    help="hex layouts (2-5) to measure the hex rulesets on too "
+                         "(degrees, pf2, realms among --rulesets)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     base = _baseline(args.moves)
@@ -142,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            / base["move"]["median_ms"], 2),
             "attacker_move_vs_baseline_move": round(filtered["attacker_move"]["median_ms"]
                                                     / base["move"]["median_ms"], 2)}}
+    for kind in (GridKind(int(k)) for k in args.hex):
+        for name in (n for n in args.rulesets if n in HEX_RULESETS):
+            got = measure_hex(args.tokens, args.walls, args.moves, name, kind)
+            result["rulesets"][f"{name} {kind.name}"] = {"filtered": got, "ratios": {
+                "move_vs_baseline_move": round(got["move"]["median_ms"]
+                                               / base["move"]["median_ms"], 2)}}
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as f:
