@@ -45,7 +45,7 @@ from bench.scenes import generate
 from geometry.incremental import affected_pairs
 from geometry.model import GridKind, SceneGeom
 from rulesets import REGISTRY, realms
-from rulesets.base import Annotation, Ruleset
+from rulesets.base import Annotation, AttackMode, Ruleset
 from server.memory import tune_process
 
 Result = dict[str, Any]
@@ -129,6 +129,8 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
                         both = [(mine[a.key()], a) for a in got if a.key() in mine]
                         bad, ex = _compare([f for f, _ in both], [r for _, r in both])
                         bad += len(got) - len(both)
+                        # A reference that answers fewer pairs than asked counts too.
+                        bad += len(asked or ()) * len(AttackMode) - len(got)
                     else:
                         bad, ex = _compare(fast, got)
                     compared += len(got)

@@ -107,8 +107,9 @@ def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
     positions of the tuple, in one call. A new tuple of as many creatures as a recent one
     takes that one's values for the creature objects the two share (a move keeps every
     other creature's object): a move builds one value, not one per creature of the scene
-    (a thousand hex footprints cost a millisecond or more in every reader). The list must
-    not be changed."""
+    (a thousand hex footprints cost a millisecond or more in every reader). A value must
+    depend on the creature and the grid alone, never on the walls, the options or the
+    other creatures. The list must not be changed."""
     recent = _PER_CREATURE.setdefault((what, grid), [])
     for held, values in recent:
         if held is creatures:

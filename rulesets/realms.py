@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, cast
 
@@ -432,6 +432,9 @@ class _Shapes:
     def __len__(self) -> int:
         return len(self.view_start)
 
+    def __iter__(self) -> Iterator[FloatArray]:
+        return (self[k] for k in range(len(self)))
+
 
 class RealmsContext:
     """One scene snapshot, prepared for covered-fraction measurements."""
@@ -531,8 +534,8 @@ class RealmsContext:
 
     @functools.cached_property
     def _hex_steps(self) -> hexgrid.FootprintSteps:
-        """Hexes between every two creatures' nearest cells, measured a column (a target)
-        at a time as read (geometry.hex)."""
+        """Hexes between every two creatures' nearest cells, measured as read, a
+        footprint's row and column at a time (geometry.hex.FootprintSteps)."""
         assert self.hex is not None
         cells = [fp.cells for fp in hex_footprints(self.cs, self.grid)]
         return hexgrid.FootprintSteps(self.hex, cells)
