@@ -394,6 +394,10 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
     return kept
 
 
+#: Creature objects `_numbered` keeps by identity at most, before it lets go of them.
+_BY_ID_KEPT = 20_000
+
+
 def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
               kept: _Kept | None) -> list[int]:
     """Each creature's number in `numbers` (given one the first time its state is seen).
@@ -401,6 +405,10 @@ def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
     not reused), without hashing its thirteen fields: a move keeps every other creature's
     object."""
     by_id = kept.by_id if kept is not None else {}
+    if len(by_id) > _BY_ID_KEPT:
+        # Objects of many snapshots (a token dragged to and fro makes one per step, of
+        # few states): let go of them; the numbers stay, found again by their state.
+        by_id.clear()
     out = []
     for c in cs:
         held = by_id.get(id(c))

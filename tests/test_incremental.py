@@ -688,3 +688,32 @@ def test_realms_widen_for_followed_pairs_adds_exactly_those_it_would_add_among_t
             outside += len(added - only)
         assert ruleset.widen(geom, after, opts, set(asked), set()) == asked
     assert outside  # some added pairs were not followed, and were left out
+
+
+def test_realms_numbers_creature_states_alike_after_letting_go_of_their_objects() -> None:
+    """A creature state keeps its number whichever object carries it, and the objects kept
+    by identity are let go of past a bound (a token dragged to and fro makes a new object
+    at every step): the numbers read after that are the ones given before."""
+    from dataclasses import replace
+
+    from bench.scenes import generate
+    from rulesets import realms
+
+    geom = generate(6, 20, 1).geom
+    kept = realms._Kept(geom.walls, geom.regions, geom.grid, realms.RealmsOptions(),
+                        {}, {}, {})
+    first = realms._numbered(geom.creatures, kept.numbers, kept)
+    bound = realms._BY_ID_KEPT
+    try:
+        realms._BY_ID_KEPT = 10
+        for step in range(8):
+            # Equal states carried by new objects, snapshot after snapshot.
+            cs = tuple(replace(c) for c in geom.creatures)
+            assert realms._numbered(cs, kept.numbers, kept) == first, step
+            assert len(kept.by_id) <= 10 + len(cs)
+        moved = (replace(geom.creatures[0], x=geom.creatures[0].x + 100),
+                 *geom.creatures[1:])
+        again = realms._numbered(moved, kept.numbers, kept)
+        assert again[1:] == first[1:] and again[0] not in first
+    finally:
+        realms._BY_ID_KEPT = bound
