@@ -119,9 +119,9 @@ def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
     if base is None:
         out = list(build(list(range(len(creatures)))))
     else:
-        out = [v if c is was else None
-               for c, was, v in zip(creatures, base[0], base[1], strict=True)]
-        todo = [k for k, c in enumerate(creatures) if c is not base[0][k]]
+        out = list(base[1])
+        todo = [k for k, (c, was) in enumerate(zip(creatures, base[0], strict=True))
+                if c is not was]
         if todo:
             for k, v in zip(todo, build(todo), strict=True):
                 out[k] = v

@@ -700,16 +700,15 @@ class RealmsContext:
         out = np.zeros(len(pairs), dtype=bool)
         if len(plain) == 0 or len(pairs) == 0:
             return out
-        self._prepared()
         a, t = pairs[:, 0], pairs[:, 1]
-        counts = self._view_count[a]
+        counts = self._shapes.view_count[a]
         pair = np.repeat(np.arange(len(pairs)), counts)
-        view = np.repeat(self._view_start[a], counts) + kernel.within_runs(counts)
+        view = np.repeat(self._shapes.view_start[a], counts) + kernel.within_runs(counts)
         rings, _ = self.seal_rings
-        p = self._views[view]
+        p = self._shapes.views[view]
         dark = kernel.sealed_blocks(p[:, None, :], rings[t[pair]], tr.wall_xy, plain)
         dark &= ~self._views_near_wall[view]
-        dark &= ~shapely.intersects(self._body_arr[t[pair]], shapely.points(p))
+        dark &= ~shapely.intersects(self.bodies[t[pair]], shapely.points(p))
         flat = (kernel.over_points(np.maximum, rings)
                 - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
         out = np.bincount(pair, weights=~dark, minlength=len(pairs)) == 0
@@ -718,13 +717,13 @@ class RealmsContext:
 
     @functools.cached_property
     def _views_near_wall(self) -> npt.NDArray[np.bool_]:
-        """Per viewpoint (`_views`): within a hair (1e-6 px) of a plain wall."""
-        self._prepared()
+        """Per viewpoint (`_shapes.views`): within a hair (1e-6 px) of a plain wall."""
         tr = self.tracer
-        near = np.zeros(len(self._views), dtype=bool)
-        if len(tr.walls) and len(self._views):
+        views = self._shapes.views
+        near = np.zeros(len(views), dtype=bool)
+        if len(tr.walls) and len(views):
             _, tree = wall_lines(tr.walls, tr.wall_xy)
-            r, w = tree.query(shapely.points(self._views), predicate="dwithin",
+            r, w = tree.query(shapely.points(views), predicate="dwithin",
                               distance=1e-6)
             near[r[tr.wall_plain[w]]] = True
         return near
@@ -918,13 +917,11 @@ class RealmsContext:
     # -- cover, many pairs at once ------------------------------------------------------------
 
     def _prepared(self) -> None:
-        """Per creature, as stacked arrays: its viewpoints, the corners of its cells (its
-        space on a square grid, its hexes on a hex grid) and its body's area."""
-        if hasattr(self, "_views"):
+        """Per creature, as stacked arrays: the corners of its cells (its space on a square
+        grid, its hexes on a hex grid) and its body's area (its viewpoints are
+        `_shapes`')."""
+        if hasattr(self, "_cells"):
             return
-        sh = self._shapes
-        self._views, self._view_count, self._view_start = sh.views, sh.view_count, \
-            sh.view_start
         self._speck = np.zeros(len(self.cs), dtype=bool)
         if self.hex is not None:
             layout = self.hex
@@ -943,7 +940,6 @@ class RealmsContext:
             counts = np.ones(len(self.cs), dtype=np.intp)
         self._cell_count, self._cell_start = counts, np.cumsum(counts) - counts
         self._area = shapely.area(self.bodies) if self.cs else np.empty(0)
-        self._body_arr = self.bodies
 
     def covered_many(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
         """`_best_measure` of many (attacker, target) pairs at once, the covered fraction
@@ -957,11 +953,11 @@ class RealmsContext:
         tr = self.tracer
         pa = np.array([a for a, _ in pairs], dtype=np.intp)
         pt = np.array([t for _, t in pairs], dtype=np.intp)
-        counts = self._view_count[pa]
+        counts = self._shapes.view_count[pa]
         pair = np.repeat(np.arange(len(pairs)), counts)
         within = kernel.within_runs(counts)
         ra, rt = pa[pair], pt[pair]
-        p = self._views[self._view_start[ra] + within]
+        p = self._shapes.views[self._shapes.view_start[ra] + within]
         n = len(p)
         points = shapely.points(p)
         # The hull of each viewpoint and its target's cells.
@@ -973,7 +969,7 @@ class RealmsContext:
         which = np.concatenate([np.repeat(cell_req, k), np.arange(n)])
         by = np.argsort(which, kind="stable")
         hull = shapely.convex_hull(shapely.multipoints(coords[by], indices=which[by]))
-        slow = self._speck[rt] | shapely.intersects(self._body_arr[rt], points)
+        slow = self._speck[rt] | shapely.intersects(self.bodies[rt], points)
         req: list[IntArray] = []
         segs: list[FloatArray] = []
         weights: list[FloatArray] = []
@@ -988,8 +984,8 @@ class RealmsContext:
                 keep &= shapely.distance(lines[w], points[r]) > 1e-6
                 if not self.options.low_cover_near_attacker and low.any():
                     li = np.flatnonzero(low & keep)
-                    near_attacker = shapely.distance(lines[w[li]], self._body_arr[ra[r[li]]]) \
-                        < shapely.distance(lines[w[li]], self._body_arr[rt[r[li]]])
+                    near_attacker = shapely.distance(lines[w[li]], self.bodies[ra[r[li]]]) \
+                        < shapely.distance(lines[w[li]], self.bodies[rt[r[li]]])
                     keep[li[near_attacker]] = False
                 partly = self._partial_share_rows(w, rt[r], ra[r])
                 hides = Realms.WALL_HIDES
