@@ -50,6 +50,15 @@ class Columns:
 _RECENT: list[Columns] = []
 
 
+def _differ(creatures: tuple[CreatureGeom, ...], held: tuple[CreatureGeom, ...]) -> list[int]:
+    """The positions of `creatures` whose object is not `held`'s at the same position, and
+    those past held's end: what a tuple built from `held` has to build afresh (a move
+    changes one object; a rules engine adds the moved creatures' old states at the end)."""
+    m = min(len(creatures), len(held))
+    return [*(k for k, (c, was) in enumerate(zip(creatures[:m], held[:m], strict=True))
+              if c is not was), *range(m, len(creatures))]
+
+
 def _rows(cs: tuple[CreatureGeom, ...] | list[CreatureGeom], grid: Grid,
           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     return (np.array([space(c, grid) for c in cs], dtype=np.float64).reshape(-1, 4),
@@ -69,17 +78,20 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
     base: Columns | None = None
     moved: list[int] = []
     for held in _RECENT:
-        if len(held.creatures) != n or held.grid != grid:
+        if held.grid != grid:
             continue
-        differ = [k for k, (c, was) in enumerate(zip(creatures, held.creatures, strict=True))
-                  if c is not was]
+        differ = _differ(creatures, held.creatures)
         if len(differ) * 4 <= n and (base is None or len(differ) < len(moved)):
             base, moved = held, differ
+            if _close(differ, n, len(held.creatures)):
+                break
     if base is None:
         arrays = list(_rows(creatures, grid))
     else:
-        arrays = [a.copy() for a in (base.spaces, base.reach, base.elev, base.tall, base.side,
-                                     base.centre)]
+        # The base's rows, cut or padded to n (the padding is in `moved`, filled below).
+        arrays = [np.resize(a, (n, *a.shape[1:])) if len(a) != n else a.copy()
+                  for a in (base.spaces, base.reach, base.elev, base.tall, base.side,
+                            base.centre)]
         if moved:
             for array, fresh in zip(arrays, _rows([creatures[k] for k in moved], grid),
                                     strict=True):
@@ -94,6 +106,12 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
     return out
 
 
+def _close(differ: list[int], n: int, held: int) -> bool:
+    """Whether a base leaves at most one object to build besides the creatures past its
+    end: no other recent tuple can do much better, and comparing them all costs more."""
+    return len(differ) <= n - min(n, held) + 1
+
+
 T = TypeVar("T")
 
 #: Per (what, grid): recent creatures tuples and each one's values (`per_creature`).
@@ -104,9 +122,10 @@ def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
                  build: Callable[[list[int]], list[T]]) -> list[T]:
     """A value for each creature (what: the name of the kind of value), the same list for
     the same creatures tuple; build(positions) makes the values of the creatures at those
-    positions of the tuple, in one call. A new tuple of as many creatures as a recent one
-    takes that one's values for the creature objects the two share (a move keeps every
-    other creature's object): a move builds one value, not one per creature of the scene
+    positions of the tuple, in one call. A new tuple takes a recent one's values for the
+    creature objects the two share at the same positions (a move keeps every other
+    creature's object; a rules engine may add the moved creatures' old states at the end):
+    a move builds one value, not one per creature of the scene
     (a thousand hex footprints cost a millisecond or more in every reader). A value must
     depend on the creature and the grid alone, never on the walls, the options or the
     other creatures. The list must not be changed."""
@@ -114,14 +133,22 @@ def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
     for held, values in recent:
         if held is creatures:
             return values
-    base = next((r for r in recent if len(r[0]) == len(creatures)), None)
+    n = len(creatures)
+    # The recent tuple that leaves the fewest values to build, if it leaves few.
+    base: list[Any] | None = None
+    todo: list[int] = []
+    for held, values in recent:
+        differ = _differ(creatures, held)
+        if len(differ) * 4 <= n and (base is None or len(differ) < len(todo)):
+            base, todo = values, differ
+            if _close(differ, n, len(held)):
+                break
     out: list[Any]
     if base is None:
-        out = list(build(list(range(len(creatures)))))
+        out = list(build(list(range(n))))
     else:
-        out = list(base[1])
-        todo = [k for k, (c, was) in enumerate(zip(creatures, base[0], strict=True))
-                if c is not was]
+        out = list(base[:n])
+        out.extend([None] * (n - len(out)))
         if todo:
             for k, v in zip(todo, build(todo), strict=True):
                 out[k] = v

@@ -141,3 +141,50 @@ def test_per_creature_values_equal_fresh_ones_and_build_only_new_creatures(
         assert [fp.cells for fp in hex_footprints(cs_now, HEX)] == \
             [hexgrid.footprint(c, HEX).cells for c in cs_now]
         cs = cs_now
+
+
+def test_a_tuple_longer_or_shorter_than_a_recent_one_builds_only_what_it_does_not_share(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rules engine looks at a snapshot with the moved creatures' old states added at the
+    end (realms' `widen`): the tuple is longer than every recent one, yet shares all but
+    those objects with the snapshot. Only they are built, for columns and per-creature
+    values alike, and both equal a fresh read."""
+    from geometry.columns import per_creature
+
+    cols_mod._RECENT.clear()
+    cols_mod._PER_CREATURE.clear()
+    rows_built: list[int] = []
+    real_rows = cols_mod._rows
+
+    def counting_rows(cs, grid):  # type: ignore[no-untyped-def]
+        rows_built.append(len(cs))
+        return real_rows(cs, grid)
+
+    monkeypatch.setattr(cols_mod, "_rows", counting_rows)
+    built: list[int] = []
+
+    def values(cs: tuple[CreatureGeom, ...]) -> list[tuple[float, float]]:
+        def build(todo: list[int]) -> list[tuple[float, float]]:
+            built.extend(todo)
+            return [(cs[k].x, cs[k].y) for k in todo]
+        got = per_creature("test tails", cs, HEX, build)
+        assert got == [(c.x, c.y) for c in cs]
+        return got
+
+    cs = tuple(_creature(k, k, 2 * k, 1 + k % 2, 0) for k in range(40))
+    for grid in (GRID, HEX):
+        _assert_fresh(cs, grid)
+    values(cs)
+    rows_built.clear()
+    built.clear()
+    old = cs[7]
+    after = (*cs[:7], _creature(7, 33, 1, 1, 2), *cs[8:])
+    wider = (*after, old)
+    for tup, new in ((after, [7]), (wider, [40]), (wider[:39], []), (wider[:20], [])):
+        rows_built.clear()
+        built.clear()
+        for grid in (GRID, HEX):
+            _assert_fresh(tup, grid)
+        values(tup)
+        assert sorted(built) == new, (len(tup), built)
+        assert rows_built in ([len(new)] * 2, []), (len(tup), rows_built)
