@@ -247,7 +247,6 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     lo, hi = phi.min(axis=1), phi.max(axis=1)
     A = a - p[seg_req]
     B = b - p[seg_req]
-    D = B - A
     # Each segment's angular span within its body's cone (a segment passing behind p is
     # given the whole cone: the ray tests below settle it).
     aa, ab = angle(seg_req, A), angle(seg_req, B)
@@ -255,6 +254,27 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     behind = s_hi - s_lo > np.pi
     s_lo = np.where(behind, lo[seg_req], np.maximum(s_lo, lo[seg_req]))
     s_hi = np.where(behind, hi[seg_req], np.minimum(s_hi, hi[seg_req]))
+    # A segment outside its body's cone, or wholly beyond the body's farthest corner,
+    # shades none of it: left out before the breakpoints and crossings, which cost per
+    # segment and per two segments of a request. (Its breakpoints would be clipped to the
+    # cone's edges, already breakpoints, and it is never nearer than the body's far side
+    # where it is the nearest segment: the area is the same.) A hex target's cells share
+    # the segments found for the whole target, most of them off each cell.
+    D = B - A
+    reach2 = (v * v).sum(axis=2).max(axis=1)
+    u = np.clip(-np.einsum("ij,ij->i", A, D) / np.maximum(np.einsum("ij,ij->i", D, D), 1e-300),
+                0.0, 1.0)
+    closest = A + D * u[:, None]
+    # (A segment passing behind p has the whole cone: s_lo < s_hi.)
+    useful = (s_lo < s_hi) & ((closest * closest).sum(axis=1) <= reach2[seg_req])
+    if not useful.all():
+        seg_req, A, B, D = seg_req[useful], A[useful], B[useful], D[useful]
+        weight, aa, ab = weight[useful], aa[useful], ab[useful]
+        s_lo, s_hi = s_lo[useful], s_hi[useful]
+        if group is not None:
+            group = group[useful]
+        if len(seg_req) == 0:
+            return out
     # Breakpoints: body corners, segment ends, segment x body side, segment x segment.
     bp_r = [rr, seg_req, seg_req]
     bp_t = [phi.reshape(-1), aa, ab]
