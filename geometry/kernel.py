@@ -46,6 +46,22 @@ def take_rows(array: FloatArray, idx: IntArray) -> FloatArray:
     return out
 
 
+def shuffled_ranks(group: IntArray) -> IntArray:
+    """Each item's place among the items of its group (group numbers below 2**39), in a
+    fixed shuffled order: rounds that try the items of rank below k first sample all of a
+    group's items, not its first k (the lines of a pair tried until one runs free)."""
+    n = len(group)
+    key = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    # By group, then by key: one stable sort of both in one integer (lexsort of the two
+    # costs about twice as much).
+    order = np.argsort((group.astype(np.int64) << 24) | key.astype(np.int64), kind="stable")
+    sorted_g = group[order]
+    first = np.searchsorted(sorted_g, sorted_g)
+    rank = np.empty(n, dtype=np.intp)
+    rank[order] = np.arange(n) - first
+    return rank
+
+
 def within_runs(counts: IntArray) -> IntArray:
     """For runs of these lengths laid end to end, each element's place in its own run:
     (2, 0, 3) gives 0 1 0 1 2. With `np.repeat(starts, counts)` it lists every element of

@@ -922,7 +922,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     # A small search (a move's few pairs) is tried in one round: its cost is the calls',
     # not the lines'.
     rounds = (len(li),) if len(li) <= _ONE_ROUND else (*_ROUNDS, len(li))
-    rank = _ranks(li) if len(rounds) > 1 else np.zeros(len(li), dtype=np.intp)
+    rank = kernel.shuffled_ranks(li) if len(rounds) > 1 else np.zeros(len(li), dtype=np.intp)
     lo = 0
     for hi in rounds:
         g = group[li]
@@ -1003,20 +1003,6 @@ def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: F
 _ROUNDS = (16, 256)
 #: Lines in all up to which `_search` tries them in one round.
 _ONE_ROUND = 2_048
-
-
-def _ranks(li: IntArray) -> IntArray:
-    """Each line's place among its item's lines, in a fixed shuffled order."""
-    n = len(li)
-    key = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
-    # By item, then by key: one stable sort of both in one integer (lexsort of the two
-    # costs about twice as much).
-    order = np.argsort((li.astype(np.int64) << 24) | key.astype(np.int64), kind="stable")
-    sorted_li = li[order]
-    first = np.searchsorted(sorted_li, sorted_li)
-    rank = np.empty(n, dtype=np.intp)
-    rank[order] = np.arange(n) - first
-    return rank
 
 
 def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],

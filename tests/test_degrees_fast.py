@@ -449,3 +449,44 @@ def test_square_samples_at_once_equal_creature_by_creature() -> None:
                      for box in ctx.spaces])
     assert np.array_equal(ctx.samples, each)
     assert ctx.sample_valid.all()
+
+
+@pytest.mark.parametrize("kind", [GridKind.SQUARE, *HEX_KINDS], ids=lambda k: k.name)
+def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
+        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big scene's sample lines are traced in rounds, a few of every pair first, the
+    rest only for the pairs with no open line yet (`_Context._open_lines`). Forced into
+    rounds of one and two lines on small scenes, the answers are the reference's, and
+    lines of pairs found open in a round are not traced again."""
+    from rulesets import degrees as degrees_mod
+
+    monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 0)
+    monkeypatch.setattr(degrees_mod, "_OPEN_ROUNDS", (1, 2))
+    traced: list[int] = []
+    real = degrees_mod._Context._trace_lines
+
+    def counting(self: Any, starts: Any, ends: Any, creatures: bool = True) -> Any:
+        if not creatures:
+            traced.append(len(starts))
+        return real(self, starts, ends, creatures=creatures)
+
+    monkeypatch.setattr(degrees_mod._Context, "_trace_lines", counting)
+    calls = []
+    for seed in (1, 2):
+        geom = dressed(seed) if kind is GridKind.SQUARE else hex_dressed(seed, kind)
+        for name in OPTIONS:
+            options = OPTIONS[name]["default"]
+            traced.clear()
+            assert_same(rules(name).evaluate(geom, options),
+                        rules(name).reference(geom, options))
+            calls.append(len(traced))
+    assert max(calls) >= 2  # some pairs were left for a later round
+    # Rounds end early for open pairs: across the rounds, fewer lines than one round traces.
+    monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 10**9)
+    geom = hex_dressed(1, HEX_KINDS[0]) if kind is not GridKind.SQUARE else dressed(1)
+    rules("degrees").evaluate(geom, DegreesOptions())
+    at_once = sum(traced[-1:])
+    monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 0)
+    traced.clear()
+    rules("degrees").evaluate(geom, DegreesOptions())
+    assert sum(traced) < at_once

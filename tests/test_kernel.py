@@ -514,3 +514,16 @@ def test_point_segment_distance_is_shapely_s(rows: list[tuple[int, ...]]) -> Non
                                                           np.column_stack([bx, by])],
                                                          axis=1)))
     assert np.allclose(got, want, atol=1e-9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=60))
+def test_shuffled_ranks_number_each_groups_items_from_zero(groups: list[int]) -> None:
+    """`kernel.shuffled_ranks`: within each group, the items' ranks are 0 .. n - 1, each
+    once, whatever the order the items come in."""
+    from geometry.kernel import shuffled_ranks
+
+    g = np.array(groups, dtype=np.intp)
+    rank = shuffled_ranks(g)
+    for k in set(groups):
+        assert sorted(rank[g == k].tolist()) == list(range(groups.count(k)))
