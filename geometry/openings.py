@@ -486,21 +486,33 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     if not useful.any():
         return out
     idx = np.flatnonzero(useful)
-    # Pairs of rows of one pair: where their walls meet.
-    first = np.searchsorted(bi[idx], bi[idx], side="left")
-    count = np.searchsorted(bi[idx], bi[idx], side="right") - first
-    u = np.repeat(np.arange(len(idx)), count)
-    v = np.repeat(first, count) + kernel.within_runs(count)
-    keep = u < v
-    u, v = idx[u[keep]], idx[v[keep]]
+    # Pairs of rows of one pair whose walls may meet: each row's wall against the walls
+    # whose boxes meet its box (`_near_walls`), found among its pair's rows; not every two
+    # rows of the pair (a pair far apart on a big map has hundreds of walls near it, and
+    # tens of thousands of pairs of them).
+    indptr, nbrs = _near_walls(xy)
+    n_walls = np.int64(len(indptr) - 1)
+    wu = wi[idx]
+    deg = indptr[wu + 1] - indptr[wu]
+    cand = np.repeat(idx, deg)
+    partner = nbrs[np.repeat(indptr[wu], deg) + kernel.within_runs(deg)]
+    key = bi[idx].astype(np.int64) * n_walls + wu
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    want = bi[cand].astype(np.int64) * n_walls + partner
+    at = np.minimum(np.searchsorted(sorted_key, want), max(len(sorted_key) - 1, 0))
+    found = (sorted_key[at] == want) if len(sorted_key) else np.zeros(0, dtype=bool)
+    other = idx[order[at[found]]]
+    cand = cand[found]
+    # Each two rows once, the earlier first (as every two rows of a pair were taken).
+    u, v = np.minimum(cand, other), np.maximum(cand, other)
+    uv = np.unique(u.astype(np.int64) * rows + v)
+    u, v = (uv // rows).astype(np.intp), (uv % rows).astype(np.intp)
     wt = np.ascontiguousarray(w.T)
     meet, point = _meeting(wt[:, u], wt[:, v])
     u, v, point = u[meet], v[meet], point[meet]
     # Meeting points inside the hull (on the inner side of every hull side, or on it).
-    item = bi[u]
-    po = (hdx[item] * (point[:, 1, None] - hy[item])
-          - hdy[item] * (point[:, 0, None] - hx[item]))
-    inside = ~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1)
+    inside = _in_hulls(px, py, (hx, hy, hdx, hdy), h_left, h_right, bi[u], point)
     u, v = u[inside], v[inside]
     label = np.arange(rows)
     if len(u):
@@ -526,6 +538,68 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     comp2[label[cross2 & useful]] = True
     both = comp1 & comp2
     out[items[bi[both[label] & useful]]] = True
+    return out
+
+
+#: Per blockers' segments (by identity: `blockers` keeps them per set of walls): each
+#: segment's neighbours, the segments whose boxes, grown a hair, meet its box.
+_NEAR_WALLS: dict[int, tuple[FloatArray, IntArray, IntArray]] = {}
+_NEAR_WALLS_KEPT = 8
+#: Pixels the boxes of `_near_walls` are grown by: two segments that `_meeting` finds to
+#: meet (with rounding) always have boxes that meet grown so.
+_NEAR_PX = 1e-6
+
+
+def _near_walls(xy: FloatArray) -> tuple[IntArray, IntArray]:
+    """The segments xy (M, 4) whose boxes meet each one's (grown by _NEAR_PX), as CSR
+    (indptr (M + 1), neighbours; a segment is not its own): a superset of the segments it
+    meets, found once per set of segments with an STRtree."""
+    held = _NEAR_WALLS.get(id(xy))
+    if held is not None and held[0] is xy:
+        return held[1], held[2]
+    lo = np.minimum(xy[:, 0:2], xy[:, 2:4]) - _NEAR_PX
+    hi = np.maximum(xy[:, 0:2], xy[:, 2:4]) + _NEAR_PX
+    boxes = shapely.box(lo[:, 0], lo[:, 1], hi[:, 0], hi[:, 1])
+    i, j = shapely.STRtree(boxes).query(boxes)
+    keep = i != j
+    i, j = i[keep], j[keep]
+    order = np.lexsort((j, i))
+    i, j = i[order].astype(np.intp), j[order].astype(np.intp)
+    indptr = np.zeros(len(xy) + 1, dtype=np.intp)
+    np.cumsum(np.bincount(i, minlength=len(xy)), out=indptr[1:])
+    if len(_NEAR_WALLS) >= _NEAR_WALLS_KEPT:
+        drop_oldest(_NEAR_WALLS)
+    _NEAR_WALLS[id(xy)] = (xy, indptr, j)
+    return indptr, j
+
+
+def _in_hulls(px: FloatArray, py: FloatArray,
+              lines: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+              h_left: BoolArray, h_right: BoolArray, item: IntArray,
+              point: FloatArray) -> IntArray:
+    """The points (point[k] of pair item[k]) inside their pair's hull: on the inner side
+    of every hull side, or on it. A pair's corners are px, py (N, K); the lines through two
+    of them start at x, y with direction dx, dy (`lines`, (N, H) each); h_left (h_right):
+    the line is a hull side with every corner on its left (right). Only the points inside
+    the corners' box grown a hair are tested, and only against each pair's hull sides (a
+    few of its H lines)."""
+    hx, hy, hdx, hdy = lines
+    box_lo = np.column_stack([px.min(axis=1), py.min(axis=1)]) - _NEAR_PX
+    box_hi = np.column_stack([px.max(axis=1), py.max(axis=1)]) + _NEAR_PX
+    boxed = np.flatnonzero(((point >= box_lo[item]) & (point <= box_hi[item])).all(axis=1))
+    item, point = item[boxed], point[boxed]
+    # Each pair's hull sides, with the side of them the hull lies on: +1 left, -1 right,
+    # 0 padding.
+    real_side = h_left | h_right
+    n_sides = max(int(real_side.sum(axis=1).max(initial=0)), 1)
+    which = np.argsort(~real_side, axis=1, kind="stable")[:, :n_sides]
+    sign = np.where(np.take_along_axis(h_left, which, axis=1), 1.0,
+                    np.where(np.take_along_axis(h_right, which, axis=1), -1.0, 0.0))
+    sx, sy = np.take_along_axis(hx, which, axis=1), np.take_along_axis(hy, which, axis=1)
+    sdx, sdy = np.take_along_axis(hdx, which, axis=1), np.take_along_axis(hdy, which, axis=1)
+    po = (sdx[item] * (point[:, 1, None] - sy[item])
+          - sdy[item] * (point[:, 0, None] - sx[item]))
+    out: IntArray = boxed[~(sign[item] * po < 0).any(axis=1)]
     return out
 
 

@@ -656,3 +656,63 @@ def test_bands_decided_over_the_fractions_their_lines_cross_them_at(seed: int) -
         outcomes.add(bool(fwd[0]))
     assert outcomes == {True, False}
     assert min(decided.values()) > 0, decided
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-4, 4), st.integers(-4, 4), st.integers(-4, 4),
+                          st.integers(-4, 4)), min_size=1, max_size=14),
+       st.sampled_from([1.0, 100.0, 1.0 / 3.0, 12345.678]),
+       st.sampled_from([0.0, 98765.4321]))
+def test_the_walls_a_chain_looks_at_hold_every_wall_its_wall_meets(
+        ends: list[tuple[int, int, int, int]], scale: float, shift: float) -> None:
+    """`_chains` links two walls of a pair only if `_near_walls` names them neighbours:
+    every two segments `_meeting` finds to meet (touching end to end, crossing, along one
+    line, at scales and offsets where the meeting point is rounded) are neighbours, each
+    of the other, and a segment is never its own."""
+    xy = np.array(ends, dtype=float) * scale + shift
+    xy = xy[np.hypot(xy[:, 2] - xy[:, 0], xy[:, 3] - xy[:, 1]) > 0]
+    if len(xy) == 0:
+        return
+    openings._NEAR_WALLS.clear()
+    indptr, nbrs = openings._near_walls(xy)
+    near = {(i, int(j)) for i in range(len(xy)) for j in nbrs[indptr[i]:indptr[i + 1]]}
+    assert all(i != j for i, j in near)
+    i, j = np.triu_indices(len(xy), k=1)
+    met, _ = openings._meeting(np.ascontiguousarray(xy[i].T), np.ascontiguousarray(xy[j].T))
+    for a, b in zip(i[met].tolist(), j[met].tolist(), strict=True):
+        assert (a, b) in near and (b, a) in near
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 12), st.integers(-3, 12), st.integers(1, 3)),
+                min_size=2, max_size=2),
+       st.lists(st.tuples(st.integers(-40, 160), st.integers(-40, 160)), max_size=25))
+def test_meeting_points_inside_the_hull_as_every_hull_side_says(
+        boxes: list[tuple[int, int, int]], pts: list[tuple[int, int]]) -> None:
+    """`_in_hulls` (a box first, then each pair's few hull sides) keeps exactly the points
+    on the inner side of, or on, every line through two corners of the two rings that has
+    all of them on one side: the hull of the two rings, as a chain reads it."""
+    from geometry.columns import upper_pairs
+
+    (x0, y0, s0), (x1, y1, s1) = boxes
+    ar = openings.box_rings(np.array([[x0 * 10.0, y0 * 10.0, (x0 + s0) * 10.0,
+                                       (y0 + s0) * 10.0]]), 0.0)
+    br = openings.box_rings(np.array([[x1 * 10.0, y1 * 10.0, (x1 + s1) * 10.0,
+                                       (y1 + s1) * 10.0]]), 0.0)
+    pts_all = np.concatenate([ar, br], axis=1)
+    px, py = pts_all[..., 0], pts_all[..., 1]
+    ii, jj = upper_pairs(pts_all.shape[1])
+    hx, hy = px[:, ii], py[:, ii]
+    hdx, hdy = px[:, jj] - hx, py[:, jj] - hy
+    ho = (hdx[..., None] * (py[:, None, :] - hy[..., None])
+          - hdy[..., None] * (px[:, None, :] - hx[..., None]))
+    real = np.hypot(hdx, hdy) > 0
+    h_left = (ho >= 0).all(axis=2) & real
+    h_right = (ho <= 0).all(axis=2) & real & ~h_left
+    point = np.array(pts, dtype=float).reshape(-1, 2)
+    item = np.zeros(len(point), dtype=np.intp)
+    got = openings._in_hulls(px, py, (hx, hy, hdx, hdy), h_left, h_right, item, point)
+    po = (hdx[item] * (point[:, 1, None] - hy[item])
+          - hdy[item] * (point[:, 0, None] - hx[item]))
+    want = np.flatnonzero(~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1))
+    assert got.tolist() == want.tolist()
