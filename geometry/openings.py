@@ -1002,12 +1002,20 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
         g = group[li]
         sel = np.flatnonzero((rank >= lo) & (rank < hi) & ~(group_f[g] & group_b[g]))
         lo = hi
-        if len(sel) == 0:
-            continue
-        _try(blk, ext, bi, wi, li[sel], p0[sel], p1[sel], clippers,
-             point_a, point_b, free_f, free_b, lead)
-        group_f[group[free_f]] = True
-        group_b[group[free_b]] = True
+        # In chunks of lines: a big map's last round has millions, whose temporaries
+        # would each be hundreds of megabytes (first touched, then freed, every round);
+        # the lines of groups found free by an earlier chunk are left out.
+        for c0 in range(0, len(sel), _TRY_LINES):
+            part = sel[c0:c0 + _TRY_LINES]
+            if c0:
+                gp = g[part]
+                part = part[~(group_f[gp] & group_b[gp])]
+            if len(part) == 0:
+                continue
+            _try(blk, ext, bi, wi, li[part], p0[part], p1[part], clippers,
+                 point_a, point_b, free_f, free_b, lead)
+            group_f[group[free_f]] = True
+            group_b[group[free_b]] = True
     return free_f[items], free_b[items]
 
 
@@ -1077,6 +1085,8 @@ def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: F
 _ROUNDS = (16, 256)
 #: Lines in all up to which `_search` tries them in one round.
 _ONE_ROUND = 2_048
+#: Lines `_search` tries at once (a chunk's temporaries stay a few megabytes).
+_TRY_LINES = 1 << 16
 
 
 def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],

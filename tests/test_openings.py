@@ -208,14 +208,16 @@ def test_never_misses_a_free_line_and_proofs_agree(
     if len(bi):
         searched, _ = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         assert bool(searched[0]) == got
-        # And in rounds, as a search too large for one round is made.
-        one_round = openings._ONE_ROUND
+        # And in rounds, as a search too large for one round is made, each round in
+        # chunks of a few lines.
+        one_round, chunk = openings._ONE_ROUND, openings._TRY_LINES
         try:
-            openings._ONE_ROUND = 0
-            searched, _ = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
+            openings._ONE_ROUND, openings._TRY_LINES = 0, 3
+            searched, back = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         finally:
-            openings._ONE_ROUND = one_round
+            openings._ONE_ROUND, openings._TRY_LINES = one_round, chunk
         assert bool(searched[0]) == got
+        assert bool(back[0]) == _loe(scene, 1, 0)
 
 
 HEX = Grid(GridKind.HEXODDR, 100, 5.0, "ft")
@@ -251,15 +253,18 @@ def test_big_hex_creatures_answer_as_the_pairs_of_their_hexes(
     assert got.tolist() == [bool(f.any()), bool(b.any())]
 
 
+@pytest.mark.parametrize("chunk", [1 << 16, 4])
 def test_a_group_is_searched_until_it_has_a_free_line_each_way(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     """Two pairs of one group (as two hex pairs of two creatures): the first runs free
     one way only, at once (a one-way wall); the second the other way only, through two
     slits two pixels wide that few of its lines pass. The group sees both ways: the second
     pair is still searched once the first is found free. (A first round of four lines per
-    pair: the second pair's free line is found in the next.)"""
+    pair: the second pair's free line is found in the next; and the same with each round
+    tried in chunks of four lines.)"""
     monkeypatch.setattr(openings, "_ROUNDS", (4,))
     monkeypatch.setattr(openings, "_ONE_ROUND", 0)
+    monkeypatch.setattr(openings, "_TRY_LINES", chunk)
     walls: list[tuple[float, float, float, float] | WallGeom] = [
              _wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
              _wall(1, (500, 2000, 500, 4400), direction=Direction.RIGHT),
