@@ -6,12 +6,13 @@ bench/dressing.py; GM floors left out, since they name one ruleset's degrees) la
 square grid and on hex layouts (bench/hexscenes.py):
 
 - the full matrix (every ordered pair, all three modes) through `evaluate`, each ruleset from
-  cold: realms' per-scene table of covered fractions is emptied before each run, as on a
-  first subscription;
+  cold: what rulesets keep across revisions of a scene (realms' covered fractions, degrees'
+  and pf2's line of effect per pair, `rulesets.forget_kept`) is forgotten before each run,
+  as on a first subscription;
 - one move as the session computes it: a token steps one square (one hex), and the pairs
   `geometry.incremental.affected_pairs` names, widened by the ruleset (`Ruleset.widen`), are
-  evaluated on the scene after the move (realms' table warm from the scene before it, as in
-  the server), median of a few movers;
+  evaluated on the scene after the move (what the rulesets keep warm from the scene before
+  it, as in the server), median of a few movers;
 - equality: `evaluate` against the ruleset's pair-by-pair `reference` (pf1, realms,
   degrees, pf2), annotation by annotation, on the pairs of a sample of targets against every
   attacker (all targets with --full-reference), and on every move's pairs (on a sample of
@@ -44,7 +45,7 @@ from bench.matrix import _error, _where, timed_runs
 from bench.scenes import generate
 from geometry.incremental import affected_pairs
 from geometry.model import GridKind, SceneGeom
-from rulesets import REGISTRY, realms
+from rulesets import REGISTRY, forget_kept
 from rulesets.base import Annotation, AttackMode, Ruleset
 from server.memory import tune_process
 
@@ -60,10 +61,9 @@ MOVES = 3
 
 
 def _cold(name: str) -> None:
-    """Forget what a ruleset keeps across revisions of a scene (realms' covered fractions),
-    so a run times a first subscription."""
-    if name == "realms":
-        realms._MEASURES.clear()
+    """Forget what rulesets keep across revisions of a scene (`rulesets.forget_kept`), so a
+    run times a first subscription."""
+    forget_kept()
 
 
 def _reference(ruleset: Ruleset) -> Callable[..., list[Annotation]] | None:

@@ -20,4 +20,15 @@ REGISTRY.register(Realms())
 REGISTRY.register(Pf2())
 REGISTRY.register(Dnd5e())
 
-__all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset"]
+
+def forget_kept() -> None:
+    """Forget what rulesets keep across revisions of a scene (realms' covered fractions,
+    degrees' and pf2's line of effect per pair of creature objects), so that the next
+    evaluation is a first subscription's. Benchmarks time first subscriptions so."""
+    from rulesets import degrees, realms
+
+    realms._MEASURES.clear()
+    degrees._SEEN.clear()
+
+
+__all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset", "forget_kept"]

@@ -48,7 +48,7 @@ from geometry.kernel import (
     dense_unique,
     segments_enter_boxes,
 )
-from geometry.model import Direction, GridKind, RegionKind, SceneGeom
+from geometry.model import CreatureGeom, Direction, GridKind, RegionKind, SceneGeom
 from geometry.seams import Seams, box_seams, hex_seams, seam_hits
 from geometry.square import (
     INSET_PX,
@@ -349,6 +349,44 @@ class CoverDegrees(Ruleset):
         return hits
 
 
+@dataclass(slots=True)
+class _Seen:
+    """One scene's walls, terrain, grid, ruleset and options, and the line of effect
+    worked out between two creature objects under them, by the objects' identities."""
+
+    walls: tuple[Any, ...]
+    regions: tuple[Any, ...]
+    grid: Any
+    rules: Any
+    options: Any
+    pairs: dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]
+
+
+#: Per wall tuple (by identity: a token's move keeps it), the `_Seen` of the scenes that
+#: have it; a few scenes at once (a gm's and a viewer's snapshots of each).
+_SEEN: dict[int, _Seen] = {}
+_SEEN_SCENES = 8
+#: Pairs a `_Seen` holds at most before it starts again (each holds two creature objects).
+_SEEN_PAIRS = 200_000
+
+
+def _seen_table(scene: SceneGeom, options: Any, rules: Any,
+                ) -> dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]:
+    """The table of line of effect for this scene's walls, terrain, grid, ruleset and
+    options (a new one when any differs). Shared by the Core's thread and the one that
+    works ahead: a lookup or a store is one dict operation, and an entry holds the
+    objects its key names, so a stale identity is never read as a live one."""
+    held = _SEEN.get(id(scene.walls))
+    if (held is not None and held.walls is scene.walls and held.regions == scene.regions
+            and held.grid == scene.grid and held.rules is rules and held.options == options):
+        return held.pairs
+    if len(_SEEN) >= _SEEN_SCENES and id(scene.walls) not in _SEEN:
+        drop_oldest(_SEEN)
+    kept = _Seen(scene.walls, scene.regions, scene.grid, rules, options, {})
+    _SEEN[id(scene.walls)] = kept
+    return kept.pairs
+
+
 #: Per hex footprint (layout, x, y, width, height, shape): its `seal_rings` ring (read-only),
 #: for the _SEAL_RINGS_KEPT footprints used last. Shared by the Core's thread and the one
 #: that works ahead (server/ahead.py): read and written under the lock.
@@ -544,29 +582,53 @@ class _Context:
         at TOTAL and nothing of theirs is traced (97% of the benchmark scene's pairs have
         every line blocked). With lines asked for, their centre lines are traced as
         drawn, and only their samples are left out."""
-        sealed = self._sealed_pairs(a, t)
-        if want_lines or sealed is None or not sealed.any():
-            return self._rows(a, t, want_lines, sealed)
+        # Line of effect depends on the two creatures, the walls and the terrain alone:
+        # what an earlier snapshot of the same walls found for the same two creature
+        # objects holds (a move changes one creature's object; the pairs whose centre
+        # lines it crosses are asked again for their cover, not for their line of effect).
+        known, seen = self._known_open(a, t)
+        unknown = np.flatnonzero(~known)
+        got = self._sealed_pairs(a[unknown], t[unknown])
+        sealed = None
+        if got is not None:
+            sealed = np.zeros(len(a), dtype=bool)
+            sealed[unknown] = got
+            self._remember_open(a[unknown[got]], t[unknown[got]],
+                                np.zeros(int(got.sum()), dtype=bool))
+        if want_lines:
+            return self._rows(a, t, want_lines, sealed, known, seen)
+        closed = known & ~seen if sealed is None else (known & ~seen) | sealed
+        if not closed.any():
+            return self._rows(a, t, False, sealed, known, seen)
         level = np.full(len(a), TOTAL, dtype=np.intp)
-        rest = np.flatnonzero(~sealed)
+        rest = np.flatnonzero(~closed)
         if rest.size:
-            level[rest] = self._rows(a[rest], t[rest], False, sealed[rest])[0]
+            level[rest] = self._rows(a[rest], t[rest], False,
+                                     None if sealed is None else sealed[rest],
+                                     known[rest], seen[rest])[0]
         return level, None
 
     def _rows(self, a: IntArray, t: IntArray, want_lines: bool, sealed: BoolArray | None,
+              known: BoolArray | None = None, seen: BoolArray | None = None,
               ) -> tuple[IntArray, list[tuple[TracedLine, ...]] | None]:
         """`fast_rows` from the centre lines on; `sealed`: `_sealed_pairs`' answer for
-        these pairs (None: not asked), whose sealed pairs' samples are not traced."""
+        these pairs (None: not asked), whose sealed pairs' samples are not traced; `known`:
+        the pairs whose line of effect an earlier snapshot found (`seen`), not looked for
+        again."""
         n = len(a)
         starts, ends = self.centre_arr[a], self.centre_arr[t]
         hits = self.with_seams(self._trace_lines(starts, ends), starts, ends)
         blocked, roles, ok = self._solid(hits, a, t, starts, ends)
         open_any = ~blocked
-        shut = np.nonzero(blocked)[0]
+        ask = blocked.copy()
         if sealed is not None:
             # (A sealed pair's centre line is blocked too: every line between the spaces
             # is.)
-            shut = shut[~sealed[shut]]
+            ask &= ~sealed
+        if known is not None and seen is not None:
+            open_any[known] = seen[known]
+            ask &= ~known
+        shut = np.flatnonzero(ask)
         if shut.size:
             # Padding samples (hex footprints of fewer corners) repeat a real line: skipped.
             todo = ~self._covered(shut, hits, starts, ends, a, t) & self._valid_lines(
@@ -592,21 +654,27 @@ class _Context:
             np.maximum.at(level, cl[keep],
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
-        open_any = self._through_openings(a, t, open_any, sealed)
+        open_any = self._through_openings(a, t, open_any, sealed, ask)
+        if shut.size:
+            self._remember_open(a[shut], t[shut], open_any[shut])
         level[~open_any] = TOTAL
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None
         return level, lines
 
     def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray,
-                          sealed: BoolArray | None = None) -> BoolArray:
+                          sealed: BoolArray | None = None,
+                          ask: BoolArray | None = None) -> BoolArray:
         """`open_any` (per pair: some 'any part' line is unblocked) with the pairs whose
         every sample line is blocked looked at exactly: a line of effect through an opening
         narrower than the samples' spacing still exists (geometry.openings), and the pair's
         degree is then its centre line's, as for any pair with line of effect. `sealed`:
         `_sealed_pairs`' answer, if asked: the sealed pairs have none, and the others'
-        walk is not done again."""
+        walk is not done again. `ask`: only these pairs are looked at (the others' answer
+        is known)."""
         shut = ~open_any if sealed is None else ~open_any & ~sealed
+        if ask is not None:
+            shut &= ask
         rows = np.flatnonzero(shut)
         if rows.size == 0:
             return open_any
@@ -617,6 +685,35 @@ class _Context:
                                                   t[rows],
                                                   walked=sealed is not None and self.hex is None)
         return out
+
+    @functools.cached_property
+    def _seen(self) -> dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]:
+        """This snapshot's walls' table of line of effect (`_seen_table`)."""
+        return _seen_table(self.scene, self.options, self.rules)
+
+    @functools.cached_property
+    def _ids(self) -> list[int]:
+        return [id(c) for c in self.cs]
+
+    def _known_open(self, a: IntArray, t: IntArray) -> tuple[BoolArray, BoolArray]:
+        """Per pair (a[k], t[k]): whether an earlier snapshot of these walls (or this one)
+        worked out its line of effect for these two creature objects, and what it found."""
+        table, ids, cs = self._seen, self._ids, self.cs
+        got = [table.get((ids[i], ids[j])) for i, j in zip(a.tolist(), t.tolist(), strict=True)]
+        known = np.array([g is not None and g[0] is cs[i] and g[1] is cs[j]
+                          for g, i, j in zip(got, a.tolist(), t.tolist(), strict=True)],
+                         dtype=bool).reshape(-1)
+        seen = np.array([g is not None and g[2] for g in got], dtype=bool).reshape(-1)
+        return known, seen
+
+    def _remember_open(self, a: IntArray, t: IntArray, value: BoolArray) -> None:
+        """Note the pairs' line of effect for later snapshots of these walls (the creature
+        objects are held with it, so that their identities stay theirs)."""
+        table, ids, cs = self._seen, self._ids, self.cs
+        if len(table) + len(a) > _SEEN_PAIRS:
+            table.clear()
+        for i, j, v in zip(a.tolist(), t.tolist(), value.tolist(), strict=True):
+            table[(ids[i], ids[j])] = (cs[i], cs[j], v)
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per pair: whether one plain wall, or a run of them end to end, separates the two

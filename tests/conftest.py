@@ -21,6 +21,17 @@ from server.app import run
 from server.session import Core
 from server.store import Store
 
+
+@pytest.fixture(autouse=True)
+def _nothing_kept_from_other_tests() -> None:
+    """Each test starts with nothing the rulesets keep across revisions of a scene
+    (`rulesets.forget_kept`): a test that counts what an evaluation computes must not
+    find it read back from an earlier test's scene."""
+    from rulesets import forget_kept
+
+    forget_kept()
+
+
 # No test reads or writes the user's own state store (`covercast serve` without --state
 # uses $XDG_STATE_HOME/covercast/state.sqlite3, and brings back every scene it holds):
 # this run's servers, and the processes they start, get a folder of their own. A process

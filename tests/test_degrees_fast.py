@@ -459,6 +459,7 @@ def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
     rounds of one and two lines on small scenes, the answers are the reference's, and
     lines of pairs found open in a round are not traced again."""
     from rulesets import degrees as degrees_mod
+    from rulesets import forget_kept
 
     monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 0)
     monkeypatch.setattr(degrees_mod, "_OPEN_ROUNDS", (1, 2))
@@ -477,16 +478,78 @@ def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
         for name in OPTIONS:
             options = OPTIONS[name]["default"]
             traced.clear()
+            forget_kept()
             assert_same(rules(name).evaluate(geom, options),
                         rules(name).reference(geom, options))
             calls.append(len(traced))
     assert max(calls) >= 2  # some pairs were left for a later round
-    # Rounds end early for open pairs: across the rounds, fewer lines than one round traces.
+    # Rounds end early for open pairs: across the rounds, fewer lines than one round traces
+    # (each evaluation from nothing kept).
     monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 10**9)
     geom = hex_dressed(1, HEX_KINDS[0]) if kind is not GridKind.SQUARE else dressed(1)
+    forget_kept()
     rules("degrees").evaluate(geom, DegreesOptions())
     at_once = sum(traced[-1:])
     monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 0)
     traced.clear()
+    forget_kept()
     rules("degrees").evaluate(geom, DegreesOptions())
     assert sum(traced) < at_once
+
+
+@pytest.mark.parametrize("kind", [GridKind.SQUARE, GridKind.HEXODDR, GridKind.HEXEVENQ],
+                         ids=lambda k: k.name)
+def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
+        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Line of effect depends on the two creatures, the walls and the terrain alone, and is
+    kept per pair of creature objects for later snapshots of the same walls
+    (`rulesets.degrees._seen_table`). Move after move, the pairs a move asks for equal a
+    fresh evaluation with nothing kept; most pairs' line of effect is then read back, not
+    looked for again; and other walls (every door shut, no walls) or other options start
+    afresh rather than reading what the old walls kept."""
+    from bench.hexbench import moved
+    from geometry.incremental import affected_pairs
+    from rulesets import degrees as degrees_mod
+    from rulesets import forget_kept
+
+    asked: list[int] = []
+    real = degrees_mod._Context._through_openings
+
+    def counting(self: Any, a: Any, t: Any, open_any: Any, sealed: Any = None,
+                 ask: Any = None) -> Any:
+        asked.append(int(ask.sum()) if ask is not None else len(a))
+        return real(self, a, t, open_any, sealed, ask)
+
+    monkeypatch.setattr(degrees_mod._Context, "_through_openings", counting)
+    geom = dressed(3) if kind is GridKind.SQUARE else hex_dressed(3, kind)
+    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
+    for name in OPTIONS:
+        ruleset = rules(name)
+        options = OPTIONS[name]["default"]
+        forget_kept()
+        ruleset.evaluate(geom, options)
+        current, warm_asked, cold_asked = geom, 0, 0
+        for m in range(6):
+            after = moved(current, (5 * m + 1) % len(current.creatures))
+            found = affected_pairs(current, after)
+            assert found is not None
+            pairs = sorted(ruleset.widen(current, after, options, set(found)))
+            asked.clear()
+            warm = ruleset.evaluate(after, options, pairs)
+            warm_asked += sum(asked)
+            kept = dict(degrees_mod._SEEN)
+            degrees_mod._SEEN.clear()
+            asked.clear()
+            assert_same(warm, ruleset.evaluate(after, options, pairs))
+            cold_asked += sum(asked)
+            degrees_mod._SEEN.clear()
+            degrees_mod._SEEN.update(kept)
+            current = after
+        assert warm_asked < cold_asked, (warm_asked, cold_asked)
+        # The same creature objects under other walls: every door shut, then no walls.
+        for walls in (tuple(replace(w, active=True) for w in current.walls), ()):
+            changed = replace(current, walls=walls)
+            assert_same(ruleset.evaluate(changed, options),
+                        rules(name).reference(changed, options))
+        other = OPTIONS[name]["variant"]
+        assert_same(ruleset.evaluate(current, other), rules(name).reference(current, other))

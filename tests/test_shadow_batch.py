@@ -55,14 +55,21 @@ def assert_same(fast: list[Annotation], ref: list[Annotation]) -> None:
 
 # -- the kernel ------------------------------------------------------------------------------
 
+def _coord(lo: float, hi: float) -> st.SearchStrategy[float]:
+    # Pixels to a millionth: a coordinate such as 3e-128 beside 0.0 makes GEOS's union of
+    # the shadows (the reference) lose the shadow it crosses (found by Hypothesis: 0
+    # against the exact 4949.49 px^2 of a triangle the union left out).
+    return st.floats(lo, hi).map(lambda v: round(v, 6))
+
+
 @st.composite
 def shading_cases(draw: st.DrawFn) -> tuple[Any, ...]:
     """A viewpoint outside a body (a grid square or a hexagon), and segments around them:
     on the grid lines (rooms), through the body's corners, and anywhere."""
     hexagon = draw(st.booleans())
     if hexagon:
-        cx, cy = draw(st.floats(150, 350)), draw(st.floats(150, 350))
-        r = draw(st.floats(10, 60))
+        cx, cy = draw(_coord(150, 350)), draw(_coord(150, 350))
+        r = draw(_coord(10, 60))
         turn = draw(st.floats(0, 1))
         ang = np.arange(6) * np.pi / 3 + turn
         body = np.stack([cx + r * np.cos(ang), cy + r * np.sin(ang)], axis=1)
@@ -72,7 +79,7 @@ def shading_cases(draw: st.DrawFn) -> tuple[Any, ...]:
     if draw(st.booleans()):
         body = body[::-1].copy()
     grid = st.integers(0, 5).map(lambda v: 100.0 * v)
-    p = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+    p = np.array([draw(_coord(0, 500)), draw(_coord(0, 500))])
     if shapely.Polygon(body).buffer(1.0).contains(shapely.Point(p)):
         p = np.array([draw(grid) - 0.25, -40.0])  # outside every body
     segs = []
@@ -83,10 +90,10 @@ def shading_cases(draw: st.DrawFn) -> tuple[Any, ...]:
             b = a + np.array(draw(st.sampled_from([(100, 0), (0, 100), (200, 0), (0, 300)])))
         elif kind == 1:
             a = body[draw(st.integers(0, len(body) - 1))]
-            b = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+            b = np.array([draw(_coord(0, 500)), draw(_coord(0, 500))])
         else:
-            a = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
-            b = np.array([draw(st.floats(0, 500)), draw(st.floats(0, 500))])
+            a = np.array([draw(_coord(0, 500)), draw(_coord(0, 500))])
+            b = np.array([draw(_coord(0, 500)), draw(_coord(0, 500))])
         if np.hypot(*(b - a)) < 1e-3:
             continue
         # The callers keep the viewpoint off every segment.
