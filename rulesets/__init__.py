@@ -25,10 +25,10 @@ def forget_kept() -> None:
     """Forget what rulesets keep across revisions of a scene (realms' covered fractions,
     degrees' and pf2's line of effect per pair of creature objects), so that the next
     evaluation is a first subscription's. Benchmarks time first subscriptions so."""
-    from rulesets import degrees, realms
+    from rulesets import kept, realms
 
     realms._MEASURES.clear()
-    degrees._SEEN.clear()
+    kept.forget()
 
 
 __all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset", "forget_kept"]

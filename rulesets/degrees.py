@@ -48,7 +48,7 @@ from geometry.kernel import (
     dense_unique,
     segments_enter_boxes,
 )
-from geometry.model import CreatureGeom, Direction, GridKind, RegionKind, SceneGeom
+from geometry.model import Direction, GridKind, RegionKind, SceneGeom
 from geometry.seams import Seams, box_seams, hex_seams, seam_hits
 from geometry.square import (
     INSET_PX,
@@ -65,6 +65,7 @@ from geometry.square import (
 from geometry.templates import Template, inside, shape
 from geometry.trace import SOLID_CODE, LineHits, Tracer
 from geometry.vertical import box_passage, flank_height, sheet, wall_crossing
+from rulesets import kept
 from rulesets.base import (
     Annotation,
     AreaHit,
@@ -347,44 +348,6 @@ class CoverDegrees(Ruleset):
             mods = tuple(m for m in self.TABLE[degree] if m.stat is Stat.REFLEX)
             hits.append(AreaHit(c.id, degree, mods, frozenset(flags), count))
         return hits
-
-
-@dataclass(slots=True)
-class _Seen:
-    """One scene's walls, terrain, grid, ruleset and options, and the line of effect
-    worked out between two creature objects under them, by the objects' identities."""
-
-    walls: tuple[Any, ...]
-    regions: tuple[Any, ...]
-    grid: Any
-    rules: Any
-    options: Any
-    pairs: dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]
-
-
-#: Per wall tuple (by identity: a token's move keeps it), the `_Seen` of the scenes that
-#: have it; a few scenes at once (a gm's and a viewer's snapshots of each).
-_SEEN: dict[int, _Seen] = {}
-_SEEN_SCENES = 8
-#: Pairs a `_Seen` holds at most before it starts again (each holds two creature objects).
-_SEEN_PAIRS = 200_000
-
-
-def _seen_table(scene: SceneGeom, options: Any, rules: Any,
-                ) -> dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]:
-    """The table of line of effect for this scene's walls, terrain, grid, ruleset and
-    options (a new one when any differs). Shared by the Core's thread and the one that
-    works ahead: a lookup or a store is one dict operation, and an entry holds the
-    objects its key names, so a stale identity is never read as a live one."""
-    held = _SEEN.get(id(scene.walls))
-    if (held is not None and held.walls is scene.walls and held.regions == scene.regions
-            and held.grid == scene.grid and held.rules is rules and held.options == options):
-        return held.pairs
-    if len(_SEEN) >= _SEEN_SCENES and id(scene.walls) not in _SEEN:
-        drop_oldest(_SEEN)
-    kept = _Seen(scene.walls, scene.regions, scene.grid, rules, options, {})
-    _SEEN[id(scene.walls)] = kept
-    return kept.pairs
 
 
 #: Per hex footprint (layout, x, y, width, height, shape): its `seal_rings` ring (read-only),
@@ -687,9 +650,9 @@ class _Context:
         return out
 
     @functools.cached_property
-    def _seen(self) -> dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, bool]]:
-        """This snapshot's walls' table of line of effect (`_seen_table`)."""
-        return _seen_table(self.scene, self.options, self.rules)
+    def _seen(self) -> dict[tuple[int, int], kept.Entry]:
+        """This snapshot's walls' table of line of effect (`rulesets.kept`)."""
+        return kept.table(self.scene, self.rules, self.options)
 
     @functools.cached_property
     def _ids(self) -> list[int]:
@@ -698,22 +661,12 @@ class _Context:
     def _known_open(self, a: IntArray, t: IntArray) -> tuple[BoolArray, BoolArray]:
         """Per pair (a[k], t[k]): whether an earlier snapshot of these walls (or this one)
         worked out its line of effect for these two creature objects, and what it found."""
-        table, ids, cs = self._seen, self._ids, self.cs
-        got = [table.get((ids[i], ids[j])) for i, j in zip(a.tolist(), t.tolist(), strict=True)]
-        known = np.array([g is not None and g[0] is cs[i] and g[1] is cs[j]
-                          for g, i, j in zip(got, a.tolist(), t.tolist(), strict=True)],
-                         dtype=bool).reshape(-1)
-        seen = np.array([g is not None and g[2] for g in got], dtype=bool).reshape(-1)
-        return known, seen
+        found, values = kept.known(self._seen, self.cs, self._ids, a, t)
+        return found, np.array([bool(v) for v in values], dtype=bool).reshape(-1)
 
     def _remember_open(self, a: IntArray, t: IntArray, value: BoolArray) -> None:
-        """Note the pairs' line of effect for later snapshots of these walls (the creature
-        objects are held with it, so that their identities stay theirs)."""
-        table, ids, cs = self._seen, self._ids, self.cs
-        if len(table) + len(a) > _SEEN_PAIRS:
-            table.clear()
-        for i, j, v in zip(a.tolist(), t.tolist(), value.tolist(), strict=True):
-            table[(ids[i], ids[j])] = (cs[i], cs[j], v)
+        """Note the pairs' line of effect for later snapshots of these walls."""
+        kept.remember(self._seen, self.cs, self._ids, a, t, value.tolist())
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per pair: whether one plain wall, or a run of them end to end, separates the two

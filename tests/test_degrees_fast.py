@@ -503,7 +503,7 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
         kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
     """Line of effect depends on the two creatures, the walls and the terrain alone, and is
     kept per pair of creature objects for later snapshots of the same walls
-    (`rulesets.degrees._seen_table`). Move after move, the pairs a move asks for equal a
+    (`rulesets.kept`). Move after move, the pairs a move asks for equal a
     fresh evaluation with nothing kept; most pairs' line of effect is then read back, not
     looked for again; and other walls (every door shut, no walls) or other options start
     afresh rather than reading what the old walls kept."""
@@ -511,6 +511,7 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
     from geometry.incremental import affected_pairs
     from rulesets import degrees as degrees_mod
     from rulesets import forget_kept
+    from rulesets import kept as kept_mod
 
     asked: list[int] = []
     real = degrees_mod._Context._through_openings
@@ -537,13 +538,13 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
             asked.clear()
             warm = ruleset.evaluate(after, options, pairs)
             warm_asked += sum(asked)
-            kept = dict(degrees_mod._SEEN)
-            degrees_mod._SEEN.clear()
+            held = dict(kept_mod._TABLES)
+            kept_mod._TABLES.clear()
             asked.clear()
             assert_same(warm, ruleset.evaluate(after, options, pairs))
             cold_asked += sum(asked)
-            degrees_mod._SEEN.clear()
-            degrees_mod._SEEN.update(kept)
+            kept_mod._TABLES.clear()
+            kept_mod._TABLES.update(held)
             current = after
         assert warm_asked < cold_asked, (warm_asked, cold_asked)
         # The same creature objects under other walls: every door shut, then no walls.
