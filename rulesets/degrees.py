@@ -650,23 +650,21 @@ class _Context:
         return out
 
     @functools.cached_property
-    def _seen(self) -> dict[tuple[int, int], kept.Entry]:
+    def _seen(self) -> kept.Kept:
         """This snapshot's walls' table of line of effect (`rulesets.kept`)."""
         return kept.table(self.scene, self.rules, self.options)
-
-    @functools.cached_property
-    def _ids(self) -> list[int]:
-        return [id(c) for c in self.cs]
 
     def _known_open(self, a: IntArray, t: IntArray) -> tuple[BoolArray, BoolArray]:
         """Per pair (a[k], t[k]): whether an earlier snapshot of these walls (or this one)
         worked out its line of effect for these two creature objects, and what it found."""
-        found, values = kept.known(self._seen, self.cs, self._ids, a, t)
-        return found, np.array([bool(v) for v in values], dtype=bool).reshape(-1)
+        found, values = self._seen.known(a, t)
+        if not found.any():
+            return found, found.copy()
+        return found, np.fromiter(map(bool, values), dtype=bool, count=len(values))
 
     def _remember_open(self, a: IntArray, t: IntArray, value: BoolArray) -> None:
         """Note the pairs' line of effect for later snapshots of these walls."""
-        kept.remember(self._seen, self.cs, self._ids, a, t, value.tolist())
+        self._seen.remember(a, t, value.tolist())
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per pair: whether one plain wall, or a run of them end to end, separates the two

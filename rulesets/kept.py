@@ -3,16 +3,17 @@ scene's later snapshots.
 
 Rule of this module: a table per scene's walls, terrain, grid, ruleset and options, of
 values that depend on two creatures and those alone (line of effect: creatures never stop
-it), keyed by the two creature objects' identities. A token's move keeps the wall tuple
-and every other creature's object, so after a move only the pairs of the creature that
-moved are worked out again. Each entry holds the two objects its key names: an identity
-in the table is never a dead object's, reused by a new one. The tables are shared by the
-Core's thread and the one that works ahead (server/ahead.py): a lookup or a store is one
-dict operation.
+it). A token's move keeps the wall tuple and every other creature's object, so after a
+move only the pairs of the creature that moved are worked out again. Creature objects are
+numbered by identity, and the table holds each object it numbers: a number is never a
+dead object's, its identity reused by a new one. The tables are shared by the Core's
+thread and the one that works ahead (server/ahead.py): numbers are given under a lock; a
+lookup or a store is one dict operation.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +24,6 @@ from geometry.caches import drop_oldest
 from geometry.kernel import BoolArray, IntArray
 from geometry.model import CreatureGeom, SceneGeom
 
-#: An entry: the two creature objects and the value.
-Entry = tuple[CreatureGeom, CreatureGeom, Any]
-
 
 @dataclass(slots=True)
 class _Table:
@@ -34,26 +32,75 @@ class _Table:
     grid: Any
     rules: Any
     options: Any
-    pairs: dict[tuple[int, int], Entry]
+    #: Per creature object (by identity): the object, held, and its number.
+    numbers: dict[int, tuple[CreatureGeom, int]]
+    #: Per pair of numbers (a << 32 | t): the value.
+    values: dict[int, Any]
 
 
 #: Per wall tuple (by identity), the tables of the scenes that have it; a few scenes at once
 #: (a gm's and a viewer's snapshots of each).
 _TABLES: dict[int, list[_Table]] = {}
 _SCENES = 8
-#: Pairs a table holds at most before it starts again (each holds two creature objects).
+#: Pairs a table holds at most, and creature objects it numbers, before it starts again (a
+#: token dragged to and fro makes a new object at every step).
 PAIRS = 200_000
+OBJECTS = 20_000
+_LOCK = threading.Lock()
 
 
-def table(scene: SceneGeom, rules: Any, options: Any) -> dict[tuple[int, int], Entry]:
-    """The table for this scene's walls, terrain and grid, this ruleset and options (a new
-    one when any differs)."""
+class Kept:
+    """One snapshot's view of its table: its creatures' numbers."""
+
+    def __init__(self, table: _Table, cs: Sequence[CreatureGeom]) -> None:
+        # The numbers and the values they key are read together: a table that starts
+        # again gets new dicts, and a snapshot numbered before stores into the old ones.
+        numbers, self._values = table.numbers, table.values
+        got = [numbers.get(id(c)) for c in cs]
+        if any(g is None or g[0] is not c for g, c in zip(got, cs, strict=True)):
+            with _LOCK:
+                if len(table.numbers) + len(cs) > OBJECTS:
+                    table.numbers, table.values = {}, {}
+                numbers, self._values = table.numbers, table.values
+                for k, c in enumerate(cs):
+                    g = numbers.get(id(c))
+                    if g is None or g[0] is not c:
+                        g = numbers[id(c)] = (c, len(numbers))
+                    got[k] = g
+        self._number = np.array([g[1] for g in got if g is not None], dtype=np.int64)
+
+    def _keys(self, a: IntArray, t: IntArray) -> list[int]:
+        out: list[int] = ((self._number[a] << 32) | self._number[t]).tolist()
+        return out
+
+    def known(self, a: IntArray, t: IntArray) -> tuple[BoolArray, list[Any]]:
+        """Per pair (a[k], t[k]) of the snapshot's creatures: whether the table holds it,
+        and its value (None where it does not)."""
+        values = self._values
+        if not values:
+            # (A first subscription's table is empty: nothing to look up.)
+            return np.zeros(len(a), dtype=bool), [None] * len(a)
+        got = list(map(values.get, self._keys(a, t)))
+        found = np.fromiter((v is not None for v in got), dtype=bool, count=len(got))
+        return found, got
+
+    def remember(self, a: IntArray, t: IntArray, values: Sequence[Any]) -> None:
+        """Note the pairs' values (never None) for later snapshots."""
+        table = self._values
+        if len(table) + len(a) > PAIRS:
+            table.clear()
+        table.update(zip(self._keys(a, t), values, strict=True))
+
+
+def table(scene: SceneGeom, rules: Any, options: Any) -> Kept:
+    """The snapshot's view of the table for its walls, terrain and grid, this ruleset and
+    options (a new table when any differs)."""
     held = _TABLES.get(id(scene.walls))
     if held is not None and held[0].walls is scene.walls:
         for t in held:
             if (t.rules is rules and t.regions == scene.regions and t.grid == scene.grid
                     and t.options == options):
-                return t.pairs
+                return Kept(t, scene.creatures)
     else:
         held = None
     if held is None:
@@ -62,31 +109,11 @@ def table(scene: SceneGeom, rules: Any, options: Any) -> dict[tuple[int, int], E
         held = _TABLES[id(scene.walls)] = []
     if len(held) >= _SCENES:
         del held[0]
-    made = _Table(scene.walls, scene.regions, scene.grid, rules, options, {})
+    made = _Table(scene.walls, scene.regions, scene.grid, rules, options, {}, {})
     held.append(made)
-    return made.pairs
+    return Kept(made, scene.creatures)
 
 
 def forget() -> None:
     """Forget every table (a first subscription's evaluation follows)."""
     _TABLES.clear()
-
-
-def known(pairs: dict[tuple[int, int], Entry], cs: Sequence[CreatureGeom], ids: Sequence[int],
-          a: IntArray, t: IntArray) -> tuple[BoolArray, list[Any]]:
-    """Per pair (a[k], t[k]) of creatures cs (ids: their identities): whether the table
-    holds it for these two objects, and its value (None where it does not)."""
-    got = [pairs.get((ids[i], ids[j])) for i, j in zip(a.tolist(), t.tolist(), strict=True)]
-    values = [g[2] if g is not None and g[0] is cs[i] and g[1] is cs[j] else None
-              for g, i, j in zip(got, a.tolist(), t.tolist(), strict=True)]
-    found = np.array([v is not None for v in values], dtype=bool).reshape(-1)
-    return found, values
-
-
-def remember(pairs: dict[tuple[int, int], Entry], cs: Sequence[CreatureGeom],
-             ids: Sequence[int], a: IntArray, t: IntArray, values: Sequence[Any]) -> None:
-    """Note the pairs' values (never None) for later snapshots."""
-    if len(pairs) + len(a) > PAIRS:
-        pairs.clear()
-    for i, j, v in zip(a.tolist(), t.tolist(), values, strict=True):
-        pairs[(ids[i], ids[j])] = (cs[i], cs[j], v)
