@@ -109,13 +109,30 @@ def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]
             creatures.append(c)
             continue
         mounts[c.id] = steed
-        creatures.append(replace(
+        # The same rider on the same mount is the same object, snapshot after snapshot:
+        # what is kept per creature object (hex footprints, line of effect per pair)
+        # holds for it too.
+        held = _RIDING.get((id(c), id(steed)))
+        if held is not None and held[0] is c and held[1] is steed:
+            creatures.append(held[2])
+            continue
+        riding = replace(
             c, x=steed.x, y=steed.y, width=steed.width, height=steed.height, shape=steed.shape,
             elevation=steed.elevation, tall=max(steed.tall, steed.tall / 2 + c.tall),
-            reach=rider_reach(c.reach, steed)))
+            reach=rider_reach(c.reach, steed))
+        if len(_RIDING) >= _RIDING_KEPT:
+            _RIDING.clear()
+        _RIDING[(id(c), id(steed))] = (c, steed, riding)
+        creatures.append(riding)
     if not mounts:
         return scene, mounts
     return replace(scene, creatures=tuple(creatures)), mounts
+
+
+#: Per (rider, mount) objects (by identity, both held): the rider as it fights mounted
+#: (`mounted_scene`), for the last _RIDING_KEPT pairs.
+_RIDING: dict[tuple[int, int], tuple[CreatureGeom, CreatureGeom, CreatureGeom]] = {}
+_RIDING_KEPT = 4_096
 
 
 class Pf2(CoverDegrees):

@@ -558,3 +558,25 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
                         rules(name).reference(changed, options))
         other = OPTIONS[name]["variant"]
         assert_same(ruleset.evaluate(current, other), rules(name).reference(current, other))
+
+
+def test_a_rider_on_the_same_mount_is_the_same_object_snapshot_after_snapshot() -> None:
+    """pf2 fights a rider from its mount's space (`mounted_scene`): the same rider and
+    mount objects give the same rider object each time (so what is kept per creature
+    object holds for it), and a mount that moved gives a rider where the mount now is."""
+    from rulesets.pf2 import mounted_scene
+
+    geom = dressed(1)
+    riders = [c for c in geom.creatures if c.mount is not None]
+    assert riders
+    first, _ = mounted_scene(geom)
+    again, _ = mounted_scene(replace(geom, creatures=tuple(geom.creatures)))
+    for c, d in zip(first.creatures, again.creatures, strict=True):
+        assert c is d
+    steed_id = riders[0].mount
+    moved_geom = replace(geom, creatures=tuple(
+        replace(c, x=c.x + 300.0) if c.id == steed_id else c for c in geom.creatures))
+    moved, mounts = mounted_scene(moved_geom)
+    rider = next(c for c in moved.creatures if c.id == riders[0].id)
+    assert rider.x == mounts[riders[0].id].x == next(
+        c for c in geom.creatures if c.id == steed_id).x + 300.0
