@@ -27,7 +27,7 @@ import numpy as np
 from bench.live import core_move
 from bench.scenes import generate
 from geometry import kernel
-from rulesets import REGISTRY
+from rulesets import REGISTRY, forget_kept
 from rulesets.base import Annotation, Degree
 from rulesets.corner import CornerEngine
 from rulesets.degrees import _Context
@@ -43,7 +43,8 @@ def baseline() -> Iterator[None]:
     patches: list[tuple[Any, str, Any]] = [
         (CornerEngine, "_through_openings", lambda self, plan, sealed, level, reach:
          (level, reach)),
-        (_Context, "_through_openings", lambda self, a, t, open_any, sealed=None: open_any),
+        (_Context, "_through_openings",
+         lambda self, a, t, open_any, sealed=None, ask=None: open_any),
         (_Context, "_sealed_pairs", lambda self, a, t: None),
         (_Context, "_origin_sees", lambda self, origin, t: False),
     ]
@@ -55,6 +56,9 @@ def baseline() -> Iterator[None]:
 
     patches.append((kernel, "blocks_cross_walls_any", no_sealed))
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    # What the rulesets keep across snapshots (degrees' line of effect per pair) is worked
+    # out one way or the other: neither way may read the other's.
+    forget_kept()
     for owner, name, value in patches:
         setattr(owner, name, value)
     try:
@@ -62,10 +66,13 @@ def baseline() -> Iterator[None]:
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
+        forget_kept()
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    """CPU time of fn (this process's: the machine is shared, wall time varies with load)."""
+    """CPU time of fn (this process's: the machine is shared, wall time varies with load),
+    from nothing kept by an earlier run (a first subscription's)."""
+    forget_kept()
     gc.collect()
     t0 = time.process_time()
     out = fn()
@@ -98,6 +105,7 @@ def measure(tokens: int, walls: int, ruleset: str, rounds: int, moves: int) -> R
                 with baseline():
                     r = core_move(tokens, walls, 1, moves, ruleset)
             else:
+                forget_kept()
                 r = core_move(tokens, walls, 1, moves, ruleset)
                 matches = matches and bool(r["view_matches_fresh"])
             move[which].append(float(r["cpu_median_s"]))
