@@ -62,6 +62,29 @@ def shuffled_ranks(group: IntArray) -> IntArray:
     return rank
 
 
+def in_rounds(group: IntArray, firsts: Sequence[int], one_round: int, chunk: int,
+              done: Callable[[IntArray], BoolArray]) -> Iterator[IntArray]:
+    """The items (positions in `group`) to try until each group has what it looks for:
+    the first firsts[0] items of every group (in `shuffled_ranks`' order), then up to
+    firsts[1], ..., then the rest; each round in chunks of at most `chunk` items, from
+    which the items `done` says need no more trying (asked before each chunk is given,
+    so after the caller has tried the one before) are left out. Up to `one_round` items
+    in all are one round, in their own order: a few items' cost is the calls', not the
+    items'."""
+    n = len(group)
+    rounds: tuple[int, ...] = (n,) if n <= one_round else (*firsts, n)
+    rank = shuffled_ranks(group) if len(rounds) > 1 else None
+    lo = 0
+    for hi in rounds:
+        sel = np.arange(n) if rank is None else np.flatnonzero((rank >= lo) & (rank < hi))
+        lo = hi
+        for c0 in range(0, len(sel), chunk):
+            part = sel[c0:c0 + chunk]
+            part = part[~done(part)]
+            if len(part):
+                yield part
+
+
 def within_runs(counts: IntArray) -> IntArray:
     """For runs of these lengths laid end to end, each element's place in its own run:
     (2, 0, 3) gives 0 1 0 1 2. With `np.repeat(starts, counts)` it lists every element of

@@ -995,27 +995,19 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     # blocked.
     # A small search (a move's few pairs) is tried in one round: its cost is the calls',
     # not the lines'.
-    rounds = (len(li),) if len(li) <= _ONE_ROUND else (*_ROUNDS, len(li))
-    rank = kernel.shuffled_ranks(li) if len(rounds) > 1 else np.zeros(len(li), dtype=np.intp)
-    lo = 0
-    for hi in rounds:
-        g = group[li]
-        sel = np.flatnonzero((rank >= lo) & (rank < hi) & ~(group_f[g] & group_b[g]))
-        lo = hi
-        # In chunks of lines: a big map's last round has millions, whose temporaries
-        # would each be hundreds of megabytes (first touched, then freed, every round);
-        # the lines of groups found free by an earlier chunk are left out.
-        for c0 in range(0, len(sel), _TRY_LINES):
-            part = sel[c0:c0 + _TRY_LINES]
-            if c0:
-                gp = g[part]
-                part = part[~(group_f[gp] & group_b[gp])]
-            if len(part) == 0:
-                continue
-            _try(blk, ext, bi, wi, li[part], p0[part], p1[part], clippers,
-                 point_a, point_b, free_f, free_b, lead)
-            group_f[group[free_f]] = True
-            group_b[group[free_b]] = True
+    # In chunks of lines: a big map's last round has millions, whose temporaries would
+    # each be hundreds of megabytes (first touched, then freed, every round); the lines of
+    # groups found free by an earlier chunk are left out.
+    def done(k: IntArray) -> BoolArray:
+        g = group[li[k]]
+        out: BoolArray = group_f[g] & group_b[g]
+        return out
+
+    for part in kernel.in_rounds(li, _ROUNDS, _ONE_ROUND, _TRY_LINES, done):
+        _try(blk, ext, bi, wi, li[part], p0[part], p1[part], clippers,
+             point_a, point_b, free_f, free_b, lead)
+        group_f[group[free_f]] = True
+        group_b[group[free_b]] = True
     return free_f[items], free_b[items]
 
 

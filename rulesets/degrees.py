@@ -913,24 +913,16 @@ class _Context:
         # benchmark scenes two thirds of the lines left to trace are such pairs', 85% on
         # the plain one); the answer is the same as tracing every line. A few lines (a
         # move's) go in one round: a round's cost is then its calls'.
-        rounds = ((len(rows),) if len(rows) <= _OPEN_ONE_ROUND
-                  else (*_OPEN_ROUNDS, len(rows)))
-        rank = kernel.shuffled_ranks(rows) if len(rounds) > 1 else None
-        lo = 0
-        for hi in rounds:
-            todo = (np.arange(len(rows)) if rank is None
-                    else np.flatnonzero((rank >= lo) & (rank < hi) & ~any_open[rows]))
-            lo = hi
-            # In chunks: a scene of walls no plain wall proves anything about leaves up to
-            # 25 lines per pair (hundreds on a hex grid), each with many hits.
-            for c0 in range(0, len(todo), _CHUNK_LINES):
-                k = todo[c0:c0 + _CHUNK_LINES]
-                r, c = rows[k], cols[k]
-                starts = self.samples[a[r], c // per]
-                ends = self.samples[t[r], c % per]
-                hits = self._trace_lines(starts, ends, creatures=False)
-                blocked, _ = self._blocked_roles(hits, a[r], t[r], starts, ends)
-                any_open[r[~blocked]] = True
+        # In chunks: a scene of walls no plain wall proves anything about leaves up to 25
+        # lines per pair (hundreds on a hex grid), each with many hits.
+        for k in kernel.in_rounds(rows, _OPEN_ROUNDS, _OPEN_ONE_ROUND, _CHUNK_LINES,
+                                  lambda k: any_open[rows[k]]):
+            r, c = rows[k], cols[k]
+            starts = self.samples[a[r], c // per]
+            ends = self.samples[t[r], c % per]
+            hits = self._trace_lines(starts, ends, creatures=False)
+            blocked, _ = self._blocked_roles(hits, a[r], t[r], starts, ends)
+            any_open[r[~blocked]] = True
         return any_open
 
     def _fast_traced(self, hits: LineHits, roles: IntArray, keep: BoolArray,

@@ -527,3 +527,39 @@ def test_shuffled_ranks_number_each_groups_items_from_zero(groups: list[int]) ->
     rank = shuffled_ranks(g)
     for k in set(groups):
         assert sorted(rank[g == k].tolist()) == list(range(groups.count(k)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=80), st.integers(1, 7), st.integers(0, 40),
+       st.sets(st.integers(0, 5)))
+def test_in_rounds_gives_each_item_once_first_a_few_of_every_group(
+        groups: list[int], chunk: int, one_round: int, finished: set[int]) -> None:
+    """`kernel.in_rounds`: every item once, in chunks of at most `chunk`; beyond
+    `one_round` items, the first round holds at most firsts[0] items of each group; and
+    once `done` says a group is finished (here: after its first item is given, for the
+    groups in `finished`), none of its items comes again."""
+    from geometry.kernel import in_rounds
+
+    g = np.array(groups, dtype=np.intp)
+    given_: list[int] = []
+    closed: set[int] = set()
+
+    def done(k: np.ndarray) -> np.ndarray:
+        return np.array([int(g[i]) in closed for i in k], dtype=bool)
+
+    chunks: list[np.ndarray] = []
+    for part in in_rounds(g, (2,), one_round, chunk, done):
+        assert 0 < len(part) <= chunk
+        for i in part.tolist():
+            assert int(g[i]) not in closed
+            given_.append(i)
+        closed |= {int(g[i]) for i in part.tolist()} & finished
+        chunks.append(part)
+    assert len(given_) == len(set(given_))
+    left = {i for i in range(len(groups)) if i not in set(given_)}
+    assert all(int(g[i]) in finished for i in left)
+    if not finished:
+        assert sorted(given_) == list(range(len(groups)))
+    if len(groups) > one_round and not finished and chunk >= len(groups):
+        first = chunks[0].tolist()
+        assert all(sum(1 for i in first if g[i] == k) <= 2 for k in set(groups))
