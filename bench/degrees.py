@@ -21,9 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from bench.dressing import dress
-from bench.matrix import _error, _where, timed_runs
+from bench.matrix import _error, _where, first_subscription, timed_runs
 from bench.scenes import generate
-from rulesets import REGISTRY, forget_kept
+from rulesets import REGISTRY
 from rulesets.base import Annotation
 from rulesets.degrees import CoverDegrees
 from server.memory import tune_process
@@ -32,13 +32,6 @@ Result = dict[str, Any]
 RULESETS = ("dnd35", "degrees", "pf2")
 #: Centre-line rulesets with a reference computation.
 CENTRE_LINE = ("degrees", "pf2")
-
-
-def _first(ruleset: Any, geom: Any, options: Any) -> list[Annotation]:
-    """A first subscription's matrix: nothing kept from an earlier run."""
-    forget_kept()
-    out: list[Annotation] = ruleset.evaluate(geom, options)
-    return out
 
 
 def measure(tokens: int, walls: int, seed: int, *, dressed: bool = False, max_runs: int = 5,
@@ -55,7 +48,8 @@ def measure(tokens: int, walls: int, seed: int, *, dressed: bool = False, max_ru
         g = geom if name in CENTRE_LINE else replace(geom, creatures=tuple(
             replace(c, cover_floor=None) for c in geom.creatures))
         try:
-            times, anns = timed_runs(functools.partial(_first, ruleset, g, opts), max_runs)
+            times, anns = timed_runs(functools.partial(first_subscription, ruleset, g, opts),
+                                     max_runs)
             out[name] = {"median_s": statistics.median(times), "times": times}
             fast[name] = anns
         except Exception as exc:

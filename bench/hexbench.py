@@ -21,11 +21,12 @@ from typing import Any
 
 from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
+from bench.matrix import first_subscription
 from bench.scenes import generate
 from geometry import hex as hexgrid
 from geometry.incremental import affected_pairs
 from geometry.model import GridKind, SceneGeom
-from rulesets import REGISTRY, forget_kept
+from rulesets import REGISTRY
 from rulesets.degrees import CoverDegrees
 from server.memory import tune_process
 
@@ -46,12 +47,6 @@ def moved(geom: SceneGeom, k: int) -> SceneGeom:
     creatures = list(geom.creatures)
     creatures[k] = replace(c, x=x, y=y)
     return replace(geom, creatures=tuple(creatures))
-
-
-def _first(ruleset: CoverDegrees, geom: SceneGeom, options: Any) -> Any:
-    """A first subscription's matrix: nothing kept from an earlier run."""
-    forget_kept()
-    return ruleset.evaluate(geom, options)
 
 
 def _timed(fn: Any, runs: int) -> tuple[float, Any]:
@@ -77,7 +72,7 @@ def measure(tokens: int, walls: int, seed: int, kinds: Sequence[int], runs: int,
             ruleset = REGISTRY.get(name)
             assert isinstance(ruleset, CoverDegrees)
             opts = ruleset.Options()
-            full_s, _ = _timed(lambda r=ruleset, o=opts, g=geom: _first(r, g, o), runs)
+            full_s, _ = _timed(lambda r=ruleset, o=opts, g=geom: first_subscription(r, g, o), runs)
             move_fast, move_ref, mismatches, compared, pairs = [], [], 0, 0, []
             for m in range(moves):
                 k = (7 * m + 3) % len(geom.creatures)

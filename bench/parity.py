@@ -28,6 +28,7 @@ figures are reported as ratios to it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -41,7 +42,7 @@ from typing import Any
 from bench.dressing import dress
 from bench.hexbench import moved
 from bench.hexscenes import HEX_KINDS, on_hex
-from bench.matrix import _error, _where, timed_runs
+from bench.matrix import _error, _where, first_subscription, timed_runs
 from bench.scenes import generate
 from geometry.incremental import affected_pairs
 from geometry.model import GridKind, SceneGeom
@@ -58,12 +59,6 @@ DEFAULT_HEX = (GridKind.HEXODDR, GridKind.HEXEVENQ)
 #: Targets of the sampled equality check (every attacker against each).
 SAMPLE_TARGETS = 6
 MOVES = 3
-
-
-def _cold(name: str) -> None:
-    """Forget what rulesets keep across revisions of a scene (`rulesets.forget_kept`), so a
-    run times a first subscription."""
-    forget_kept()
 
 
 def _reference(ruleset: Ruleset) -> Callable[..., list[Annotation]] | None:
@@ -93,11 +88,8 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
         opts = ruleset.Options()
         row: Result = {}
         try:
-            def full(r: Ruleset = ruleset, o: Any = opts, nm: str = name) -> list[Annotation]:
-                _cold(nm)
-                return r.evaluate(geom, o)
-
-            times, anns = timed_runs(full, max_runs)
+            times, anns = timed_runs(functools.partial(first_subscription, ruleset, geom,
+                                                       opts), max_runs)
             row["full_s"] = statistics.median(times)
             row["full_times"] = times
             # One move at a time, each from the scene before it (warm from the full matrix
@@ -141,7 +133,7 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
             row["move_pairs"] = sizes
             if ref is not None and name != "dnd35":
                 # The matrix: the sampled targets' pairs, from cold, against the reference.
-                _cold(name)
+                forget_kept()
                 t0 = time.perf_counter()
                 want = ref(geom, opts, sample)
                 row["reference_s"] = time.perf_counter() - t0
