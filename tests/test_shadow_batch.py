@@ -378,3 +378,35 @@ def test_hidden_areas_of_many_requests_are_each_ones_own(cases: list[tuple[Any, 
         alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
                              a_arr[sel], b_arr[sel], w_arr[sel], levels)[0]
         assert together[k] == pytest.approx(alone, abs=1e-9 * shapely.Polygon(bodies[k]).area)
+
+
+@PROPS
+@given(st.lists(shading_cases(), min_size=1, max_size=6), st.integers(0, 4))
+def test_requests_past_the_segment_cap_are_united_by_polygons(
+        cases: list[tuple[Any, ...]], cap: int) -> None:
+    """A request with more than MAX_SEGMENTS segments (a field of thousands of short walls
+    near one sight) is added up by uniting its shadows with GEOS, the others of the same
+    batch by their breakpoints: each gets what the breakpoints give it alone."""
+    from rulesets import shadows
+
+    levels = np.array([1.0, 0.9, 0.5, 0.25])
+    bodies = [c[1] for c in cases]
+    if len({len(b) for b in bodies}) > 1:
+        bodies = [b if len(b) == 6 else np.concatenate([b, b[-1:], b[-1:]]) for b in bodies]
+    rows = [k for k, c in enumerate(cases) for _ in c[2]]
+    a_arr = np.array([s[0] for c in cases for s in c[2]]).reshape(-1, 2)
+    b_arr = np.array([s[1] for c in cases for s in c[2]]).reshape(-1, 2)
+    w_arr = np.array([s[2] for c in cases for s in c[2]])
+    seg_req = np.array(rows, dtype=np.intp)
+    p = np.stack([c[0] for c in cases])
+    keep = shadows.MAX_SEGMENTS
+    try:
+        shadows.MAX_SEGMENTS = cap
+        together = hidden_areas(p, np.stack(bodies), seg_req, a_arr, b_arr, w_arr, levels)
+    finally:
+        shadows.MAX_SEGMENTS = keep
+    for k in range(len(cases)):
+        sel = seg_req == k
+        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
+                             a_arr[sel], b_arr[sel], w_arr[sel], levels)[0]
+        assert together[k] == pytest.approx(alone, abs=1e-7 * shapely.Polygon(bodies[k]).area)
