@@ -490,7 +490,10 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     # whose boxes meet its box (`_near_walls`), found among its pair's rows; not every two
     # rows of the pair (a pair far apart on a big map has hundreds of walls near it, and
     # tens of thousands of pairs of them).
-    indptr, nbrs = _near_walls(xy)
+    near = _near_walls(xy)
+    if near is None:
+        return out
+    indptr, nbrs = near
     n_walls = np.int64(len(indptr) - 1)
     wu = wi[idx]
     deg = indptr[wu + 1] - indptr[wu]
@@ -542,35 +545,59 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
 
 
 #: Per blockers' segments (by identity: `blockers` keeps them per set of walls): each
-#: segment's neighbours, the segments whose boxes, grown a hair, meet its box.
-_NEAR_WALLS: dict[int, tuple[FloatArray, IntArray, IntArray]] = {}
+#: segment's neighbours, the segments whose boxes, grown a hair, meet its box (None: more
+#: than _NEAR_PAIRS_CAP of them).
+_NEAR_WALLS: dict[int, tuple[FloatArray, tuple[IntArray, IntArray] | None]] = {}
 _NEAR_WALLS_KEPT = 8
 #: Pixels the boxes of `_near_walls` are grown by: two segments that `_meeting` finds to
 #: meet (with rounding) always have boxes that meet grown so.
 _NEAR_PX = 1e-6
+#: Neighbours (segment, segment) past which a set of segments is too tangled for chains
+#: (`_near_walls`). A map's walls meet a few others each: 1,000 benchmark walls have about
+#: 3,000; a lattice of 3,000 long walls across 3,000 others has 18 million, which took
+#: 0.9 GB and 4 s to list.
+_NEAR_PAIRS_CAP = 1 << 22
+#: Segments whose neighbours one STRtree query lists (its output is at most this many
+#: times the segments: 128 x 20,000 rows, 40 MB, for a lattice).
+_NEAR_CHUNK = 128
 
 
-def _near_walls(xy: FloatArray) -> tuple[IntArray, IntArray]:
+def _near_walls(xy: FloatArray) -> tuple[IntArray, IntArray] | None:
     """The segments xy (M, 4) whose boxes meet each one's (grown by _NEAR_PX), as CSR
     (indptr (M + 1), neighbours; a segment is not its own): a superset of the segments it
-    meets, found once per set of segments with an STRtree."""
+    meets, found once per set of segments with an STRtree. None when they pass
+    _NEAR_PAIRS_CAP (found in chunks, so that such a set is given up on before its list
+    is built): no chain is then looked for, and the search decides."""
     held = _NEAR_WALLS.get(id(xy))
     if held is not None and held[0] is xy:
-        return held[1], held[2]
+        return held[1]
     lo = np.minimum(xy[:, 0:2], xy[:, 2:4]) - _NEAR_PX
     hi = np.maximum(xy[:, 0:2], xy[:, 2:4]) + _NEAR_PX
     boxes = shapely.box(lo[:, 0], lo[:, 1], hi[:, 0], hi[:, 1])
-    i, j = shapely.STRtree(boxes).query(boxes)
-    keep = i != j
-    i, j = i[keep], j[keep]
-    order = np.lexsort((j, i))
-    i, j = i[order].astype(np.intp), j[order].astype(np.intp)
-    indptr = np.zeros(len(xy) + 1, dtype=np.intp)
-    np.cumsum(np.bincount(i, minlength=len(xy)), out=indptr[1:])
+    tree = shapely.STRtree(boxes)
+    parts: list[tuple[IntArray, IntArray]] = []
+    found = 0
+    out: tuple[IntArray, IntArray] | None = None
+    for c0 in range(0, len(xy), _NEAR_CHUNK):
+        i, j = tree.query(boxes[c0:c0 + _NEAR_CHUNK])
+        i = i + c0
+        keep = i != j
+        parts.append((i[keep], j[keep]))
+        found += int(keep.sum())
+        if found > _NEAR_PAIRS_CAP:
+            break
+    else:
+        i = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.intp)
+        j = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.intp)
+        order = np.lexsort((j, i))
+        i, j = i[order].astype(np.intp), j[order].astype(np.intp)
+        indptr = np.zeros(len(xy) + 1, dtype=np.intp)
+        np.cumsum(np.bincount(i, minlength=len(xy)), out=indptr[1:])
+        out = (indptr, j)
     if len(_NEAR_WALLS) >= _NEAR_WALLS_KEPT:
         drop_oldest(_NEAR_WALLS)
-    _NEAR_WALLS[id(xy)] = (xy, indptr, j)
-    return indptr, j
+    _NEAR_WALLS[id(xy)] = (xy, out)
+    return out
 
 
 def _in_hulls(px: FloatArray, py: FloatArray,
@@ -975,14 +1002,19 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
         group = np.arange(len(ar))
     group_f = np.zeros(int(group.max()) + 1, dtype=bool)
     group_b = np.zeros(len(group_f), dtype=bool)
+    asked = items
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
+    # A pair past the budget is not searched: no line of it is found free.
+    items, ev_item, ev_pt = _within_budget(ar, br, bi, items, ev_item, ev_pt)
+    if len(items) == 0:
+        return free_f[asked], free_b[asked]
     # Items between rings apart along their axis, with no wall near them whose stop
     # varies within a cell: the shifted lines suffice (`_apart`).
     shifts_only = _apart(ar, br)
     shifts_only[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
     li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
     if len(li) == 0:
-        return free_f[items], free_b[items]
+        return free_f[asked], free_b[asked]
     clippers = (_Clipper.of(ar), _Clipper.of(br))
     point_a, point_b = _degenerate(ar), _degenerate(br)
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
@@ -1008,7 +1040,33 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
              point_a, point_b, free_f, free_b, lead)
         group_f[group[free_f]] = True
         group_b[group[free_b]] = True
-    return free_f[items], free_b[items]
+    return free_f[asked], free_b[asked]
+
+
+#: Work (candidate lines x walls near the pair) above which one pair is not searched: its
+#: sample lines decide, as before the exact test (docs/geometry.md, 'A budget per pair').
+#: The densest pair of the benchmark scenes (200 tokens, 5,000 walls, dressed) needs
+#: 2.4 million; a pair behind a field of hundreds of separate short walls (a legal scene of
+#: 20,000 of them) needed 500 million, 13 s of the worker for that one pair.
+SEARCH_WORK_CAP = 1 << 23
+
+
+def _within_budget(ar: FloatArray, br: FloatArray, bi: IntArray, items: IntArray,
+                   ev_item: IntArray, ev_pt: FloatArray,
+                   ) -> tuple[IntArray, IntArray, FloatArray]:
+    """The items (and their event points) whose search costs at most SEARCH_WORK_CAP: the
+    lines `_candidate_lines` would draw (four through every two event points, two from an
+    origin towards each) times the walls near the item. Decided per item from its own
+    geometry, so a pair gets the same answer in any batch (a move's or a whole table's)."""
+    e = np.bincount(ev_item, minlength=len(ar)).astype(np.int64)
+    point_a = _degenerate(ar)
+    lines = np.where(point_a, 2 * e, 2 * e * (e - 1)) + 1
+    rows = np.bincount(bi, minlength=len(ar)).astype(np.int64)
+    ok = lines * rows <= SEARCH_WORK_CAP
+    if ok[items].all():
+        return items, ev_item, ev_pt
+    keep = ok[ev_item]
+    return items[ok[items]], ev_item[keep], ev_pt[keep]
 
 
 def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],

@@ -679,7 +679,9 @@ def test_the_walls_a_chain_looks_at_hold_every_wall_its_wall_meets(
     if len(xy) == 0:
         return
     openings._NEAR_WALLS.clear()
-    indptr, nbrs = openings._near_walls(xy)
+    near_walls = openings._near_walls(xy)
+    assert near_walls is not None
+    indptr, nbrs = near_walls
     near = {(i, int(j)) for i in range(len(xy)) for j in nbrs[indptr[i]:indptr[i + 1]]}
     assert all(i != j for i, j in near)
     i, j = np.triu_indices(len(xy), k=1)
@@ -721,3 +723,88 @@ def test_meeting_points_inside_the_hull_as_every_hull_side_says(
           - hdy[item] * (point[:, 0, None] - hx[item]))
     want = np.flatnonzero(~((h_left[item] & (po < 0)) | (h_right[item] & (po > 0))).any(axis=1))
     assert got.tolist() == want.tolist()
+
+
+def _search_work(scene: SceneGeom) -> int:
+    """The search work (candidate lines x walls near) of the scene's pair 0-1."""
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    blk = openings.blockers(tr)
+    ar, br = sp.rings[:1], sp.rings[1:2]
+    bi, wi = kernel.block_candidates(ar, br, blk.xy)
+    items = np.array([0])
+    ev_item, _ = openings._events(ar, br, blk.xy, bi, wi, items)
+    e = len(ev_item)
+    return (2 * e * (e - 1) + 1) * len(bi)
+
+
+def test_a_pair_past_the_search_budget_keeps_its_sample_lines_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair whose exact search would cost more than SEARCH_WORK_CAP (lines x walls) is
+    not searched: no free line is found for it, so its sample lines decide (here, every
+    one blocked: no line of effect), and the search's line test is never run for it. Just
+    within the budget, the same slit is found. Decided per pair: beside a pair with
+    little work, in one batch, each gets the answer it gets alone."""
+    slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
+    work = _search_work(slit)
+    assert _loe(slit)
+    tried: list[int] = []
+    original = openings._try
+
+    def spy(*args: object, **kw: object) -> None:
+        tried.append(1)
+        original(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openings, "_try", spy)
+    monkeypatch.setattr(openings, "SEARCH_WORK_CAP", work)
+    assert _loe(slit) and tried
+    tried.clear()
+    monkeypatch.setattr(openings, "SEARCH_WORK_CAP", work - 1)
+    assert not _loe(slit)
+    assert not tried
+    # The same slit again, with a second pair far off behind more walls (more events):
+    # past the budget alone, and so in the batch; the slit's pair within it, alone and in
+    # the batch.
+    busy = [(500, -1000, 500, 219), (500, 221, 500, 1000),
+            (5500, -1000, 5500, 219), (5500, 221, 5500, 1000),
+            (5700, -1000, 5700, 219), (5700, 221, 5700, 1000),
+            (5600, -1000, 5600, 219), (5600, 221, 5600, 1000)]
+    both = _scene(busy, [*A_B, (5000, 200, 1), (6000, 200, 1)])
+    far = _scene(busy[2:], [(5000, 200, 1), (6000, 200, 1)])
+    assert _search_work(far) > work
+    monkeypatch.setattr(openings, "SEARCH_WORK_CAP", work)
+    tr = Tracer(both)
+    sp = openings.spaces_of(tr, INSET_PX)
+    got = openings.pairs_line_of_effect(tr, sp, np.array([0, 2]), np.array([1, 3]))
+    assert got.tolist() == [True, False]
+    assert not _loe(far)
+    monkeypatch.setattr(openings, "SEARCH_WORK_CAP", 1 << 23)
+    assert _loe(far)
+
+
+def test_walls_too_tangled_for_chains_leave_them_to_the_search(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past _NEAR_PAIRS_CAP neighbours (a lattice of walls crossing one another), the set
+    of walls has no neighbour list (it is given up on before the list is built) and no
+    chain is looked for: a gap closed by two walls meeting at a point is then proved shut
+    by the search, with the same answer; a slit still passes."""
+    shut = _scene([(500, -1000, 500, 220), (500, 220, 700, 1000)], A_B)
+    slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
+    chains: list[int] = []
+    original = openings._chains
+
+    def spy(*args: object) -> np.ndarray:
+        out = original(*args)  # type: ignore[arg-type]
+        chains.append(int(out.sum()))
+        return out
+
+    monkeypatch.setattr(openings, "_chains", spy)
+    openings._NEAR_WALLS.clear()
+    assert not _loe(shut) and chains == [1]
+    monkeypatch.setattr(openings, "_NEAR_PAIRS_CAP", 1)
+    openings._NEAR_WALLS.clear()
+    chains.clear()
+    assert not _loe(shut) and chains == [0]
+    assert openings._near_walls(openings.blockers(Tracer(shut)).xy) is None
+    assert _loe(slit)
+    openings._NEAR_WALLS.clear()
