@@ -1,7 +1,7 @@
 """Every ruleset now against an earlier commit, on the same scenes, in one run: is any
 ruleset slower than before? (issue 14: "the benchmark shows no ruleset slower than before").
 
-    python -m bench.against REF [--rounds 3] [--layouts SQUARE HEXODDR HEXEVENQ]
+    python -m bench.against REF [--rounds 2] [--repeat 3] [--layouts SQUARE HEXODDR HEXEVENQ]
 
 REF is checked out in a temporary worktree (`git worktree add --detach`, removed after).
 Then, `--rounds` times, this file measures REF's code and then this checkout's, each in a
@@ -9,8 +9,10 @@ process of its own (this file runs there with that tree first on the path, and o
 what both have: `bench.scenes`, `bench.dressing`, `bench.hexscenes`, `bench.hexbench`,
 `geometry.incremental.affected_pairs`, the rulesets' `evaluate` and `widen`). Per layout
 (100 tokens, 1,000 walls, plain and dressed; squares and the hex layouts) and ruleset: the
-whole matrix from nothing kept (a first subscription), and five moves as bench.parity
-makes them (each mover one step, its pairs widened by the ruleset), CPU time, medians.
+whole matrix from nothing kept (a first subscription), `--repeat` times in the process (the
+first run of a scene also builds its walls' indexes, which the server does when the scene
+is loaded), and five moves as bench.parity makes them (each mover one step, its pairs
+widened by the ruleset), CPU time, medians.
 Rulesets REF does not have are left out. Prints a table of before / now and their ratio.
 """
 
@@ -120,7 +122,8 @@ def _run(tree: Path, rounds: int, layouts: Sequence[str]) -> dict[str, list[floa
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.against", description=__doc__)
     p.add_argument("ref", nargs="?", help="the earlier commit (any git revision)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--layouts", nargs="+", default=["SQUARE", "HEXODDR", "HEXEVENQ"])
     p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help="JSON results file")
@@ -137,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        check=True, capture_output=True)
         try:
             for _ in range(args.rounds):
-                runs["before"].append(_run(old, 1, args.layouts))
-                runs["now"].append(_run(REPO, 1, args.layouts))
+                runs["before"].append(_run(old, args.repeat, args.layouts))
+                runs["now"].append(_run(REPO, args.repeat, args.layouts))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=REPO,
                            check=False, capture_output=True)
