@@ -344,6 +344,33 @@ def test_realms_fast_equals_reference_on_random_hex_scenes(doc: Doc) -> None:
 
 
 
+Batch = tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _batch(cases: list[tuple[Any, ...]]) -> Batch:
+    """Shading cases as one batch of requests: viewpoints, bodies (padded to one number of
+    corners), and each segment's request, ends and weight."""
+    bodies = [c[1] for c in cases]
+    if len({len(b) for b in bodies}) > 1:
+        bodies = [b if len(b) == 6 else np.concatenate([b, b[-1:], b[-1:]]) for b in bodies]
+    seg_req = np.array([k for k, c in enumerate(cases) for _ in c[2]], dtype=np.intp)
+    a = np.array([s[0] for c in cases for s in c[2]]).reshape(-1, 2)
+    b = np.array([s[1] for c in cases for s in c[2]]).reshape(-1, 2)
+    w = np.array([s[2] for c in cases for s in c[2]])
+    return np.stack([c[0] for c in cases]), bodies, seg_req, a, b, w
+
+
+def _each_its_own(batch: Batch, together: np.ndarray, levels: np.ndarray,
+                  rel: float) -> None:
+    """Every request of the batch got what it gets alone."""
+    p, bodies, seg_req, a, b, w = batch
+    for k in range(len(p)):
+        sel = seg_req == k
+        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
+                             a[sel], b[sel], w[sel], levels)[0]
+        assert together[k] == pytest.approx(alone, abs=rel * shapely.Polygon(bodies[k]).area)
+
+
 @PROPS
 @given(st.lists(shading_cases(), min_size=1, max_size=8), st.booleans())
 def test_hidden_areas_of_many_requests_are_each_ones_own(cases: list[tuple[Any, ...]],
@@ -351,33 +378,18 @@ def test_hidden_areas_of_many_requests_are_each_ones_own(cases: list[tuple[Any, 
     """Requests computed together (their breakpoints sorted by request and angle, each
     span's intervals found by a search in its own request's run) give each request what it
     gives alone, whichever way the breakpoints are sorted."""
-    levels = np.array([1.0, 0.5])
-    bodies = [c[1] for c in cases]
-    if len({len(b) for b in bodies}) > 1:
-        bodies = [b if len(b) == 6 else np.concatenate([b, b[-1:], b[-1:]]) for b in bodies]
-    rows, a, b, w = [], [], [], []
-    for k, (_, _, segs) in enumerate(cases):
-        for s in segs:
-            rows.append(k)
-            a.append(s[0])
-            b.append(s[1])
-            w.append(s[2])
-    p = np.stack([c[0] for c in cases])
-    seg_req = np.array(rows, dtype=np.intp)
-    a_arr, b_arr = np.array(a).reshape(-1, 2), np.array(b).reshape(-1, 2)
-    w_arr = np.array(w)
     from rulesets import shadows
+
+    levels = np.array([1.0, 0.5])
+    batch = _batch(cases)
+    p, bodies, seg_req, a, b, w = batch
     keep = shadows._RADIX_REQUESTS
     try:
         shadows._RADIX_REQUESTS = 1 << 16 if radix else 0
-        together = hidden_areas(p, np.stack(bodies), seg_req, a_arr, b_arr, w_arr, levels)
+        together = hidden_areas(p, np.stack(bodies), seg_req, a, b, w, levels)
     finally:
         shadows._RADIX_REQUESTS = keep
-    for k in range(len(cases)):
-        sel = seg_req == k
-        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
-                             a_arr[sel], b_arr[sel], w_arr[sel], levels)[0]
-        assert together[k] == pytest.approx(alone, abs=1e-9 * shapely.Polygon(bodies[k]).area)
+    _each_its_own(batch, together, levels, 1e-9)
 
 
 @PROPS
@@ -390,23 +402,12 @@ def test_requests_past_the_segment_cap_are_united_by_polygons(
     from rulesets import shadows
 
     levels = np.array([1.0, 0.9, 0.5, 0.25])
-    bodies = [c[1] for c in cases]
-    if len({len(b) for b in bodies}) > 1:
-        bodies = [b if len(b) == 6 else np.concatenate([b, b[-1:], b[-1:]]) for b in bodies]
-    rows = [k for k, c in enumerate(cases) for _ in c[2]]
-    a_arr = np.array([s[0] for c in cases for s in c[2]]).reshape(-1, 2)
-    b_arr = np.array([s[1] for c in cases for s in c[2]]).reshape(-1, 2)
-    w_arr = np.array([s[2] for c in cases for s in c[2]])
-    seg_req = np.array(rows, dtype=np.intp)
-    p = np.stack([c[0] for c in cases])
+    batch = _batch(cases)
+    p, bodies, seg_req, a, b, w = batch
     keep = shadows.MAX_SEGMENTS
     try:
         shadows.MAX_SEGMENTS = cap
-        together = hidden_areas(p, np.stack(bodies), seg_req, a_arr, b_arr, w_arr, levels)
+        together = hidden_areas(p, np.stack(bodies), seg_req, a, b, w, levels)
     finally:
         shadows.MAX_SEGMENTS = keep
-    for k in range(len(cases)):
-        sel = seg_req == k
-        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
-                             a_arr[sel], b_arr[sel], w_arr[sel], levels)[0]
-        assert together[k] == pytest.approx(alone, abs=1e-7 * shapely.Polygon(bodies[k]).area)
+    _each_its_own(batch, together, levels, 1e-7)
