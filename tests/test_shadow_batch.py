@@ -397,17 +397,19 @@ def test_hidden_areas_of_many_requests_are_each_ones_own(cases: list[tuple[Any, 
 def test_requests_past_the_segment_cap_are_united_by_polygons(
         cases: list[tuple[Any, ...]], cap: int) -> None:
     """A request with more than MAX_SEGMENTS segments (a field of thousands of short walls
-    near one sight) is added up by uniting its shadows with GEOS, the others of the same
-    batch by their breakpoints: each gets what the breakpoints give it alone."""
+    near one sight) is added up by uniting its shadows with GEOS (the largest first, until
+    they hide the whole body), the others of the same batch by their breakpoints: each
+    gets what the breakpoints give it alone."""
     from rulesets import shadows
 
     levels = np.array([1.0, 0.9, 0.5, 0.25])
     batch = _batch(cases)
     p, bodies, seg_req, a, b, w = batch
-    keep = shadows.MAX_SEGMENTS
+    keep = shadows.MAX_SEGMENTS, shadows._UNION_CHUNK
     try:
-        shadows.MAX_SEGMENTS = cap
+        # Shadows united one at a time, so that a request's union takes several steps.
+        shadows.MAX_SEGMENTS, shadows._UNION_CHUNK = cap, 1
         together = hidden_areas(p, np.stack(bodies), seg_req, a, b, w, levels)
     finally:
-        shadows.MAX_SEGMENTS = keep
+        shadows.MAX_SEGMENTS, shadows._UNION_CHUNK = keep
     _each_its_own(batch, together, levels, 1e-7)
