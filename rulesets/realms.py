@@ -187,7 +187,7 @@ class Realms(Ruleset):
         out = []
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
                     else ctx.measures_of(idx))
-        degrees, unseen = self._degrees(ctx, at, measures)
+        degrees = self._degrees(ctx, at, measures)
         ids = [c.id for c in ctx.cs]
         centres = ctx.centres
         no_penalty: tuple[int, tuple[str, ...]] = (0, ())
@@ -206,8 +206,6 @@ class Realms(Ruleset):
             visible = visibles.get(m.covered)
             if visible is None:
                 visible = visibles[m.covered] = round(1.0 - m.covered, 6)
-            if k in unseen:
-                visible = 0.0  # no line reaches it: nothing of it shows
             key = (degree, penalty, reach_l[k], adjacent[k], crowded)
             per_mode = outcomes.get(key)
             if per_mode is None:
@@ -227,12 +225,11 @@ class Realms(Ruleset):
         return out
 
     def _degrees(self, ctx: RealmsContext, at: IntArray,
-                 measures: Sequence[Measure]) -> tuple[list[Degree], set[int]]:
+                 measures: Sequence[Measure]) -> list[Degree]:
         """Per pair (at[k]: attacker, target) the degree of cover its measure gives, after
         the exact line of effect and the GM's floor: full cover from every viewpoint, yet a
         line of effect through an opening from elsewhere in the attacker's space
-        (geometry.openings), is three-quarters; no line of effect behind walls that cast
-        no shadow (two limited walls) is full cover. Also the pairs so made full."""
+        (geometry.openings), is three-quarters."""
         covered = np.array([m.covered for m in measures], dtype=np.float64)
         # The first threshold each covered fraction reaches (none: the last entry), as
         # `degree_of` reads them.
@@ -241,23 +238,14 @@ class Realms(Ruleset):
         for k in range(len(self.THRESHOLDS) - 1, -1, -1):
             step[covered >= self.THRESHOLDS[k][0]] = k
         degrees = list(map(ladder.__getitem__, step.tolist()))
-        at_full = np.array([d is Degree.TOTAL for d in ladder])[step]
-        full = np.flatnonzero(at_full)
+        full = np.flatnonzero(np.array([d is Degree.TOTAL for d in ladder])[step])
         for k in full[ctx.lines_of_effect(at[full])].tolist():
             degrees[k] = Degree.THREE_QUARTERS
-        # Limited walls cast no shadow, yet two of them stop a line (docs/rulesets.md,
-        # "Whatever the ruleset"): a pair not at full cover with two of them near may have
-        # no line of effect at all, and then full cover.
-        part = np.flatnonzero(~at_full)
-        part = part[ctx.near_two_limited(at[part])]
-        unseen = set(part[~ctx.lines_of_effect(at[part])].tolist())
-        for k in unseen:
-            degrees[k] = Degree.TOTAL
         floors = [c.cover_floor for c in ctx.cs]
         for k, t in enumerate(at[:, 1].tolist()):
             if floors[t] is not None:
                 degrees[k] = self.floored(degrees[k], floors[t])
-        return degrees, unseen
+        return degrees
 
     def degree_of(self, covered: float) -> Degree:
         for least, degree in self.THRESHOLDS:
@@ -329,7 +317,7 @@ class Realms(Ruleset):
                 and (only is None or (ids[a], ids[t]) in only)]
         if not todo:
             return pairs
-        degrees, _ = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
+        degrees = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
         return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
                         if d is Degree.THREE_QUARTERS}
 
@@ -774,35 +762,6 @@ class RealmsContext:
             for k, s in zip(todo, seen.tolist(), strict=True):
                 got[k] = self._seen[keys[k]] = s
         return np.array(got, dtype=bool)
-
-    def near_two_limited(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
-        """Per pair (pairs[k]: attacker, target): whether two limited walls or more may
-        meet a line between the two spaces (their `seal_rings`' hull; the prunes of
-        `kernel.block_candidates`), and the line between their centres is no line of
-        effect. Only such a pair can lose its line of effect to walls that cast no
-        shadow."""
-        out = np.zeros(len(pairs), dtype=bool)
-        limited = np.flatnonzero(self.tracer.wall_limited)
-        if len(limited) < 2 or len(pairs) == 0:
-            return out
-        rings, corners = self.seal_rings
-        width = int(corners.max())
-        bi, _ = kernel.block_candidates(rings[pairs[:, 0], :width], rings[pairs[:, 1], :width],
-                                        self.tracer.wall_xy[limited])
-        out[np.bincount(bi, minlength=len(pairs)) >= 2] = True
-        # A line between the two centres that crosses nothing that can stop a line (no
-        # solid wall, no border of blocking terrain) and fewer than two limited walls is
-        # a line of effect: most such pairs (windows on a map of rooms) are done here.
-        k = np.flatnonzero(out)
-        if len(k):
-            centre = np.asarray(self.centres, dtype=np.float64)
-            starts, ends = centre[pairs[k, 0]], centre[pairs[k, 1]]
-            blk = openings.blockers(self.tracer)
-            line, wall = kernel.segments_cross_walls(starts, ends, blk.xy)
-            stopped = np.bincount(line[~blk.limited[wall]], minlength=len(k)) > 0
-            twice = np.bincount(line[blk.limited[wall]], minlength=len(k)) >= 2
-            out[k[~stopped & ~twice]] = False
-        return out
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:
