@@ -187,7 +187,7 @@ class Realms(Ruleset):
         out = []
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
                     else ctx.measures_of(idx))
-        degrees = self._degrees(ctx, at, measures)
+        degrees, unseen = self._degrees(ctx, at, measures)
         ids = [c.id for c in ctx.cs]
         centres = ctx.centres
         no_penalty: tuple[int, tuple[str, ...]] = (0, ())
@@ -206,6 +206,8 @@ class Realms(Ruleset):
             visible = visibles.get(m.covered)
             if visible is None:
                 visible = visibles[m.covered] = round(1.0 - m.covered, 6)
+            if k in unseen:
+                visible = 0.0  # no line reaches it: nothing of it shows
             key = (degree, penalty, reach_l[k], adjacent[k], crowded)
             per_mode = outcomes.get(key)
             if per_mode is None:
@@ -225,11 +227,13 @@ class Realms(Ruleset):
         return out
 
     def _degrees(self, ctx: RealmsContext, at: IntArray,
-                 measures: Sequence[Measure]) -> list[Degree]:
+                 measures: Sequence[Measure]) -> tuple[list[Degree], set[int]]:
         """Per pair (at[k]: attacker, target) the degree of cover its measure gives, after
         the exact line of effect and the GM's floor: full cover from every viewpoint, yet a
         line of effect through an opening from elsewhere in the attacker's space
-        (geometry.openings), is three-quarters."""
+        (geometry.openings), is three-quarters; no line of effect at all, shadows or not
+        (two limited walls; a wall stopping every line in 3D that its shadow on the map
+        does not show), is full cover. Also the pairs so made full."""
         covered = np.array([m.covered for m in measures], dtype=np.float64)
         # The first threshold each covered fraction reaches (none: the last entry), as
         # `degree_of` reads them.
@@ -238,14 +242,28 @@ class Realms(Ruleset):
         for k in range(len(self.THRESHOLDS) - 1, -1, -1):
             step[covered >= self.THRESHOLDS[k][0]] = k
         degrees = list(map(ladder.__getitem__, step.tolist()))
-        full = np.flatnonzero(np.array([d is Degree.TOTAL for d in ladder])[step])
+        at_full = np.array([d is Degree.TOTAL for d in ladder])[step]
+        full = np.flatnonzero(at_full)
         for k in full[ctx.lines_of_effect(at[full])].tolist():
             degrees[k] = Degree.THREE_QUARTERS
+        # No line of effect at all is full cover, whatever the shadows (docs/rulesets.md,
+        # realms choice 5): limited walls cast none, yet two of them stop a line; the
+        # shadows are cast on the map, while a wall between a creature on the ground and
+        # one on a ledge stops every line in 3D. A pair with a line from its viewpoint to
+        # its target's centre or a corner that crosses nothing that stops lines has a line
+        # of effect: only the others are asked.
+        part = np.flatnonzero(~at_full)
+        origins = np.array([measures[k].origin for k in part.tolist()],
+                           dtype=np.float64).reshape(-1, 2)
+        part = part[ctx.sight_blocked(at[part], origins)]
+        unseen = set(part[~ctx.lines_of_effect(at[part])].tolist())
+        for k in unseen:
+            degrees[k] = Degree.TOTAL
         floors = [c.cover_floor for c in ctx.cs]
         for k, t in enumerate(at[:, 1].tolist()):
             if floors[t] is not None:
                 degrees[k] = self.floored(degrees[k], floors[t])
-        return degrees
+        return degrees, unseen
 
     def degree_of(self, covered: float) -> Degree:
         for least, degree in self.THRESHOLDS:
@@ -317,7 +335,7 @@ class Realms(Ruleset):
                 and (only is None or (ids[a], ids[t]) in only)]
         if not todo:
             return pairs
-        degrees = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
+        degrees, _ = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
         return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
                         if d is Degree.THREE_QUARTERS}
 
@@ -762,6 +780,32 @@ class RealmsContext:
             for k, s in zip(todo, seen.tolist(), strict=True):
                 got[k] = self._seen[keys[k]] = s
         return np.array(got, dtype=bool)
+
+    def sight_blocked(self, pairs: IntArray,
+                      origins: FloatArray) -> npt.NDArray[np.bool_]:
+        """Per pair (pairs[k]: attacker, target): whether every line tried from origins[k]
+        (the viewpoint it was measured from, inside the attacker's space) to the target's
+        centre and to each corner of its space (a hair inside) may be stopped: it crosses
+        something that can stop a line (a solid wall, one-way or banded ones included, a
+        border of blocking terrain) or two limited walls. A line that crosses neither is a
+        line of effect."""
+        out = np.zeros(len(pairs), dtype=bool)
+        blk = openings.blockers(self.tracer)
+        if len(pairs) == 0 or len(blk.xy) == 0:
+            return out
+        spaces = self.loe_spaces
+        centre = np.asarray(self.centres, dtype=np.float64)
+        t = pairs[:, 1]
+        # Each target's first ring (its one box, or its first hex), and its centre.
+        ends = np.concatenate([centre[t][:, None, :], spaces.rings[spaces.first[t]]], axis=1)
+        per = ends.shape[1]
+        starts = np.repeat(origins, per, axis=0)
+        line, wall = kernel.segments_cross_walls(starts, ends.reshape(-1, 2), blk.xy)
+        n = len(pairs) * per
+        stopped = (np.bincount(line[~blk.limited[wall]], minlength=n) > 0) | (
+            np.bincount(line[blk.limited[wall]], minlength=n) >= 2)
+        out[:] = stopped.reshape(len(pairs), per).all(axis=1)
+        return out
 
     @functools.cached_property
     def loe_spaces(self) -> openings.Spaces:
