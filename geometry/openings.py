@@ -1003,9 +1003,10 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     group_f = np.zeros(int(group.max()) + 1, dtype=bool)
     group_b = np.zeros(len(group_f), dtype=bool)
     asked = items
+    point_a, point_b = _degenerate(ar), _degenerate(br)
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
     # A pair past the budget is not searched: no line of it is found free.
-    items, ev_item, ev_pt = _within_budget(ar, br, bi, items, ev_item, ev_pt)
+    items, ev_item, ev_pt = _within_budget(point_a, bi, items, ev_item, ev_pt)
     if len(items) == 0:
         return free_f[asked], free_b[asked]
     # Items between rings apart along their axis, with no wall near them whose stop
@@ -1016,7 +1017,6 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     if len(li) == 0:
         return free_f[asked], free_b[asked]
     clippers = (_Clipper.of(ar), _Clipper.of(br))
-    point_a, point_b = _degenerate(ar), _degenerate(br)
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
     # items still without a free line each way. An item with a free line usually has
     # many, found in the first round (254 of the 424 items reaching this search on a scene
@@ -1051,17 +1051,17 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
 SEARCH_WORK_CAP = 1 << 23
 
 
-def _within_budget(ar: FloatArray, br: FloatArray, bi: IntArray, items: IntArray,
+def _within_budget(point_a: BoolArray, bi: IntArray, items: IntArray,
                    ev_item: IntArray, ev_pt: FloatArray,
                    ) -> tuple[IntArray, IntArray, FloatArray]:
     """The items (and their event points) whose search costs at most SEARCH_WORK_CAP: the
     lines `_candidate_lines` would draw (four through every two event points, two from an
-    origin towards each) times the walls near the item. Decided per item from its own
-    geometry, so a pair gets the same answer in any batch (a move's or a whole table's)."""
-    e = np.bincount(ev_item, minlength=len(ar)).astype(np.int64)
-    point_a = _degenerate(ar)
+    origin, `point_a`, towards each) times the walls near the item. Decided per item from
+    its own geometry, so a pair gets the same answer in any batch (a move's or a whole
+    table's)."""
+    e = np.bincount(ev_item, minlength=len(point_a)).astype(np.int64)
     lines = np.where(point_a, 2 * e, 2 * e * (e - 1)) + 1
-    rows = np.bincount(bi, minlength=len(ar)).astype(np.int64)
+    rows = np.bincount(bi, minlength=len(point_a)).astype(np.int64)
     ok = lines * rows <= SEARCH_WORK_CAP
     if ok[items].all():
         return items, ev_item, ev_pt

@@ -61,6 +61,7 @@ from rulesets.shadows import (
     meeting,
     near_edges,
     open_ended,
+    repaired,
     shadow_polygons,
     truncated_shadows,
     wall_lines,
@@ -763,12 +764,7 @@ class CornerEngine:
                                                           reach)))
         if not parts:
             return 1.0
-        shadows = np.concatenate(parts)
-        # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
-        # never dropped (a dropped shadow would show a hidden target).
-        bad = ~shapely.is_valid(shadows)
-        if bad.any():
-            shadows[bad] = shapely.make_valid(shadows[bad])
+        shadows = repaired(np.concatenate(parts))
         shadows = shadows[shapely.intersects(shadows, target)]
         # A region counts by what of it lies on the square: its part there, once per
         # (region, square), instead of all its sides in every pair's union.
@@ -957,11 +953,7 @@ class CornerEngine:
         req, key, shadows = (np.concatenate(all_req), np.concatenate(all_key),
                              np.concatenate(geoms))
         if len(shadows):
-            # Rings from walls seen edge-on have no area; any other invalid ring is repaired,
-            # never dropped (a dropped shadow would show a hidden target).
-            bad = ~shapely.is_valid(shadows)
-            if bad.any():
-                shadows[bad] = shapely.make_valid(shadows[bad])
+            shadows = repaired(shadows)
             hits = shapely.intersects(shadows, targets[req])
             req, key, shadows = req[hits], key[hits], shadows[hits]
         sel = np.flatnonzero(wanted)

@@ -66,6 +66,7 @@ from rulesets.shadows import (
     front_sides,
     hidden_areas,
     meeting,
+    repaired,
     shadow_polygons,
     wall_lines,
 )
@@ -244,19 +245,20 @@ class Realms(Ruleset):
         degrees = list(map(ladder.__getitem__, step.tolist()))
         at_full = np.array([d is Degree.TOTAL for d in ladder])[step]
         full = np.flatnonzero(at_full)
-        for k in full[ctx.lines_of_effect(at[full])].tolist():
-            degrees[k] = Degree.THREE_QUARTERS
         # No line of effect at all is full cover, whatever the shadows (docs/rulesets.md,
         # realms choice 5): limited walls cast none, yet two of them stop a line; the
         # shadows are cast on the map, while a wall between a creature on the ground and
         # one on a ledge stops every line in 3D. A pair with a line from its viewpoint to
         # its target's centre or a corner that crosses nothing that stops lines has a line
-        # of effect: only the others are asked.
+        # of effect: only the others are asked, with the pairs at full cover, in one call.
         part = np.flatnonzero(~at_full)
         origins = np.array([measures[k].origin for k in part.tolist()],
                            dtype=np.float64).reshape(-1, 2)
         part = part[ctx.sight_blocked(at[part], origins)]
-        unseen = set(part[~ctx.lines_of_effect(at[part])].tolist())
+        seen = ctx.lines_of_effect(at[np.concatenate([full, part])])
+        for k in full[seen[:len(full)]].tolist():
+            degrees[k] = Degree.THREE_QUARTERS
+        unseen = set(part[~seen[len(full):]].tolist())
         for k in unseen:
             degrees[k] = Degree.TOTAL
         floors = [c.cover_floor for c in ctx.cs]
@@ -929,11 +931,8 @@ class RealmsContext:
         far = np.asarray(body.exterior.coords, dtype=np.float64) if body.geom_type == "Polygon" \
             else np.asarray(shapely.get_coordinates(body), dtype=np.float64)
         reach = 2.0 * float(np.max(np.hypot(far[:, 0] - p[0], far[:, 1] - p[1]))) + 1.0
-        shadows = shapely.polygons(shadow_polygons(np.array(p, dtype=np.float64), arr[:, 0:2],
-                                                   arr[:, 2:4], reach))
-        bad = ~shapely.is_valid(shadows)
-        if bad.any():
-            shadows[bad] = shapely.make_valid(shadows[bad])
+        shadows = repaired(shapely.polygons(shadow_polygons(
+            np.array(p, dtype=np.float64), arr[:, 0:2], arr[:, 2:4], reach)))
         on = shapely.intersection(shadows, body)
         areas = shapely.area(on)
         weight = np.array(weights)

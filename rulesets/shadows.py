@@ -49,6 +49,16 @@ def shadow_polygons(p: FloatArray, a: FloatArray, b: FloatArray,
     return rings
 
 
+def repaired(shadows: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
+    """The shadows (polygons) with every invalid one repaired by GEOS, in place: rings
+    from walls seen edge-on have no area; any other invalid ring is repaired, never
+    dropped (a dropped shadow would show a hidden target)."""
+    bad = ~shapely.is_valid(shadows)
+    if bad.any():
+        shadows[bad] = shapely.make_valid(shadows[bad])
+    return shadows
+
+
 def near_edges(p: FloatArray, a: FloatArray, b: FloatArray,
                s1: FloatArray) -> tuple[FloatArray, FloatArray]:
     """The near edge of each truncated shadow (`truncated_shadows`): segment a-b scaled from
@@ -414,10 +424,7 @@ def _hidden_by_union(p: FloatArray, body: FloatArray, a: FloatArray, b: FloatArr
     """`hidden_areas` of one request by GEOS: each segment's shadow (`shadow_polygons`)
     cut to the body, those of a weight of at least each level united, and measured."""
     reach = 2.0 * float(np.hypot(body[:, 0] - p[0], body[:, 1] - p[1]).max()) + 1.0
-    shadows = shapely.polygons(shadow_polygons(p, a, b, reach))
-    bad = ~shapely.is_valid(shadows)
-    if bad.any():
-        shadows[bad] = shapely.make_valid(shadows[bad])
+    shadows = repaired(shapely.polygons(shadow_polygons(p, a, b, reach)))
     whole = shapely.Polygon(body)
     on = shapely.intersection(shadows, whole)
     area = shapely.area(on)
