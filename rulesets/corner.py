@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
-from geometry import kernel, openings
+from geometry import kernel, openings, rooms
 from geometry.columns import columns
 from geometry.flanking import any_crosses_opposite_faces
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
@@ -503,6 +503,8 @@ class CornerEngine:
         self._rows_memo: tuple[Sequence[tuple[int, int, AttackMode]],
                                tuple[IntArray, IntArray, npt.NDArray[np.int8]]] | None = None
         self._side = cols.side
+        #: Each creature's room (geometry.rooms), found when first asked.
+        self._room: IntArray | None = None
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index}
         self._partner: IntArray | None = None
@@ -573,6 +575,20 @@ class CornerEngine:
             if pos[c] >= 0:
                 big[pos[c]] = items[c]
         return big, pos
+
+    def _walled_off(self, a: IntArray, t: IntArray) -> BoolArray | None:
+        """Per row: whether its two spaces are walled off from each other (geometry.rooms),
+        so that every line between them is stopped by a plain wall; None when no row is."""
+        if len(a) == 0:
+            return None
+        room = self._room
+        if room is None:
+            room = self._room = rooms.rooms_of(
+                self.tracer, openings.box_rings(self._space_arr, INSET_PX), len(a))
+        if (room == rooms.NO_ROOM).all():
+            return None
+        off = rooms.walled_off(room[a], room[t])
+        return off if off.any() else None
 
     def _boxes(self, idx: IntArray) -> FloatArray:
         """The spaces (x0, y0, x1, y1) of these creatures."""
@@ -1158,7 +1174,10 @@ class CornerEngine:
             out = np.where(by_reach, reach_level[back], out)
         cover = None
         if cover_probes:
-            cover = self._cover_probes(out, back, *held[0], open_lines)
+            # (Nothing planned: every row walled off, none at cover.)
+            cover = self._cover_probes(out, back, *held[0], open_lines) if held else (
+                CoverProbes(np.zeros(0, dtype=np.intp), np.zeros((0, 2)), np.zeros((0, 4)),
+                            np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)))
         return RowFacts(out, adjacent, in_reach, cover)
 
     def _cover_probes(self, level: npt.NDArray[np.int8], back: IntArray, plan: PlanArrays,
@@ -1180,7 +1199,8 @@ class CornerEngine:
         rows = np.flatnonzero(level == COVER)
         u = back[rows]
         if order is not None:
-            place = np.empty_like(order)
+            # (Rows walled off are in no plan, and never at cover: their places stay -1.)
+            place = np.full(int(order.max(initial=-1)) + 1, -1, dtype=np.intp)
             place[order] = np.arange(len(order))
             u = place[u]
         rstart = plan.row_probe_start
@@ -1206,14 +1226,35 @@ class CornerEngine:
 
     def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]], reach_too: bool,
                     held: list[tuple[PlanArrays, _Traced, IntArray | None]] | None = None,
+                    among: IntArray | None = None,
                     ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
         """Each row's level, in the rows' order, and with `reach_too` also its level with
         its ranged lines read under the reach rule. `held`: where to put the plan, the
-        trace and the order, for reading the probes again."""
+        trace and the order, for reading the probes again.
+
+        Rows between spaces walled off from each other (geometry.rooms: in two rooms of
+        the plain walls) are total, each of their lines stopped by a plain wall, and are
+        neither planned nor traced."""
+        a, t, code = self._row_arrays(rows)
+        off = self._walled_off(a, t) if among is None else None
+        if off is not None:
+            live = np.flatnonzero(~off)
+            level = np.full(len(a), TOTAL, dtype=np.int8)
+            reach_level = level.copy() if reach_too else None
+            if len(live):
+                got, got_reach = self._row_levels(Rows(a[live], t[live], code[live]),
+                                                  reach_too, held, live)
+                level[live] = got
+                if reach_level is not None and got_reach is not None:
+                    reach_level[live] = got_reach
+            return level, reach_level
         plan, _, order = self._planned(rows)
         traced = self._plan_levels(plan, False, reach_too)
         if held is not None:
-            held.append((plan, traced, order))
+            # `among`: these rows are those rows of the caller's; the plan's order is read
+            # in the caller's numbering (`_cover_probes`).
+            held.append((plan, traced, order if among is None else
+                         among if order is None else among[order]))
 
         def in_order(level: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
             level = level.astype(np.int8)

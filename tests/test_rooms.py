@@ -1,0 +1,240 @@
+"""Rooms (geometry.rooms): spaces in two rooms of the plain walls are walled off, and the
+rulesets answer such pairs without tracing them, exactly as tracing would.
+
+Pure geometry and rules: no sockets. The scenes are Foundry documents read by the server's
+own loader, on a grid of 100 px squares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from geometry import openings, rooms
+from geometry.square import INSET_PX
+from geometry.trace import Tracer
+from rulesets import REGISTRY, forget_kept
+from rulesets.corner import CornerEngine
+from server import messages
+from server import scene as scenes
+from server.messages import parse_request
+
+Doc = dict[str, Any]
+SIZE = 100
+
+
+def _walls(*segments: tuple[int, int, int, int], **extra: Any) -> list[Doc]:
+    """Wall documents for segments given in squares."""
+    return [{"id": f"w{k}-{x0}-{y0}", "c": [x0 * SIZE, y0 * SIZE, x1 * SIZE, y1 * SIZE],
+             **extra} for k, (x0, y0, x1, y1) in enumerate(segments)]
+
+
+def _box(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int, int, int]]:
+    """A closed room's four sides, each side drawn as one-square segments (as a map's
+    walls often are)."""
+    out = []
+    for x in range(x0, x1):
+        out += [(x, y0, x + 1, y0), (x, y1, x + 1, y1)]
+    for y in range(y0, y1):
+        out += [(x0, y, x0, y + 1), (x1, y, x1, y + 1)]
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _build_for_any_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These scenes are small: their rooms are built for however few pairs are asked."""
+    monkeypatch.setattr(rooms, "BUILD_PAIRS", 0)
+
+
+def _scene(walls: list[Doc], tokens: list[tuple[int, int, int]],
+           ruleset: str = "dnd35") -> scenes.Scene:
+    """tokens: (x, y, size in squares)."""
+    doc = {"id": "s", "grid": {"type": 1, "size": SIZE, "distance": 5, "units": "ft"},
+           "width": 2000, "height": 2000, "walls": walls,
+           "tokens": [{"id": f"t{k}", "x": x * SIZE, "y": y * SIZE, "width": n, "height": n,
+                       "disposition": 1 if k % 2 else -1}
+                      for k, (x, y, n) in enumerate(tokens)]}
+    req = parse_request({"type": "scene.load", "scene": doc, "options": {},
+                         "ruleset": ruleset})
+    assert isinstance(req, messages.SceneLoad)
+    return scenes.load(req.scene, req.ruleset, req.options, None)
+
+
+def _rooms(scene: scenes.Scene) -> np.ndarray:
+    tracer = Tracer(scene.geometry)
+    return rooms.rooms_of(tracer, openings.box_rings(tracer.boxes, INSET_PX), 1)
+
+
+def _off(room: np.ndarray, a: int, b: int) -> bool:
+    return bool(rooms.walled_off(room[[a]], room[[b]])[0])
+
+
+def test_two_rooms_and_the_outside_are_walled_off_from_one_another() -> None:
+    # Room A: squares 1-3; room B: squares 4-6 (sharing the wall x = 4); the outside.
+    scene = _scene(_walls(*_box(1, 1, 4, 4), *_box(4, 1, 7, 4)),
+                   [(2, 2, 1), (5, 2, 1), (1, 1, 1), (10, 10, 1), (12, 3, 1)])
+    room = _rooms(scene)
+    assert room[0] == room[2] != rooms.NO_ROOM
+    assert room[1] not in (room[0], rooms.NO_ROOM)
+    assert room[3] == room[4]
+    assert _off(room, 0, 1) and _off(room, 1, 0)   # room A, room B
+    assert _off(room, 0, 3) and _off(room, 1, 4)   # a room, the outside
+    assert not _off(room, 0, 2)                    # two in room A
+    assert not _off(room, 3, 4)                    # two outside
+
+
+def test_a_gap_in_a_room_joins_it_to_the_outside() -> None:
+    # Room A with its top side missing one square: A is the outside now; B stays closed.
+    sides = [s for s in _box(1, 1, 4, 4) if s != (2, 1, 3, 1)]
+    scene = _scene(_walls(*sides, *_box(4, 1, 7, 4)), [(2, 2, 1), (5, 2, 1), (10, 10, 1)])
+    room = _rooms(scene)
+    assert room[0] == room[2]
+    assert not _off(room, 0, 2)
+    assert _off(room, 0, 1) and _off(room, 2, 1)
+
+
+@pytest.mark.parametrize("kind", [{"dir": 1}, {"sight": 10}, {"door": 1, "ds": 1},
+                                  {"flags": {"wall-height": {"top": 3}}},
+                                  {"flags": {"covercast": {"cover": "low"}}}])
+def test_walls_that_may_let_a_line_pass_close_no_room(kind: Doc) -> None:
+    """A one-way, limited, open-door, banded or low wall does not stop every line: a room
+    closed by one is no room."""
+    sides = _box(1, 1, 4, 4)
+    walls = _walls(*sides[1:]) + _walls(sides[0], **kind)
+    scene = _scene(walls, [(2, 2, 1), (10, 10, 1)])
+    assert not _off(_rooms(scene), 0, 1)
+
+
+def test_a_creature_across_a_wall_is_in_no_room() -> None:
+    # A Large creature standing across the wall between A and B.
+    scene = _scene(_walls(*_box(1, 1, 4, 4), *_box(4, 1, 7, 4)),
+                   [(3, 2, 2), (5, 2, 1), (2, 2, 1)])
+    room = _rooms(scene)
+    assert room[0] == rooms.NO_ROOM
+    assert not _off(room, 0, 1) and not _off(room, 0, 2)
+    assert _off(room, 1, 2)
+
+
+def test_a_room_inside_a_hall() -> None:
+    # A hall of 10 x 10 squares, a closed closet of 2 x 2 inside it.
+    scene = _scene(_walls(*_box(1, 1, 11, 11), *_box(5, 5, 7, 7)),
+                   [(5, 5, 1), (2, 2, 1), (9, 9, 1), (15, 15, 1)])
+    room = _rooms(scene)
+    assert _off(room, 0, 1) and _off(room, 0, 3) and _off(room, 1, 3)
+    assert not _off(room, 1, 2)
+
+
+def test_tangled_walls_have_no_rooms() -> None:
+    # 20 long walls across 20 others: each meets 20.
+    lattice = [(0, k, 19, k) for k in range(20)] + [(k, 0, k, 19) for k in range(20)]
+    scene = _scene(_walls(*lattice), [(0, 0, 1), (5, 5, 1)])
+    assert rooms.rooms(Tracer(scene.geometry)) is None
+    assert (_rooms(scene) == rooms.NO_ROOM).all()
+
+
+def test_walled_off_rows_are_neither_planned_nor_traced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A creature in a closed room and one outside past its corner: no one wall stops
+    every line between them (each side stops some), so the trace would need every wall.
+    The rows are total without being planned, as they are when traced."""
+    walls = _walls(*_box(1, 1, 4, 4))
+    scene = _scene(walls, [(3, 3, 1), (6, 6, 1), (2, 2, 1)])
+    planned: list[set[tuple[int, int]]] = []
+    original = CornerEngine._planned
+
+    def spy(self: CornerEngine, rows: Any) -> Any:
+        a, t, _ = self._row_arrays(rows)
+        planned.append(set(zip(a.tolist(), t.tolist(), strict=True)))
+        return original(self, rows)
+
+    monkeypatch.setattr(CornerEngine, "_planned", spy)
+    rules = scene.ruleset
+    with_rooms = rules.annotate(scene.geometry, scene.options)
+    seen = set().union(*planned)
+    assert (0, 1) not in seen and (1, 0) not in seen and (1, 2) not in seen
+    assert (0, 2) in seen
+    totals = {(a.attacker, a.target) for a in with_rooms if a.cover.value == "total"}
+    assert {("t0", "t1"), ("t1", "t0"), ("t1", "t2"), ("t2", "t1")} <= totals
+    monkeypatch.setattr(rooms, "rooms", lambda tracer, build=True: None)
+    planned.clear()
+    assert rules.annotate(scene.geometry, scene.options) == with_rooms
+    assert (0, 1) in set().union(*planned)
+
+
+def test_rooms_are_built_for_a_whole_table_and_used_by_a_move(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few pairs (a move, a door opened) never wait for the rooms of new walls; once a
+    whole table has built them, a few pairs use them."""
+    monkeypatch.setattr(rooms, "BUILD_PAIRS", 10)
+    scene = _scene(_walls(*_box(1, 20, 4, 23), *_box(4, 20, 7, 23)),
+                   [(2, 21, 1), (5, 21, 1), (10, 10, 1)])
+    tracer = Tracer(scene.geometry)
+    rings = openings.box_rings(tracer.boxes, INSET_PX)
+    assert (rooms.rooms_of(tracer, rings, 9) == rooms.NO_ROOM).all()
+    assert rooms.rooms(tracer, build=False) is None
+    assert _off(rooms.rooms_of(tracer, rings, 10), 0, 1)
+    assert _off(rooms.rooms_of(tracer, rings, 1), 0, 1)
+
+
+@pytest.mark.parametrize("ruleset", sorted(REGISTRY.names()))
+def test_every_pair_walled_off(ruleset: str) -> None:
+    """Two creatures in two rooms and no one else: nothing is planned or traced at all
+    (pf1 then looks closer at no row at cover)."""
+    scene = _scene(_walls(*_box(1, 1, 4, 4), *_box(4, 1, 7, 4)), [(2, 2, 1), (5, 2, 1)],
+                   ruleset)
+    out = scene.ruleset.annotate(scene.geometry, scene.options)
+    assert out and all(a.cover.value == "total" for a in out)
+
+
+# -- every ruleset: the same answers with rooms as without ----------------------------------
+
+cell = st.integers(0, 11)
+
+
+@st.composite
+def room_scenes(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, int, int]]]:
+    """Rooms of random sizes (some sides left open, some drawn with a wall of another
+    kind), loose walls, and creatures of one or two squares anywhere."""
+    walls: list[Doc] = []
+    for r in range(draw(st.integers(1, 4))):
+        x0, y0 = draw(cell), draw(cell)
+        x1, y1 = x0 + draw(st.integers(1, 5)), y0 + draw(st.integers(1, 5))
+        sides = _box(x0, y0, x1, y1)
+        gone = draw(st.sets(st.integers(0, len(sides) - 1), max_size=2))
+        odd = draw(st.sets(st.integers(0, len(sides) - 1), max_size=2))
+        kind: Doc = draw(st.sampled_from([{"dir": 1}, {"sight": 10}, {"door": 1, "ds": 0},
+                                     {"flags": {"wall-height": {"top": 3}}}]))
+        for k, s in enumerate(sides):
+            if k in gone and draw(st.booleans()):
+                continue
+            walls += [{"id": f"r{r}-{k}", "c": [v * SIZE for v in s],
+                       **(kind if k in odd else {})}]
+    for k in range(draw(st.integers(0, 3))):
+        c = [draw(cell) * SIZE + draw(st.sampled_from([0, 50])) for _ in range(4)]
+        if c[:2] != c[2:]:
+            walls.append({"id": f"x{k}", "c": c})
+    tokens = draw(st.lists(st.tuples(cell, cell, st.sampled_from([1, 1, 1, 2])),
+                           min_size=2, max_size=6, unique_by=lambda t: t[:2]))
+    return walls, tokens
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(room_scenes(), st.sampled_from(sorted(REGISTRY.names())))
+def test_rooms_change_no_answer(case: tuple[list[Doc], list[tuple[int, int, int]]],
+                                ruleset: str) -> None:
+    walls, tokens = case
+    scene = _scene(walls, tokens, ruleset)
+    rules = scene.ruleset
+    forget_kept()
+    with_rooms = rules.annotate(scene.geometry, scene.options)
+    real = rooms.rooms
+    try:
+        rooms.rooms = lambda tracer, build=True: None
+        forget_kept()
+        without = rules.annotate(scene.geometry, scene.options)
+    finally:
+        rooms.rooms = real
+    assert with_rooms == without
