@@ -76,3 +76,34 @@ def test_matches_brute_force_on_random_walls(seed: int) -> None:
             assert g == want, (box, seg, g, want)
         else:
             assert g > 30.0, (box, seg, g, want)
+
+
+def test_big_maps_find_the_same_distances(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`CornerEngine._distances` finds its distinct (creature, wall) keys by marking a table
+    of every slot on small maps, by sorting on big ones (1,000 creatures x 20,000 walls):
+    the same feet either way, for every paired key, in its place."""
+    from bench.dressing import dress
+    from bench.scenes import generate
+    from geometry.model import FEET_PER_SQUARE
+    from rulesets import corner
+    from rulesets.corner import CornerEngine, CornerOptions
+
+    geom = dress(generate(30, 300, 2).geom, 2)
+    engine = CornerEngine(geom, CornerOptions())
+    rng = np.random.default_rng(5)
+    n = 400
+    att = rng.integers(0, len(geom.creatures), n)
+    tgt = rng.integers(0, len(geom.creatures), n)
+    walls = rng.integers(0, len(engine.tracer.walls), n)
+    dense = engine._distances(att, tgt, walls)
+    monkeypatch.setattr(corner, "_DENSE_DISTANCE_SLOTS", 0)
+    sorted_ = engine._distances(att, tgt, walls)
+    for d, s in zip(dense, sorted_, strict=True):
+        np.testing.assert_array_equal(d, s)
+    # And against the distance measured one key at a time.
+    steps = int(corner.LOW_OBSTACLE_RANGE_FT // FEET_PER_SQUARE) + 1
+    tr = engine.tracer
+    for k in range(0, n, 37):
+        one = segment_grid_feet(tr.boxes[att[k:k + 1]], tr.wall_xy[walls[k:k + 1]], SIZE,
+                                steps)
+        assert sorted_[0][k] == one[0]
