@@ -18,9 +18,9 @@ answer is total cover, without tracing (docs/geometry.md, "Rooms").
 A space that meets a room's border (a creature standing in a doorway drawn as a wall gap's
 end, or across a wall) is in no room here, and its pairs are traced as before. So are all
 pairs when the walls are too many or too tangled for the faces to be worth building
-(ROOMS_MAX_WALLS, _NEAR_PER_WALL): the faces of a lattice of long walls crossing one another
-number in the hundreds of thousands, and nothing is walled off there that a trace would
-not find anyway."""
+(ROOMS_MAX_WALLS, ROOMS_MAX_WALLS_AHEAD, _NEAR_PER_WALL): the faces of a lattice of long
+walls crossing one another number in the hundreds of thousands, and nothing is walled off
+there that a trace would not find anyway."""
 
 from __future__ import annotations
 
@@ -34,10 +34,16 @@ from geometry.caches import drop_oldest
 from geometry.kernel import BoolArray, FloatArray, IntArray
 from geometry.trace import Tracer
 
-#: Plain walls past which no rooms are built (a set of walls is noded and polygonized once,
-#: at about 5 ms per thousand walls of a map of rooms; the index is rebuilt when a wall
-#: changes, a door opened or closed).
-ROOMS_MAX_WALLS = 6000
+#: Plain walls past which the rooms are not built on the caller's thread: the rooms of
+#: 2,500 walls cost up to ~30 ms (5-11 us a wall: a map of a few dozen rooms, a grid of tiny
+#: ones), about what a slice of a table may hold the server's worker (server/tables.py).
+ROOMS_MAX_WALLS = 2500
+#: ...and past which they are not built at all. Between the two, they are built only where
+#: nothing waits on them: the edge reads a large scene or wall change on a thread of its own
+#: (server/ahead.py) and builds its rooms there (Shapely lets go of the interpreter lock in
+#: GEOS: 2,916 rooms of 5,940 walls took 81 ms there, and held the other thread 11 ms at
+#: most).
+ROOMS_MAX_WALLS_AHEAD = 6000
 #: Walls whose boxes meet, per plain wall, past which the walls are too tangled for rooms:
 #: a map's walls meet two to four others each (the benchmark's 890 plain walls, 3,000
 #: neighbours in all); a lattice of long walls crossing one another meets hundreds each,
@@ -72,15 +78,18 @@ _ROOMS_KEPT = 8
 _RINGS_KEPT = 1 << 16
 
 
-def rooms(tracer: Tracer, build: bool = True) -> Rooms | None:
+def rooms(tracer: Tracer, build: bool = True,
+          max_walls: int | None = None) -> Rooms | None:
     """The rooms of the tracer's plain walls (None: too many or too tangled walls, or none
     that close a room), built once per set of walls and kept for the last few. Without
-    `build`, only rooms already built are returned (None otherwise)."""
+    `build`, only rooms already built are returned (None otherwise). `max_walls`: plain
+    walls past which they are not built here (ROOMS_MAX_WALLS; ROOMS_MAX_WALLS_AHEAD off
+    the worker's thread)."""
     xy, plain = tracer.wall_xy, tracer.wall_plain
     held = _ROOMS.get(id(xy))
     if held is not None and held[0] is xy and held[1] is plain:
         return held[2]
-    if not build:
+    if not build or int(plain.sum()) > (ROOMS_MAX_WALLS if max_walls is None else max_walls):
         return None
     out = _build(xy[plain])
     if len(_ROOMS) >= _ROOMS_KEPT:
@@ -92,7 +101,7 @@ def rooms(tracer: Tracer, build: bool = True) -> Rooms | None:
 def _build(walls: FloatArray) -> Rooms | None:
     """`rooms` of these walls (M, 4)."""
     # Three walls at least close a room.
-    if len(walls) < 3 or len(walls) > ROOMS_MAX_WALLS:
+    if len(walls) < 3:
         return None
     segs = shapely.linestrings(walls.reshape(-1, 2, 2))
     # Walls of no length have no line to node (they stop nothing a room border needs).

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from geometry import rooms
+from geometry.trace import Tracer
 from rulesets.base import AttackMode
 from server import durable
 from server import scene as scenes
@@ -180,13 +182,16 @@ def _read(frame: bytes | str, viewer: bool, write_types: frozenset[str],
 
 def _warm(scene: scenes.Scene) -> None:
     """Build the scene's geometry and what its ruleset keeps per walls and per token
-    position (wall arrays, token layouts), as the first request on it would: one pair."""
+    position (wall arrays, token layouts), as the first request on it would: one pair.
+    And the rooms of its walls (geometry.rooms), which the worker builds itself only for
+    fewer walls (ROOMS_MAX_WALLS): here nothing waits on them."""
     try:
         geom = scene.geometry
         if len(geom.creatures) >= 2:
             a, b = geom.creatures[0].id, geom.creatures[1].id
             scene.ruleset.annotate(geom, scene.options, pairs=[(a, b)],
                                    modes=[AttackMode.RANGED])
+            rooms.rooms(Tracer(geom), max_walls=rooms.ROOMS_MAX_WALLS_AHEAD)
     except Exception:
         log.debug("warming a scene ahead failed", exc_info=True)
 

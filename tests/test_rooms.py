@@ -158,7 +158,7 @@ def test_walled_off_rows_are_neither_planned_nor_traced(
     assert (0, 2) in seen
     totals = {(a.attacker, a.target) for a in with_rooms if a.cover.value == "total"}
     assert {("t0", "t1"), ("t1", "t0"), ("t1", "t2"), ("t2", "t1")} <= totals
-    monkeypatch.setattr(rooms, "rooms", lambda tracer, build=True: None)
+    monkeypatch.setattr(rooms, "rooms", lambda tracer, build=True, max_walls=None: None)
     planned.clear()
     assert rules.annotate(scene.geometry, scene.options) == with_rooms
     assert (0, 1) in set().union(*planned)
@@ -177,6 +177,27 @@ def test_rooms_are_built_for_a_whole_table_and_used_by_a_move(
     assert rooms.rooms(tracer, build=False) is None
     assert _off(rooms.rooms_of(tracer, rings, 10), 0, 1)
     assert _off(rooms.rooms_of(tracer, rings, 1), 0, 1)
+
+
+def test_many_walls_get_rooms_only_off_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ROOMS_MAX_WALLS plain walls the worker does not build the rooms itself (they
+    would hold it past a slice of work); the edge's reading thread builds them up to
+    ROOMS_MAX_WALLS_AHEAD (server/ahead.py), and the worker uses them; past that, none."""
+    from server import ahead
+
+    monkeypatch.setattr(rooms, "ROOMS_MAX_WALLS", 20)
+    monkeypatch.setattr(rooms, "ROOMS_MAX_WALLS_AHEAD", 30)
+    two = _walls(*_box(1, 1, 4, 4), *_box(4, 1, 7, 4))  # 24 walls
+    scene = _scene(two, [(2, 2, 1), (5, 2, 1)])
+    tracer = Tracer(scene.geometry)
+    assert rooms.rooms(tracer) is None
+    ahead._warm(scene)
+    assert rooms.rooms(tracer, build=False) is not None
+    assert _off(_rooms(scene), 0, 1)
+    three = _walls(*_box(1, 1, 4, 4), *_box(4, 1, 7, 4), *_box(7, 1, 10, 4))  # 36 walls
+    scene = _scene(three, [(2, 2, 1), (5, 2, 1)])
+    ahead._warm(scene)
+    assert rooms.rooms(Tracer(scene.geometry), build=False) is None
 
 
 @pytest.mark.parametrize("ruleset", sorted(REGISTRY.names()))
@@ -232,7 +253,7 @@ def test_rooms_change_no_answer(case: tuple[list[Doc], list[tuple[int, int, int]
     with_rooms = rules.annotate(scene.geometry, scene.options)
     real = rooms.rooms
     try:
-        rooms.rooms = lambda tracer, build=True: None
+        rooms.rooms = lambda tracer, build=True, max_walls=None: None
         forget_kept()
         without = rules.annotate(scene.geometry, scene.options)
     finally:
