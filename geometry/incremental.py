@@ -96,6 +96,11 @@ def affected(old: SceneGeom, new: SceneGeom,
                if (b := before.get(i)) is not (c := after.get(i)) and b != c}
     # A rider fights from its mount's squares: it changes whenever its mount does.
     changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
+    present = changed & after.keys()
+    if only and present and all(p[0] in present or p[1] in present for p in only):
+        # Every pair asked about has a creature that changed (a filtered table of the one
+        # attacker that moved): all of them are recomputed whole, and nothing else is asked.
+        return Affected(frozenset(only), frozenset())
     walls: list[WallGeom] = []
     if old.walls is not new.walls:  # a token change keeps the walls' tuple
         old_walls = {w.id: w for w in old.walls}
@@ -156,7 +161,6 @@ def affected(old: SceneGeom, new: SceneGeom,
     for a, t in zip(a_idx[near].tolist(), t_idx[near].tolist(), strict=True):
         in_the_way.add((ids[a], ids[t]))
         in_the_way.add((ids[t], ids[a]))
-    present = changed & after.keys()
     if only is None:
         for i in present:
             out.update((i, j) for j in ids if j != i)
