@@ -55,6 +55,12 @@ BUILD_PAIRS = 2000
 _NEAR_CHUNK = 256
 #: A space in no room: it meets a room's border (or there are no rooms).
 NO_ROOM = -1
+#: Pixels: how clear of a room's border a space must be to be in it or outside it. The
+#: kernel tests crossings in floating point; a wall passing a hair from a line's start
+#: (7e-15 px outside a space's corner, on a slanted wall) can round to touching it, and
+#: touching a line's end is not crossing it. Far above such rounding, far below a map's
+#: scale (and below the exact search's EPSILON_PX).
+CLEARANCE_PX = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,8 @@ class Rooms:
 
     faces: np.ndarray  # shapely Polygons
     tree: shapely.STRtree
+    #: Each face shrunk by CLEARANCE_PX (empty where it is thinner than that).
+    inner: np.ndarray
     _of: dict[bytes, int] = field(default_factory=dict)
 
     @property
@@ -121,8 +129,9 @@ def _build(walls: FloatArray) -> Rooms | None:
     faces = faces[shapely.area(faces) > 0]
     if len(faces) == 0:
         return None
-    shapely.prepare(faces)
-    return Rooms(faces, shapely.STRtree(faces))
+    inner = shapely.buffer(faces, -CLEARANCE_PX, join_style="mitre")
+    shapely.prepare(inner)
+    return Rooms(faces, shapely.STRtree(faces), inner)
 
 
 def rooms_of(tracer: Tracer, rings: FloatArray, pairs: int) -> IntArray:
@@ -149,10 +158,11 @@ def rooms_of(tracer: Tracer, rings: FloatArray, pairs: int) -> IntArray:
             out[k] = held
     if todo:
         shapes = shapely.convex_hull(shapely.multipoints(rings[todo]))
-        si, fi = found.tree.query(shapes, predicate="intersects")
+        # Outside: no face within CLEARANCE_PX; in a face: inside it shrunk by as much.
+        si, fi = found.tree.query(shapes, predicate="dwithin", distance=CLEARANCE_PX)
         room = np.full(len(todo), found.outside, dtype=np.intp)
         room[si] = NO_ROOM
-        inside = shapely.contains_properly(found.faces[fi], shapes[si])
+        inside = shapely.contains_properly(found.inner[fi], shapes[si])
         # A ring inside one face only (faces do not overlap; counted to be sure).
         once = np.bincount(si[inside], minlength=len(todo)) == 1
         keep = inside & once[si]

@@ -286,6 +286,14 @@ class _Layout:
     square_idx: IntArray
     square_boxes: FloatArray
     distinct: FloatArray
+    #: The box holding the space and every square: where any of the creature's lines, and
+    #: any line of effect to or from its space, can start. The space itself, but for a
+    #: token whose size is not a whole number of squares (1.5 squares: two squares
+    #: wide, lines from their corners; 1.4: one square, in a space wider than it).
+    reach_box: Box
+    #: Whether the squares hold the whole space (the lines' points span it), so that a wall
+    #: crossing every line between their corners separates the spaces too.
+    squares_hold_space: bool
 
 
 _LAYOUTS: dict[tuple[float, float, float, float, float], _Layout] = {}
@@ -314,10 +322,14 @@ def _new_layout(c: CreatureGeom, grid: Grid) -> _Layout:
     each = corners_many(sq_arr)  # (squares, 4, 2)
     pts = each.reshape(-1, 2)
     pts_in = inset_many(each, sq_arr).reshape(-1, 2)
+    lo, hi = sq_arr[:, 0:2].min(axis=0), sq_arr[:, 2:4].max(axis=0)
+    reach_box = (min(box[0], float(lo[0])), min(box[1], float(lo[1])),
+                 max(box[2], float(hi[0])), max(box[3], float(hi[1])))
+    holds = bool(lo[0] <= box[0] and lo[1] <= box[1] and hi[0] >= box[2] and hi[1] >= box[3])
     # A corner of the space is a corner of one square only: its point is that square's.
     return _Layout(box, sqs, pts, pts_in, _indices(pts, corners(box)),
                    np.arange(len(pts), dtype=np.intp).reshape(len(sqs), 4), sq_arr,
-                   _distinct_corners(sqs))
+                   _distinct_corners(sqs), reach_box, holds)
 
 
 def sight_points(c: CreatureGeom, grid: Grid) -> FloatArray:
@@ -467,6 +479,7 @@ class CornerEngine:
         self.tracer = Tracer(scene)
         self.cs = scene.creatures
         layouts = [_layout(c, self.grid) for c in self.cs]
+        self._layouts = layouts
         self.spaces = [lay.space for lay in layouts]
         self.squares = [lay.squares for lay in layouts]
         cols = columns(self.cs, self.grid)
@@ -510,6 +523,12 @@ class CornerEngine:
         self._side = cols.side
         #: Each creature's room (geometry.rooms), found when first asked.
         self._room: IntArray | None = None
+        #: Creatures whose squares do not hold their whole space (None: no such creature).
+        short = [k for k, lay in enumerate(layouts) if not lay.squares_hold_space]
+        self._squares_short: BoolArray | None = None
+        if short:
+            self._squares_short = np.zeros(len(layouts), dtype=bool)
+            self._squares_short[short] = True
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index}
         self._partner: IntArray | None = None
@@ -588,8 +607,12 @@ class CornerEngine:
             return None
         room = self._room
         if room is None:
-            room = self._room = rooms.rooms_of(
-                self.tracer, openings.box_rings(self._space_arr, INSET_PX), len(a))
+            # Each creature's space with every square its lines start from (a token of 1.5
+            # squares draws its lines from two).
+            reach = np.array([lay.reach_box for lay in self._layouts],
+                             dtype=np.float64).reshape(-1, 4)
+            room = self._room = rooms.rooms_of(self.tracer, openings.box_rings(reach, INSET_PX),
+                                               len(a))
         if (room == rooms.NO_ROOM).all():
             return None
         off = rooms.walled_off(room[a], room[t])
@@ -1599,8 +1622,14 @@ class CornerEngine:
             shut |= row_level_reach == TOTAL
         rows = np.flatnonzero(shut)
         if len(rows) and sealed is not None:
-            lines = plan.virt_real[plan.probe_start[plan.row_probe_start[rows]]]
-            rows = rows[~sealed[lines]]
+            first = plan.probe_start[plan.row_probe_start[rows]]
+            known = sealed[plan.virt_real[first]]
+            # (The lines' points span the spaces only where the squares hold them: a token
+            # of 1.4 squares has a space wider than its one square.)
+            odd = self._squares_short
+            if odd is not None:
+                known &= ~(odd[plan.att[first]] | odd[plan.tgt[first]])
+            rows = rows[~known]
         if len(rows) == 0:
             return row_level, row_level_reach
         first = plan.probe_start[plan.row_probe_start[rows]]
