@@ -1299,7 +1299,7 @@ SEAL_GROUP_MERGE = 400
 
 
 def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
-                 t: IntArray, rooms_too: bool = True) -> BoolArray | None:
+                 t: IntArray) -> BoolArray | None:
     """Per pair (a[k], t[k]) of creatures: whether one plain wall, or a run of them end to
     end, crosses every line between the corners of their convex rings (rings (n, V, 2),
     creature c's first corners[c] corners; `hull_rings`), which separates the two rings
@@ -1309,8 +1309,8 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     pairs of common sizes are not padded to the largest creature's; the groups of few pairs
     go together in one call (each call has fixed costs), as do a move's few pairs. A wall
     that separates two rings separates them both ways: each unordered pair is tested
-    once. Before any of it (with `rooms_too`), pairs whose rings lie in two rooms of the
-    plain walls are sealed too, by the walls around either room (geometry.rooms)."""
+    once. Before any of it, pairs whose rings lie in two rooms of the plain walls are
+    sealed too, by the walls around either room (geometry.rooms)."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
         return None
@@ -1323,19 +1323,14 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     # one group, not two.
     flip = corners[a] < corners[t]
     a, t = np.where(flip, t, a), np.where(flip, a, t)
-    sealed = np.zeros(len(a), dtype=bool)
     # Pairs in two rooms of the plain walls are walled off (geometry.rooms): sealed, with
     # no wall to find; the kernel walks the others.
-    walled = (rooms.walled_off(*rooms.rooms_of(tracer, rings, len(a))[np.stack([a, t])])
-              if rooms_too else np.zeros(len(a), dtype=bool))
-    if walled.any():
-        sealed[walled] = True
-        rest = np.flatnonzero(~walled)
-        if len(rest):
-            sealed[rest] = sealed_pairs(tracer, rings, corners, a[rest], t[rest],
-                                        rooms_too=False)
-        out_w: BoolArray = sealed[back.reshape(-1)]
-        return out_w
+    sealed = rooms.walled_off(*rooms.rooms_of(tracer, rings, len(a))[np.stack([a, t])])
+    todo = np.flatnonzero(~sealed)
+    a, t = a[todo], t[todo]
+    if len(a) == 0:
+        every: BoolArray = sealed[back.reshape(-1)]
+        return every
     width = int(corners.max()) + 1
     if len(a) <= SEAL_ONE_CALL:
         # Few pairs (a move's): one call, padded to their largest rings, costs less than
@@ -1363,7 +1358,7 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         hi_t = kernel.over_points(np.maximum, rt[near])
         near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
         got[near] &= ~_overlap(ra[near], rt[near])
-        sealed[rows] = got
+        sealed[todo[rows]] = got
     out: BoolArray = sealed[back.reshape(-1)]
     return out
 

@@ -17,6 +17,7 @@ each degree is worth; the procedure itself is the seed text:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -523,12 +524,6 @@ class CornerEngine:
         self._side = cols.side
         #: Each creature's room (geometry.rooms), found when first asked.
         self._room: IntArray | None = None
-        #: Creatures whose squares do not hold their whole space (None: no such creature).
-        short = [k for k, lay in enumerate(layouts) if not lay.squares_hold_space]
-        self._squares_short: BoolArray | None = None
-        if short:
-            self._squares_short = np.zeros(len(layouts), dtype=bool)
-            self._squares_short[short] = True
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index}
         self._partner: IntArray | None = None
@@ -599,6 +594,17 @@ class CornerEngine:
             if pos[c] >= 0:
                 big[pos[c]] = items[c]
         return big, pos
+
+    @functools.cached_property
+    def _squares_short(self) -> BoolArray | None:
+        """Per creature: whether its squares do not hold its whole space (a token of 1.4
+        squares: one square, in a wider space); None when no creature's do not."""
+        short = [k for k, lay in enumerate(self._layouts) if not lay.squares_hold_space]
+        if not short:
+            return None
+        out = np.zeros(len(self._layouts), dtype=bool)
+        out[short] = True
+        return out
 
     def _walled_off(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per row: whether its two spaces are walled off from each other (geometry.rooms),
@@ -1263,7 +1269,6 @@ class CornerEngine:
 
     def _row_levels(self, rows: Sequence[tuple[int, int, AttackMode]], reach_too: bool,
                     held: list[tuple[PlanArrays, _Traced, IntArray | None]] | None = None,
-                    among: IntArray | None = None,
                     ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
         """Each row's level, in the rows' order, and with `reach_too` also its level with
         its ranged lines read under the reach rule. `held`: where to put the plan, the
@@ -1273,23 +1278,30 @@ class CornerEngine:
         the plain walls) are total, each of their lines stopped by a plain wall, and are
         neither planned nor traced."""
         a, t, code = self._row_arrays(rows)
-        off = self._walled_off(a, t) if among is None else None
-        if off is not None:
-            live = np.flatnonzero(~off)
-            level = np.full(len(a), TOTAL, dtype=np.int8)
-            reach_level = level.copy() if reach_too else None
-            if len(live):
-                got, got_reach = self._row_levels(Rows(a[live], t[live], code[live]),
-                                                  reach_too, held, live)
-                level[live] = got
-                if reach_level is not None and got_reach is not None:
-                    reach_level[live] = got_reach
-            return level, reach_level
+        off = self._walled_off(a, t)
+        if off is None:
+            return self._traced_levels(rows, reach_too, held)
+        live = np.flatnonzero(~off)
+        level = np.full(len(a), TOTAL, dtype=np.int8)
+        reach_level = level.copy() if reach_too else None
+        if len(live):
+            got, got_reach = self._traced_levels(Rows(a[live], t[live], code[live]),
+                                                 reach_too, held, live)
+            level[live] = got
+            if reach_level is not None and got_reach is not None:
+                reach_level[live] = got_reach
+        return level, reach_level
+
+    def _traced_levels(self, rows: Sequence[tuple[int, int, AttackMode]], reach_too: bool,
+                       held: list[tuple[PlanArrays, _Traced, IntArray | None]] | None,
+                       among: IntArray | None = None,
+                       ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8] | None]:
+        """`_row_levels` of these rows, every one planned and traced. `among`: these rows
+        are those rows of the caller's, whose numbering the order put in `held` is read in
+        (`_cover_probes`)."""
         plan, _, order = self._planned(rows)
         traced = self._plan_levels(plan, False, reach_too)
         if held is not None:
-            # `among`: these rows are those rows of the caller's; the plan's order is read
-            # in the caller's numbering (`_cover_probes`).
             held.append((plan, traced, order if among is None else
                          among if order is None else among[order]))
 
