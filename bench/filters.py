@@ -10,7 +10,8 @@ the 100-token / 1,000-wall scene (the dnd35 figures of issue 15, "full matrix ~4
   the refusal takes;
 - the filtered one's first result (the attacker's 999 pairs x 3 modes, from a scene loaded
   but never computed: the scene's wall index is built in it), and a move: of other tokens
-  (each one square right, then back), and of the attacker itself (every pair it has);
+  (each one square right, then back), and of the attacker itself (every pair it has), one
+  square right and back, and walking on to squares it has not stood on;
 - the table held at the end against a fresh evaluation of the attacker's pairs (equality).
 
 Each ruleset asked for (`--rulesets`, dnd35 by default) is measured on the big scene;
@@ -40,7 +41,7 @@ from bench.hexbench import moved
 from bench.hexscenes import on_hex
 from bench.live import CoreHarness, _one, _sends_to, pack, unpack
 from bench.parity import HEX_RULESETS
-from bench.scenes import BenchScene, generate, move_frame
+from bench.scenes import BenchScene, generate, move_frame, walk
 from geometry.incremental import affected
 from geometry.model import GridKind
 from rulesets import REGISTRY
@@ -57,12 +58,21 @@ def _ms(xs: Sequence[float]) -> Result:
 
 def _moves(h: CoreHarness, scene: BenchScene, sub: int, movers: Sequence[tuple[str, Any, Any]],
            rounds: int, view: dict[Key, Any]) -> list[float]:
-    """Each mover a square right then back, `rounds` moves in all; the subscriber's deltas
-    applied to `view`; each move's time from the gm's frame to the subscriber's delta."""
-    times = []
+    """Each mover a square right then back, `rounds` moves in all (`_steps`)."""
+    steps = []
     for k in range(rounds):
         token, here, there = movers[(k // 2) % len(movers)]
-        frame = pack(move_frame(scene, token, there if k % 2 == 0 else here, 1000 + k))
+        steps.append((token, there if k % 2 == 0 else here))
+    return _steps(h, scene, sub, steps, view)
+
+
+def _steps(h: CoreHarness, scene: BenchScene, sub: int,
+           steps: Sequence[tuple[str, tuple[float, float]]], view: dict[Key, Any]) -> list[float]:
+    """Each (token, place) a move; the subscriber's deltas applied to `view`; each move's
+    time from the gm's frame to the subscriber's delta."""
+    times = []
+    for k, (token, place) in enumerate(steps):
+        frame = pack(move_frame(scene, token, place, 1000 + k))
         h.core.prepare(scene.scene_id)  # the server's idle-time work, not timed
         gc.collect()
         t0 = time.perf_counter()
@@ -120,6 +130,12 @@ def measure(tokens: int, walls: int, moves: int, ruleset: str = "dnd35") -> Resu
     out["move"] = _ms(times)
     own = _moves(h, scene, sub, [attacker], 6, view)
     out["attacker_move"] = _ms(own)
+    # The attacker walking on to new squares (not back to where it was: nothing it saw
+    # from there is reused), then back to its first place.
+    places = walk(scene, attacker[0], 7)
+    walked = _steps(h, scene, sub, [(attacker[0], p) for p in places[:6]], view)
+    out["attacker_walk"] = _ms(walked)
+    _steps(h, scene, sub, [(attacker[0], attacker[1])], view)
     cached = h.core.tables.cache[(sid, False, False)]
     out["table_held"] = len(cached.table)
     # Equality: what the subscriber holds is a fresh evaluation of the attacker's pairs.
@@ -192,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "move_vs_baseline_move": round(filtered["move"]["median_ms"]
                                            / base["move"]["median_ms"], 2),
             "attacker_move_vs_baseline_move": round(filtered["attacker_move"]["median_ms"]
+                                                    / base["move"]["median_ms"], 2),
+            "attacker_walk_vs_baseline_move": round(filtered["attacker_walk"]["median_ms"]
                                                     / base["move"]["median_ms"], 2)}}
     for kind in (GridKind(int(k)) for k in args.hex):
         for name in (n for n in args.rulesets if n in HEX_RULESETS):

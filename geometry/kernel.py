@@ -680,6 +680,97 @@ def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
     return merged
 
 
+# Per merged runs (by identity: `_merged_runs` keeps one array per set of walls): the run
+# that last sealed a block, by a key of the block's start points and one of its end points
+# (a creature's corners or ring). A token that moves a square is still cut off from most
+# of those it was cut off from by the same wall, and a filtered table of one attacker
+# follows every pair it has: trying that run first spares the walk over the grid's cells
+# (at 1,000 tokens and 20,000 walls, most of an attacker's move). A hint is only tried: a
+# block is sealed by the block test, never by the hint, so a stale or colliding hint costs
+# one test and changes no answer.
+_SEALERS: dict[int, tuple[FloatArray, dict[int, int]]] = {}
+_SEALERS_KEPT = 8
+#: Hints kept per set of runs (two per block sealed: its start and its end points' keys);
+#: past this the hints start again from empty.
+_SEALERS_MAX = 1 << 16
+# Odd multipliers for the keys of point sets (fixed: keys must agree from call to call).
+_KEY_MULT = np.random.default_rng(20261206).integers(
+    1, 1 << 62, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def _point_keys(points: FloatArray) -> npt.NDArray[np.uint64]:
+    """A 64-bit key per block of points (B, K, 2), from their coordinates' bits: equal
+    points, equal keys; different points, almost surely different keys (a hint's key only
+    picks which run to try first)."""
+    bits = np.ascontiguousarray(points, dtype=np.float64).reshape(len(points), -1)
+    u = bits.view(np.uint64)
+    mult = _KEY_MULT if u.shape[1] <= len(_KEY_MULT) else np.resize(_KEY_MULT, u.shape[1])
+    keys: npt.NDArray[np.uint64] = (u * mult[:u.shape[1]]).sum(axis=1, dtype=np.uint64)
+    return keys ^ np.uint64(u.shape[1])
+
+
+@dataclass(slots=True)
+class _Hints:
+    """Each block's keys (of its start and of its end points) and the run that seals it
+    (-1: none found yet), for one call over merged runs `runs`."""
+
+    runs: FloatArray
+    start_keys: list[int]
+    end_keys: list[int]
+    sealer: IntArray
+
+
+def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
+            step: int) -> tuple[_Hints, BoolArray]:
+    """Blocks sealed by the run that last sealed a block with the same start points or the
+    same end points (`_SEALERS`), tested now: the hints of this call, and which blocks a
+    hint sealed (their `sealer` set)."""
+    b = len(starts)
+    hints = _Hints(runs, _point_keys(starts).tolist(), _point_keys(ends).tolist(),
+                   np.full(b, -1, dtype=np.intp))
+    held = _SEALERS.get(id(runs))
+    if held is None or held[0] is not runs or not held[1]:
+        return hints, np.zeros(b, dtype=bool)
+    get = held[1].get
+    by_start = np.fromiter(map(get, hints.start_keys, itertools.repeat(-1)),
+                           dtype=np.intp, count=b)
+    by_end = np.fromiter(map(get, hints.end_keys, itertools.repeat(-1)),
+                         dtype=np.intp, count=b)
+    # The end's hint first (an attacker moving keeps its targets' points), then the
+    # start's where it differs, for the blocks the first did not seal.
+    for cand, blocks in ((by_end, None), (by_start, by_end)):
+        ok = cand >= 0
+        if blocks is not None:
+            ok &= (cand != blocks) & (hints.sealer < 0)
+        rows = np.flatnonzero(ok)
+        for c0 in range(0, len(rows), step):
+            cb = rows[c0:c0 + step]
+            hit, _ = _block_hits(starts, ends, runs, cb, cand[cb])
+            seal = hit.reshape(len(cb), -1).all(axis=1)
+            hints.sealer[cb[seal]] = cand[cb[seal]]
+    return hints, hints.sealer >= 0
+
+
+def _remember(hints: _Hints) -> None:
+    """Keep the runs found to seal blocks of this call as hints for later calls."""
+    found = np.flatnonzero(hints.sealer >= 0)
+    if len(found) == 0:
+        return
+    runs = hints.runs
+    held = _SEALERS.get(id(runs))
+    if held is None or held[0] is not runs:
+        if len(_SEALERS) >= _SEALERS_KEPT:
+            drop_oldest(_SEALERS)
+        held = _SEALERS[id(runs)] = (runs, {})
+    table = held[1]
+    if len(table) + 2 * len(found) > _SEALERS_MAX:
+        table.clear()
+    walls = hints.sealer[found].tolist()
+    idx = found.tolist()
+    table.update(zip([hints.start_keys[k] for k in idx], walls, strict=True))
+    table.update(zip([hints.end_keys[k] for k in idx], walls, strict=True))
+
+
 # Cells per block in the first round of `_crossed_any`; each round after takes twice as
 # many.
 _ROUND_CELLS = 1
@@ -705,9 +796,20 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     grid = _wall_grid(walls, which, cell)
     if hulls is None:
         hulls = _hulls(starts, ends)
-    pb, pc, cnt = _block_cells(hulls, grid)
     b = len(starts)
+    # Blocks a hint seals are done (a sealing run crosses every line): no cells walked.
+    hints, done = _hinted(starts, ends, walls, step)
+    if done.any():
+        out[done] = True
+        if sealed is not None:
+            sealed[done] = True
+        rest = np.flatnonzero(~done)
+        pb, pc, cnt = _block_cells(_sub_hulls(hulls, rest), grid)
+        pb = rest[pb]
+    else:
+        pb, pc, cnt = _block_cells(hulls, grid)
     if len(pb) == 0:
+        _remember(hints)
         return
     per = np.bincount(pb, minlength=b)
     first = np.cumsum(per) - per
@@ -720,7 +822,6 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     rnd = np.floor(np.log2(rank / _ROUND_CELLS + 1)).astype(np.uint8)
     order = np.argsort(rnd, kind="stable")
     cuts = np.searchsorted(rnd[order], np.arange(int(rnd.max()) + 2))
-    done = np.zeros(b, dtype=bool)
     for k in range(len(cuts) - 1):
         rows = order[cuts[k]:cuts[k + 1]]
         # With `sealed`, a block done but not sealed goes on: its sealing wall may lie in a
@@ -732,14 +833,17 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
         keep = _axis_keep(walls, bi, wi, hulls.axis)
         bi, wi = bi[keep], wi[keep]
         for c0 in range(0, len(bi), step):
-            cb = bi[c0:c0 + step]
-            hit, _ = _block_hits(starts, ends, walls, cb, wi[c0:c0 + step])
+            cb, cw = bi[c0:c0 + step], wi[c0:c0 + step]
+            hit, _ = _block_hits(starts, ends, walls, cb, cw)
             _or_runs(out, cb, hit)
+            seal = hit.reshape(len(cb), -1).all(axis=1)
+            hints.sealer[cb[seal]] = cw[seal]
             if sealed is not None:
-                sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
+                sealed[cb[seal]] = True
         blocks = pb[rows]  # ascending
         act = blocks[run_starts(blocks[1:] != blocks[:-1])]
         done[act] = out[act].reshape(len(act), -1).all(axis=1)
+    _remember(hints)
 
 
 def blocks_cross_walls_any(
@@ -847,17 +951,34 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
     the block. Only for walls that stop a line alone (plain ones): such a wall separates
     the block's two hulls of points wholly (geometry.openings, 'Sealed').
 
-    Such a wall crosses in particular two of the block's own lines: from the start to the
-    end point furthest to one side of the line between their centres, and furthest to the
-    other. Only the walls in the grid's cells along the first of them that cross both are
-    tested against all of the block's lines, each block's first such wall before its
-    others (nearly every one left seals its block)."""
+    The run that last sealed a block with the same start or end points is tried first
+    (`_SEALERS`); the other blocks are looked for as `_seal_walk` says."""
     b = len(starts)
-    sealed = np.zeros(b, dtype=bool)
     if b == 0 or len(which) == 0:
-        return sealed
+        return np.zeros(b, dtype=bool)
     p_n, q_n = starts.shape[1], ends.shape[1]
     runs = _merged_runs(walls, which)
+    hints, sealed = _hinted(starts, ends, runs, max(1, SEAL_STEP_LINES // (p_n * q_n)))
+    rest = np.flatnonzero(~sealed)
+    if len(rest):
+        found = _seal_walk(take_rows(starts, rest), take_rows(ends, rest), runs)
+        hints.sealer[rest] = found
+        sealed[rest] = found >= 0
+    _remember(hints)
+    return sealed
+
+
+def _seal_walk(starts: FloatArray, ends: FloatArray, runs: FloatArray) -> IntArray:
+    """Per block: a run of `runs` that crosses every line of the block (-1: none).
+
+    Such a run crosses in particular two of the block's own lines: from the start to the
+    end point furthest to one side of the line between their centres, and furthest to the
+    other. Only the runs in the grid's cells along the first of them that cross both are
+    tested against all of the block's lines, each block's first such run before its
+    others (nearly every one left seals its block)."""
+    b = len(starts)
+    sealer = np.full(b, -1, dtype=np.intp)
+    p_n, q_n = starts.shape[1], ends.shape[1]
     # The same grid as `_crossed_any` builds over the same runs (one cache entry).
     grid = _wall_grid(runs, np.arange(len(runs)))
     # Two of the block's lines: between the start and the end point furthest to one side
@@ -894,12 +1015,13 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
         first = np.ones(len(bi), dtype=bool)
         first[1:] = bi[1:] != bi[:-1]
         for which_rows in (first, ~first):
-            rows = np.flatnonzero(which_rows & ~sealed[bi])
+            rows = np.flatnonzero(which_rows & (sealer[bi] < 0))
             for c0 in range(0, len(rows), step):
-                cb = bi[rows[c0:c0 + step]]
-                hit, _ = _block_hits(starts, ends, runs, cb, wi[rows[c0:c0 + step]])
-                sealed[cb[hit.reshape(len(cb), -1).all(axis=1)]] = True
-    return sealed
+                cb, cw = bi[rows[c0:c0 + step]], wi[rows[c0:c0 + step]]
+                hit, _ = _block_hits(starts, ends, runs, cb, cw)
+                seal = hit.reshape(len(cb), -1).all(axis=1)
+                sealer[cb[seal]] = cw[seal]
+    return sealer
 
 
 def block_hits(starts: FloatArray, ends: FloatArray, walls: FloatArray, cb: IntArray,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.scenes import generate
 from geometry import kernel
-from geometry.kernel import FloatArray
+from geometry.kernel import FloatArray, IntArray
 from rulesets.base import AttackMode
 from rulesets.corner import CornerEngine, CornerOptions
 from rulesets.dnd35 import Dnd35
@@ -361,3 +362,95 @@ def test_merged_runs_cross_the_lines_their_walls_cross(blocks: tuple[FloatArray,
     want[li[hit]] = True
     assert np.array_equal(out.reshape(-1), want)
     assert len(kernel._merged_runs(w, which)) <= len(w)
+
+
+def _sealed_fresh(starts: FloatArray, ends: FloatArray, w: FloatArray,
+                  which: npt.NDArray[np.intp]) -> tuple[list[bool], list[bool], list[bool]]:
+    """`sealed_blocks`, and `_crossed_any`'s marks and seals, with no hint held."""
+    kernel._SEALERS.clear()
+    sealed = kernel.sealed_blocks(starts, ends, w, which).tolist()
+    out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
+    seals = np.zeros(len(starts), dtype=bool)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, None, seals)
+    kernel._SEALERS.clear()
+    return sealed, out.reshape(-1).tolist(), seals.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=_blocks(), walls=st.lists(_wall(), min_size=1, max_size=40),
+       plain=st.lists(st.booleans(), min_size=40, max_size=40),
+       shift=st.tuples(_coord, _coord), junk=st.integers(0, 2 ** 32 - 1))
+def test_hints_of_sealing_runs_change_no_answer(
+        blocks: tuple[FloatArray, FloatArray], walls: list[tuple[float, ...]],
+        plain: list[bool], shift: tuple[float, float], junk: int) -> None:
+    """The run that last sealed a block with the same start or end points is tried first
+    (`kernel._SEALERS`): after a first call (the hints it leaves), with the starts moved
+    (a token's move, its targets' points kept), and with every hint replaced by a run that
+    may seal nothing, the answers are those of a call holding no hint."""
+    starts, ends = blocks
+    w = np.array(walls, dtype=np.float64)
+    which = np.flatnonzero(np.array(plain[:len(w)]))
+    if len(which) == 0:
+        return
+    moved = starts + np.array(shift, dtype=np.float64) / 4
+    want_here = _sealed_fresh(starts, ends, w, which)
+    want_moved = _sealed_fresh(moved, ends, w, which)
+    want_back = _sealed_fresh(ends, moved, w, which)
+    # Hints left by the blocks where they were, read for the blocks moved (and reversed).
+    _sealed_fresh(starts, ends, w, which)
+    kernel.sealed_blocks(starts, ends, w, which)
+    assert kernel._SEALERS or not any(want_here[0])
+    got_moved = kernel.sealed_blocks(moved, ends, w, which).tolist()
+    out = np.zeros((len(moved), moved.shape[1], ends.shape[1]), dtype=bool)
+    seals = np.zeros(len(moved), dtype=bool)
+    kernel._crossed_any(moved, ends, w, which, out, 3, None, None, seals)
+    assert (got_moved, out.reshape(-1).tolist(), seals.tolist()) == want_moved
+    got_back = kernel.sealed_blocks(ends, moved, w, which).tolist()
+    assert got_back == want_back[0]
+    # Every hint pointing at some run, sealing or not.
+    runs = kernel.merged_runs(w, which)
+    rng = np.random.default_rng(junk)
+    for held_runs, table in kernel._SEALERS.values():
+        for key in table:
+            table[key] = int(rng.integers(0, len(held_runs)))
+    keys = kernel._point_keys(starts).tolist() + kernel._point_keys(ends).tolist()
+    kernel._SEALERS[id(runs)] = (runs, {k: int(rng.integers(0, len(runs))) for k in keys})
+    got = kernel.sealed_blocks(starts, ends, w, which).tolist()
+    out = np.zeros((len(starts), starts.shape[1], ends.shape[1]), dtype=bool)
+    seals = np.zeros(len(starts), dtype=bool)
+    kernel._crossed_any(starts, ends, w, which, out, 3, None, None, seals)
+    assert (got, out.reshape(-1).tolist(), seals.tolist()) == want_here
+    kernel._SEALERS.clear()
+
+
+def test_a_hint_spares_the_walk_when_a_token_moves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One long wall between two rows of tokens seals every pair across it; the attacker
+    moves a square along it: every block is sealed by its hint, none walks the grid's
+    cells again, and a hint that no longer seals (the attacker now on the wall's side) is
+    not trusted."""
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+    targets = np.array([[x, 10.0] for x in range(0, 40, 2)])[:, None, :] + unit[None]
+    walls = np.array([[-5.0, 5.0, 45.0, 5.0]]
+                     + [[x, 20.0, x + 1.0, 21.0] for x in range(0, 300, 2)])
+    which = np.arange(len(walls))
+    kernel._SEALERS.clear()
+
+    def attacker(x: float, y: float) -> FloatArray:
+        return np.repeat((np.array([[x, y]]) + unit)[None], len(targets), axis=0)
+
+    first = kernel.sealed_blocks(attacker(10.0, 0.0), targets, walls, which)
+    assert first.all()
+    walked: list[int] = []
+    real_walk = kernel._seal_walk
+
+    def counting(starts: FloatArray, ends: FloatArray, runs: FloatArray) -> IntArray:
+        walked.append(len(starts))
+        return real_walk(starts, ends, runs)
+
+    monkeypatch.setattr(kernel, "_seal_walk", counting)
+    assert kernel.sealed_blocks(attacker(11.0, 0.0), targets, walls, which).all()
+    assert walked == []
+    # On the targets' side of the wall: the hint crosses no line now, nothing is sealed.
+    assert not kernel.sealed_blocks(attacker(11.0, 7.0), targets, walls, which).any()
+    assert walked == [len(targets)]
+    kernel._SEALERS.clear()
