@@ -860,7 +860,10 @@ def blocks_cross_walls_any(
     walls: a block whose every line crosses one is tested against nothing else.
 
     With `sealed` (B,), sets sealed[block] where one alike wall (or merged run of them)
-    tested crosses every line of the block (`_crossed_any`): a subset of such blocks."""
+    tested crosses every line of the block (`_crossed_any`): a subset of such blocks. A
+    sealed block lists no `still` walls either: that wall stops every one of its lines, so
+    no corner of it is only partly blocked, the one case where an arrow slit on a stopped
+    line counts (rulesets/corner.py, `_levels`)."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -877,10 +880,12 @@ def blocks_cross_walls_any(
                      sealed=sealed)
         listed = np.flatnonzero(~alike)
         if still is not None and len(listed):
-            # Blocks whose every line is crossed meet only the `still` walls.
+            # Blocks whose every line is crossed meet only the `still` walls, and sealed
+            # blocks not even those.
             open_blocks = np.flatnonzero(~any_alike.reshape(b, -1).all(axis=1))
             kept = still[listed]
-            passes = [(open_blocks, listed[~kept]), (None, listed[kept])]
+            passes = [(open_blocks, listed[~kept]),
+                      (None if sealed is None else np.flatnonzero(~sealed), listed[kept])]
         else:
             passes = [(None, listed)]
     for blocks, which in passes if listed is not None else [(None, None)]:
