@@ -267,6 +267,8 @@ def _cover_cells(a: FloatArray, b: FloatArray, rx: FloatArray | float,
 
 
 _GRIDS: dict[tuple[bytes, bytes, float | None], _Grid] = {}
+# The same grids by the identity of the walls array (holding it: the id is not reused).
+_GRIDS_BY_ID: dict[tuple[int, float | None], tuple[FloatArray, _Grid]] = {}
 _GRIDS_KEPT = 8
 
 
@@ -276,9 +278,18 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
     `walls`, with cells of side `cell` (default: about GRID_CELL_FACTOR walls' worth of
     their bounding box each). Kept for the last few sets of walls (by their coordinates:
     the next batch of a scene, and the next revision while its walls stay, reuse it)."""
+    # Every wall of an array that cannot change (merged runs: read-only, owning their
+    # data) is found by identity, without hashing its bytes (320 KB at 20,000 walls).
+    fixed = which is None and not walls.flags.writeable and walls.flags.owndata
+    if fixed:
+        held = _GRIDS_BY_ID.get((id(walls), cell))
+        if held is not None and held[0] is walls:
+            return held[1]
     key = (walls.tobytes(), b"" if which is None else which.tobytes(), cell)
     found = _GRIDS.get(key)
     if found is not None:
+        if fixed:
+            _keep_by_id(walls, cell, found)
         return found
     sub = walls if which is None else walls[which]
     lo = np.minimum(sub[:, 0:2], sub[:, 2:4]).min(axis=0)
@@ -302,7 +313,15 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
     if len(_GRIDS) >= _GRIDS_KEPT:
         drop_oldest(_GRIDS)
     _GRIDS[key] = grid
+    if fixed:
+        _keep_by_id(walls, cell, grid)
     return grid
+
+
+def _keep_by_id(walls: FloatArray, cell: float | None, grid: _Grid) -> None:
+    if len(_GRIDS_BY_ID) >= _GRIDS_KEPT:
+        drop_oldest(_GRIDS_BY_ID)
+    _GRIDS_BY_ID[(id(walls), cell)] = (walls, grid)
 
 
 def _block_cells(hulls: _Hulls, grid: _Grid) -> tuple[IntArray, IntArray, IntArray]:
@@ -718,6 +737,8 @@ class _Hints:
     start_keys: list[int]
     end_keys: list[int]
     sealer: IntArray
+    #: Blocks a hint sealed (nothing new to keep for them).
+    hinted: BoolArray | None = None
 
 
 def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
@@ -748,12 +769,16 @@ def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
             hit, _ = _block_hits(starts, ends, runs, cb, cand[cb])
             seal = hit.reshape(len(cb), -1).all(axis=1)
             hints.sealer[cb[seal]] = cand[cb[seal]]
-    return hints, hints.sealer >= 0
+    hints.hinted = hints.sealer >= 0
+    return hints, hints.hinted.copy()
 
 
 def _remember(hints: _Hints) -> None:
     """Keep the runs found to seal blocks of this call as hints for later calls."""
-    found = np.flatnonzero(hints.sealer >= 0)
+    new = hints.sealer >= 0
+    if hints.hinted is not None:
+        new &= ~hints.hinted
+    found = np.flatnonzero(new)
     if len(found) == 0:
         return
     runs = hints.runs
@@ -792,8 +817,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
     if len(which) == 0 or len(starts) == 0:
         return
     walls = _merged_runs(walls, which)
-    which = np.arange(len(walls))
-    grid = _wall_grid(walls, which, cell)
+    grid = _wall_grid(walls, None, cell)
     if hulls is None:
         hulls = _hulls(starts, ends)
     b = len(starts)
@@ -985,7 +1009,7 @@ def _seal_walk(starts: FloatArray, ends: FloatArray, runs: FloatArray) -> IntArr
     sealer = np.full(b, -1, dtype=np.intp)
     p_n, q_n = starts.shape[1], ends.shape[1]
     # The same grid as `_crossed_any` builds over the same runs (one cache entry).
-    grid = _wall_grid(runs, np.arange(len(runs)))
+    grid = _wall_grid(runs)
     # Two of the block's lines: between the start and the end point furthest to one side
     # of the line between their centres, and furthest to the other. A wall crossing every
     # line crosses both, which few walls near a block do: only those are tested against
