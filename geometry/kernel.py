@@ -712,6 +712,10 @@ _SEALERS_KEPT = 8
 #: Hints kept per set of runs (two per block sealed: its start and its end points' keys);
 #: past this the hints start again from empty.
 _SEALERS_MAX = 1 << 16
+#: Blocks past which a call neither reads nor keeps hints: a whole table's trace (tens of
+#: thousands of blocks on hex grids) finds few and would spend milliseconds on the keys
+#: alone; a move's, or one attacker's 999 pairs at the limits, is what they are for.
+_HINT_MAX_BLOCKS = 2048
 # Odd multipliers for the keys of point sets (fixed: keys must agree from call to call).
 _KEY_MULT = np.random.default_rng(20261206).integers(
     1, 1 << 62, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
@@ -747,6 +751,8 @@ def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
     same end points (`_SEALERS`), tested now: the hints of this call, and which blocks a
     hint sealed (their `sealer` set)."""
     b = len(starts)
+    if b > _HINT_MAX_BLOCKS:
+        return _Hints(runs, [], [], np.full(b, -1, dtype=np.intp)), np.zeros(b, dtype=bool)
     hints = _Hints(runs, _point_keys(starts).tolist(), _point_keys(ends).tolist(),
                    np.full(b, -1, dtype=np.intp))
     held = _SEALERS.get(id(runs))
@@ -779,7 +785,7 @@ def _remember(hints: _Hints) -> None:
     if hints.hinted is not None:
         new &= ~hints.hinted
     found = np.flatnonzero(new)
-    if len(found) == 0:
+    if len(found) == 0 or not hints.start_keys:
         return
     runs = hints.runs
     held = _SEALERS.get(id(runs))
