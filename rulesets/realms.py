@@ -298,7 +298,7 @@ class Realms(Ruleset):
         (geometry.openings), is three-quarters; no line of effect at all, shadows or not
         (two limited walls; a wall stopping every line in 3D that its shadow on the map
         does not show), is full cover. Also the pairs so made full."""
-        covered = np.array([m.covered for m in measures], dtype=np.float64)
+        covered = np.fromiter(map(_COVERED, measures), dtype=np.float64, count=len(measures))
         # The first threshold each covered fraction reaches (none: the last entry), as
         # `degree_of` reads them.
         ladder = [d for _, d in self.THRESHOLDS] + [Degree.NONE]
@@ -325,9 +325,10 @@ class Realms(Ruleset):
         for k in unseen:
             degrees[k] = Degree.TOTAL
         floors = [c.cover_floor for c in ctx.cs]
-        for k, t in enumerate(at[:, 1].tolist()):
-            if floors[t] is not None:
-                degrees[k] = self.floored(degrees[k], floors[t])
+        has_floor = np.array([f is not None for f in floors], dtype=bool)
+        for k in np.flatnonzero(has_floor[at[:, 1]]).tolist():
+            t = int(at[k, 1])
+            degrees[k] = self.floored(degrees[k], floors[t])
         return degrees, unseen
 
     def degree_of(self, covered: float) -> Degree:
