@@ -879,6 +879,7 @@ def _crossed_any(starts: FloatArray, ends: FloatArray, walls: FloatArray, which:
 def blocks_cross_walls_any(
         starts: FloatArray, ends: FloatArray, walls: FloatArray, alike: BoolArray | None,
         still: BoolArray | None = None, sealed: BoolArray | None = None,
+        still_when_sealed: bool = False,
         ) -> tuple[IntArray, IntArray, npt.NDArray[np.int8], IntArray]:
     """`blocks_cross_walls`, except that walls marked `alike` (interchangeable for whoever
     reads the hits: it only asks whether a line crosses any of them) are not listed hit by
@@ -893,7 +894,9 @@ def blocks_cross_walls_any(
     tested crosses every line of the block (`_crossed_any`): a subset of such blocks. A
     sealed block lists no `still` walls either: that wall stops every one of its lines, so
     no corner of it is only partly blocked, the one case where an arrow slit on a stopped
-    line counts (rulesets/corner.py, `_levels`)."""
+    line counts (rulesets/corner.py, `_levels`). Unless `still_when_sealed`: blocks cut
+    from bigger ones (geometry/trace.py, `trace_block_groups`), where a corner's lines may
+    run in two cuts, one of them sealed."""
     b, m = len(starts), len(walls)
     empty_i = np.empty(0, dtype=np.intp)
     if b == 0 or m == 0:
@@ -915,7 +918,8 @@ def blocks_cross_walls_any(
             open_blocks = np.flatnonzero(~any_alike.reshape(b, -1).all(axis=1))
             kept = still[listed]
             passes = [(open_blocks, listed[~kept]),
-                      (None if sealed is None else np.flatnonzero(~sealed), listed[kept])]
+                      (None if sealed is None or still_when_sealed
+                       else np.flatnonzero(~sealed), listed[kept])]
         else:
             passes = [(None, listed)]
     for blocks, which in passes if listed is not None else [(None, None)]:

@@ -228,8 +228,8 @@ class _BlockGeneration:
     previous: dict[bytes, _HeldBlock]
 
 
-# Per (walls tuple id, block shape, every wall listed).
-_BLOCK_HITS: dict[tuple[int, int, int, bool], _BlockGeneration] = {}
+# Per (walls tuple id, block shape, every wall listed, blocks cut from bigger ones).
+_BLOCK_HITS: dict[tuple[int, int, int, bool, bool], _BlockGeneration] = {}
 _BLOCK_HITS_SLOTS = 16
 
 
@@ -377,7 +377,7 @@ class Tracer:
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
                      space_starts: FloatArray, space_ends: FloatArray,
-                     every_wall: bool = True) -> LineHits:
+                     every_wall: bool = True, cut: bool = False) -> LineHits:
         """Trace blocks of P x Q lines (all lines from P start points to Q end points, line
         index block * P * Q + p * Q + q), for both directions at once: one-way walls are
         left to the reader, with each hit's side in `wall_side`. Spaces and regions are
@@ -388,12 +388,14 @@ class Tracer:
         it meets, and an arrow slit before it is the one thing that can still make the
         line worth more to a rule than plain cover (rulesets/corner.py, `_levels`'
         partly blocked corner). Enough for rules that ask what a line's obstacles are worth,
-        not for drawing it."""
+        not for drawing it. A block one plain wall seals lists no arrow slits (no corner of
+        it is partly blocked), unless `cut`: some blocks are cuts of bigger ones
+        (`trace_block_groups`), where a corner's lines may run in two cuts, one sealed."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
         if b <= REUSE_MAX_BLOCKS:
-            wl, wi, side, sealed = self._walls_reused(starts, ends, every_wall)
+            wl, wi, side, sealed = self._walls_reused(starts, ends, every_wall, cut)
         else:
-            wl, wi, side, sealed = self._walls(starts, ends, every_wall)
+            wl, wi, side, sealed = self._walls(starts, ends, every_wall, cut)
         skip = None
         if not every_wall and self.wall_plain.any():
             # Lines a plain wall stops: no creature can matter on them.
@@ -442,13 +444,13 @@ class Tracer:
             dests.append(dest)
         s_in, e_in, s_raw, e_raw = (np.concatenate([part[i] for part in parts])
                                     for i in range(4))
-        merged = _renumbered(self.trace_blocks(s_in, e_in, s_raw, e_raw, every_wall),
+        merged = _renumbered(self.trace_blocks(s_in, e_in, s_raw, e_raw, every_wall, True),
                              np.concatenate(dests), n, size[main])
         return concat_hits([(0, merged), *alone], n)
 
-    def _walls(self, starts: FloatArray, ends: FloatArray,
-               every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
-                                          BoolArray | None]:
+    def _walls(self, starts: FloatArray, ends: FloatArray, every_wall: bool,
+               cut: bool = False) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
+                                           BoolArray | None]:
         """Wall hits of blocks, plain walls collapsed to one per line unless every_wall;
         and then also which blocks one plain wall (or run) seals
         (`kernel.blocks_cross_walls_any`; None: not looked for)."""
@@ -456,14 +458,15 @@ class Tracer:
             return (*kernel.blocks_cross_walls(starts, ends, self.wall_xy), None)
         sealed = np.zeros(len(starts), dtype=bool)
         wl, wi, side, crossed = kernel.blocks_cross_walls_any(
-            starts, ends, self.wall_xy, self.wall_plain, self.wall_improved, sealed=sealed)
+            starts, ends, self.wall_xy, self.wall_plain, self.wall_improved, sealed=sealed,
+            still_when_sealed=cut)
         first_plain = int(np.argmax(self.wall_plain))
         return (np.concatenate([wl, crossed]),
                 np.concatenate([wi, np.full(len(crossed), first_plain, dtype=np.intp)]),
                 np.concatenate([side, np.ones(len(crossed), dtype=np.int8)]), sealed)
 
-    def _walls_reused(self, starts: FloatArray, ends: FloatArray,
-                      every_wall: bool) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
+    def _walls_reused(self, starts: FloatArray, ends: FloatArray, every_wall: bool,
+                      cut: bool = False) -> tuple[IntArray, IntArray, npt.NDArray[np.int8],
                                                  BoolArray | None]:
         """`_walls`, reusing the hits of blocks traced for this scene
         geometry or the one before it over the same walls (a token moving changes what
@@ -471,7 +474,7 @@ class Tracer:
         cross). Nothing older is kept: a token moving back to where it stood two changes
         ago is traced again, as during a real drag."""
         b, p_n, q_n = len(starts), starts.shape[1], ends.shape[1]
-        slot = (id(self.scene.walls), p_n, q_n, every_wall)
+        slot = (id(self.scene.walls), p_n, q_n, every_wall, cut)
         held = _BLOCK_HITS.get(slot)
         if held is None or held.walls is not self.scene.walls:
             held = _BlockGeneration(self.scene.walls, self.scene, {}, {})
@@ -489,7 +492,8 @@ class Tracer:
         fresh: _BlockHits | None = None
         fresh_sealed: BoolArray | None = None
         if todo:
-            wl, wi, side, fresh_sealed = self._walls(starts[todo], ends[todo], every_wall)
+            wl, wi, side, fresh_sealed = self._walls(starts[todo], ends[todo], every_wall,
+                                                     cut)
             blk = wl // per
             order = np.argsort(blk, kind="stable")
             fresh = (wl[order], wi[order], side[order])

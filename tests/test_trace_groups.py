@@ -16,14 +16,26 @@ from hypothesis import strategies as st
 
 from bench.hexscenes import on_hex
 from bench.scenes import generate
-from geometry import trace
-from geometry.model import GridKind, RegionGeom, RegionKind, SceneGeom
+from geometry import kernel, trace
+from geometry.model import (
+    Direction,
+    GridKind,
+    RegionGeom,
+    RegionKind,
+    SceneGeom,
+    WallCover,
+    WallGeom,
+)
 from geometry.square import space
 from geometry.trace import BlockGroup, LineHits, Tracer, concat_hits
 
 
 def _scene(hexes: bool) -> SceneGeom:
     geom = generate(30, 300, 7).geom
+    # One wall in four an arrow slit: a level-only trace lists them on lines a plain wall
+    # stops, and a cut of a block may be sealed where the block is not.
+    geom = replace(geom, walls=tuple(replace(w, cover=WallCover.IMPROVED) if k % 4 == 1 else w
+                                     for k, w in enumerate(geom.walls)))
     side = max(w for wall in geom.walls for w in (wall.x0, wall.x1, wall.y0, wall.y1))
     regions = tuple(
         RegionGeom(f"r{k}", kind, ((x, y), (x + 300, y), (x + 300, y + 200), (x, y + 250)))
@@ -130,3 +142,36 @@ def test_segment_reduction_equals_reduceat(lengths: list[int], seed: int) -> Non
         got = reduce_segments(op, values, starts)
         assert got.dtype == np.int8
         assert got.tolist() == op.reduceat(values, starts).tolist()
+
+
+def test_a_sealed_cut_keeps_its_arrow_slits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block one plain wall seals lists no arrow slits (no corner of it is partly
+    blocked); a cut of a bigger block is not such a block. Here a Large creature's 9 x 4
+    block rides with 30 blocks of 4 x 4: its first cut (start points 0-3) is sealed by a
+    wall the other lines pass, with an arrow slit before the wall. The slit's hits must come
+    back as when the block is traced whole, where a corner's lines run in both cuts."""
+    monkeypatch.setattr(kernel, "GRID_MIN_WALLS", 1)
+    monkeypatch.setattr(kernel, "GRID_MIN_WORK", 0)
+
+    def wall(i: int, x0: float, y0: float, x1: float, y1: float,
+             cover: WallCover = WallCover.SOLID) -> WallGeom:
+        return WallGeom(f"w{i}", x0, y0, x1, y1, True, False, Direction.BOTH, cover, None,
+                        None)
+
+    walls = (wall(0, 500, -50, 500, 350), wall(1, 300, -100, 300, 400, WallCover.IMPROVED),
+             *(wall(10 + k, 5000 + k, 5000, 5001 + k, 5001) for k in range(5)))
+    geom = replace(generate(4, 10, 1).geom, walls=walls, regions=())
+    big_s = np.array([[[0.0, 100.0 * k] for k in range(9)]])
+    big_e = np.array([[[1000.0, 100.0 * k] for k in range(4)]])
+    far_s = np.full((30, 4, 2), (0.0, 2000.0))
+    far_e = np.full((30, 4, 2), (1000.0, 2000.0))
+    groups: list[BlockGroup] = [(0, far_s, far_e, far_s, far_e),
+                                (30 * 16, big_s, big_e, big_s, big_e)]
+    n = 30 * 16 + 36
+    want = concat_hits([(g[0], Tracer(geom).trace_blocks(*g[1:], False)) for g in groups], n)
+    got = Tracer(geom).trace_block_groups(groups, n, False)
+    # Every line of the first cut passes the slit, then the wall; the block is not sealed.
+    slit = {r[0] for r in _rows(want)["walls"] if r[1] == 1}
+    assert set(range(30 * 16, 30 * 16 + 16)) <= slit
+    assert {r[0] for r in _rows(want)["walls"] if r[1] == 0} >= set(range(480, 496))
+    assert _rows(got) == _rows(want)
