@@ -314,7 +314,7 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
         drop_oldest(_GRIDS)
     _GRIDS[key] = grid
     if fixed:
-        _keep_by_id(walls, cell, grid)
+        _keep_by_id(walls, key[2], grid)  # the cell asked for (None: chosen here)
     return grid
 
 

@@ -454,3 +454,17 @@ def test_a_hint_spares_the_walk_when_a_token_moves(monkeypatch: pytest.MonkeyPat
     assert not kernel.sealed_blocks(attacker(11.0, 7.0), targets, walls, which).any()
     assert walked == [len(targets)]
     kernel._SEALERS.clear()
+
+
+def test_grid_of_merged_runs_found_by_identity() -> None:
+    """Merged runs (read-only arrays owning their data) find their grid by identity, under
+    the cell size asked for, on the second call already: their bytes are not hashed."""
+    runs = np.array([[0.0, 0.0, 10.0, 0.0], [0.0, 5.0, 10.0, 5.0], [3.0, 0.0, 3.0, 9.0]])
+    runs.flags.writeable = False
+    first = kernel._wall_grid(runs)
+    assert kernel._GRIDS_BY_ID[(id(runs), None)] == (runs, first)
+    assert kernel._wall_grid(runs) is first
+    # A writeable array is never found so: changed in place, it gets a grid of its own.
+    loose = runs.copy()
+    kernel._wall_grid(loose)
+    assert (id(loose), None) not in kernel._GRIDS_BY_ID
