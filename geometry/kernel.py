@@ -770,13 +770,20 @@ def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
         if blocks is not None:
             ok &= (cand != blocks) & (hints.sealer < 0)
         rows = np.flatnonzero(ok)
-        for c0 in range(0, len(rows), step):
-            cb = rows[c0:c0 + step]
-            hit, _ = _block_hits(starts, ends, runs, cb, cand[cb])
-            seal = hit.reshape(len(cb), -1).all(axis=1)
-            hints.sealer[cb[seal]] = cand[cb[seal]]
+        _try_sealers(starts, ends, runs, step, hints.sealer, rows, cand[rows])
     hints.hinted = hints.sealer >= 0
     return hints, hints.hinted.copy()
+
+
+def _try_sealers(starts: FloatArray, ends: FloatArray, runs: FloatArray, step: int,
+                 sealer: IntArray, blocks: IntArray, cand: IntArray) -> None:
+    """Rows (block blocks[k], run cand[k]), `step` at a time: sealer[block] set to the run
+    where it crosses every line of the block (the block test)."""
+    for c0 in range(0, len(blocks), step):
+        cb, cw = blocks[c0:c0 + step], cand[c0:c0 + step]
+        hit, _ = _block_hits(starts, ends, runs, cb, cw)
+        seal = hit.reshape(len(cb), -1).all(axis=1)
+        sealer[cb[seal]] = cw[seal]
 
 
 def _remember(hints: _Hints) -> None:
@@ -1055,11 +1062,7 @@ def _seal_walk(starts: FloatArray, ends: FloatArray, runs: FloatArray) -> IntArr
         first[1:] = bi[1:] != bi[:-1]
         for which_rows in (first, ~first):
             rows = np.flatnonzero(which_rows & (sealer[bi] < 0))
-            for c0 in range(0, len(rows), step):
-                cb, cw = bi[rows[c0:c0 + step]], wi[rows[c0:c0 + step]]
-                hit, _ = _block_hits(starts, ends, runs, cb, cw)
-                seal = hit.reshape(len(cb), -1).all(axis=1)
-                sealer[cb[seal]] = cw[seal]
+            _try_sealers(starts, ends, runs, step, sealer, bi[rows], wi[rows])
     return sealer
 
 
