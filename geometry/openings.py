@@ -120,12 +120,13 @@ def box_rings(boxes: FloatArray, inset_px: float) -> FloatArray:
     """Rings (N, 4, 2) of boxes (N, 4: x0, y0, x1, y1) moved `inset_px` inside, never past
     their centre (a box of no area is a ring of one point)."""
     cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
-    x0 = np.minimum(boxes[:, 0] + inset_px, cx)
-    x1 = np.maximum(boxes[:, 2] - inset_px, cx)
-    y0 = np.minimum(boxes[:, 1] + inset_px, cy)
-    y1 = np.maximum(boxes[:, 3] - inset_px, cy)
-    out: FloatArray = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1),
-                                np.stack([x1, y1], 1), np.stack([x0, y1], 1)], axis=1)
+    # Written into one array, corner by corner (nested stacks cost several times more for
+    # the few rings of a move).
+    out: FloatArray = np.empty((len(boxes), 4, 2))
+    out[:, 0, 0] = out[:, 3, 0] = np.minimum(boxes[:, 0] + inset_px, cx)
+    out[:, 1, 0] = out[:, 2, 0] = np.maximum(boxes[:, 2] - inset_px, cx)
+    out[:, 0, 1] = out[:, 1, 1] = np.minimum(boxes[:, 1] + inset_px, cy)
+    out[:, 2, 1] = out[:, 3, 1] = np.maximum(boxes[:, 3] - inset_px, cy)
     return out
 
 
@@ -185,8 +186,7 @@ def overlapping(a: FloatArray, b: FloatArray) -> BoolArray:
 
 def _degenerate(ring: FloatArray) -> BoolArray:
     """Rings of one point (an area's origin)."""
-    span = kernel.over_points(np.maximum, ring) - kernel.over_points(np.minimum, ring)
-    out: BoolArray = span.max(axis=1) == 0
+    out: BoolArray = (ring == ring[:, :1]).all(axis=(1, 2))
     return out
 
 
@@ -615,6 +615,14 @@ def _in_hulls(px: FloatArray, py: FloatArray,
     box_hi = np.column_stack([px.max(axis=1), py.max(axis=1)]) + _NEAR_PX
     boxed = np.flatnonzero(((point >= box_lo[item]) & (point <= box_hi[item])).all(axis=1))
     item, point = item[boxed], point[boxed]
+    if len(item) * hx.shape[1] <= _IN_HULLS_DIRECT:
+        # Few points: each against all H lines at once, the hull sides picked by mask
+        # (gathering each pair's sides, below, costs more calls than it saves).
+        po = (hdx[item] * (point[:, 1, None] - hy[item])
+              - hdy[item] * (point[:, 0, None] - hx[item]))
+        bad = (h_left[item] & (po < 0)) | (h_right[item] & (po > 0))
+        direct: IntArray = boxed[~bad.any(axis=1)]
+        return direct
     # Each pair's hull sides, with the side of them the hull lies on: +1 left, -1 right,
     # 0 padding.
     real_side = h_left | h_right
@@ -628,6 +636,10 @@ def _in_hulls(px: FloatArray, py: FloatArray,
           - sdy[item] * (point[:, 0, None] - sx[item]))
     out: IntArray = boxed[~(sign[item] * po < 0).any(axis=1)]
     return out
+
+
+#: (point x line) products past which `_in_hulls` gathers each pair's hull sides first.
+_IN_HULLS_DIRECT = 65536
 
 
 @functools.lru_cache(maxsize=16)
