@@ -194,7 +194,8 @@ def _groups_that_may_cross(sides_p: np.ndarray, sides_q: np.ndarray, planes: int
     def groups(sides: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         # Rows as one integer each (at most 62 bits: a hexagon's 32 planes and 8 faces).
         assert sides.shape[1] <= 62
-        key = sides.astype(np.int64) @ (np.int64(1) << np.arange(sides.shape[1], dtype=np.int64))
+        key = (sides.astype(np.int64)
+               << np.arange(sides.shape[1], dtype=np.int64)).sum(axis=1)
         _, first, group = np.unique(key, return_index=True, return_inverse=True)
         order = np.argsort(group, kind="stable")
         return sides[first], np.split(order, np.cumsum(np.bincount(group))[:-1])
@@ -355,8 +356,12 @@ def _prism_sides(points: np.ndarray, ring: Sequence[tuple[float, float]], z0: fl
     normal /= np.maximum(1e-12, np.linalg.norm(normal, axis=1))[:, None]
     angles = np.arange(_SUPPORTS) * (2 * np.pi / _SUPPORTS)
     support = np.concatenate([normal, np.stack([np.cos(angles), np.sin(angles)], axis=1)])
-    reach = (ring_a @ support.T).max(axis=0)  # each support line: u.x = reach
-    beyond = points[:, :2] @ support.T - reach[None, :]  # >= 0: at or beyond it
+    # Products written out, not `@`: numpy hands a matrix product to BLAS, whose threads
+    # spin beside the server's worker for an inner size of 2 (docs/geometry.md).
+    reach = (ring_a[:, 0, None] * support[:, 0]
+             + ring_a[:, 1, None] * support[:, 1]).max(axis=0)  # each support line: u.x = reach
+    beyond = (points[:, 0, None] * support[:, 0] + points[:, 1, None] * support[:, 1]
+              - reach[None, :])  # >= 0: at or beyond it
     perimeter = float(np.linalg.norm(b - a, axis=1).sum())
     tol_xy = 1e-5 * max(1.0, perimeter)
     tol_z = 1e-5 * max(1.0, z1 - z0)

@@ -44,6 +44,13 @@ class Seams:
 _NONE = Seams(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros((0, 2), dtype=np.intp))
 
 
+def _along(points: FloatArray, u: FloatArray) -> FloatArray:
+    """Each point's (N, 2) coordinate along the direction u (2,): the product written out,
+    not `points @ u`, which numpy hands to BLAS and its threads (docs/geometry.md)."""
+    out: FloatArray = points[:, 0] * u[0] + points[:, 1] * u[1]
+    return out
+
+
 def box_seams(boxes: FloatArray) -> Seams:
     """Seams between creatures' boxes (n, 4: x0, y0, x1, y1) on a square grid,
     every pair at once (boxes that overlap share no seam: a rider on its mount). Only the
@@ -170,10 +177,10 @@ def seam_hits(seams: Seams, starts: FloatArray, ends: FloatArray) -> tuple[IntAr
             if not sel_l.size:
                 continue
             nrm = np.array([-u[1], u[0]])
-            off_s = seams.p[sel_s] @ nrm
+            off_s = _along(seams.p[sel_s], nrm)
             order = np.argsort(off_s, kind="stable")
             sel_s, off_s = sel_s[order], off_s[order]
-            off_l = starts[sel_l] @ nrm
+            off_l = _along(starts[sel_l], nrm)
             lo = np.searchsorted(off_s, off_l - tol, side="left")
             hi = np.searchsorted(off_s, off_l + tol, side="right")
             count = hi - lo
@@ -182,8 +189,8 @@ def seam_hits(seams: Seams, starts: FloatArray, ends: FloatArray) -> tuple[IntAr
             ln = np.repeat(sel_l, count)
             k = sel_s[np.repeat(lo, count) + within_runs(count)]
             # Overlap along the direction, of positive length.
-            a0, a1 = starts[ln] @ u, ends[ln] @ u
-            b0, b1 = seams.p[k] @ u, seams.q[k] @ u
+            a0, a1 = _along(starts[ln], u), _along(ends[ln], u)
+            b0, b1 = _along(seams.p[k], u), _along(seams.q[k], u)
             overlap = (np.minimum(np.maximum(a0, a1), np.maximum(b0, b1))
                        - np.maximum(np.minimum(a0, a1), np.minimum(b0, b1)))
             ok = overlap > TOL

@@ -1159,7 +1159,11 @@ class RealmsContext:
             hidden = hidden_areas(p[cr], self._cells[cat], cell_of, seg[seg_of, 0:2],
                                   seg[seg_of, 2:4], seg_w[seg_of], levels, seg_g[seg_of])
             step = levels - np.append(levels[1:], 0.0)
-            per_cell = hidden @ step
+            # (Written out, level by level: `hidden @ step` would go to BLAS and its
+            # threads, docs/geometry.md.)
+            per_cell = functools.reduce(np.add, [hidden[:, j] * step[j]
+                                                 for j in range(len(step))],
+                                        np.zeros(len(hidden)))
             total = np.zeros(n)
             np.add.at(total, cr, per_cell)
             covered = total / self._area[rt]
