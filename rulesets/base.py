@@ -276,6 +276,13 @@ class Ruleset(abc.ABC):
         tested against those lines exactly; None: anywhere in the hull of their spaces."""
         return None
 
+    def warm(self, scene: SceneGeom, options: Any) -> None:
+        """Build, while nothing waits, what this ruleset keeps per set of walls and would
+        otherwise build on the first request that needs it: the server calls it once a
+        change has gone out (idle time) and on the thread that reads a scene ahead of the
+        worker. Each call after the first finds it built. Nothing by default."""
+        return None
+
     def in_the_way_modes(self, options: Any) -> tuple[AttackMode, ...]:
         """The attack modes whose annotation a creature standing in the way of the lines
         (or no longer standing there) can change, under these options; the others are

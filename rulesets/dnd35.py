@@ -47,6 +47,7 @@ from rulesets.corner import (
     Rows,
 )
 from rulesets.corner import sight_points as corner_sight_points
+from rulesets.shadows import warm_wall_lines
 
 M = Modifier
 _OUTCOMES: dict[tuple[type, Degree, bool, bool, bool],
@@ -293,6 +294,14 @@ class Dnd35(Ruleset):
     def _counts_lines(self, options: Any) -> bool:
         """Whether `_refine_cover` reads how many of each probe's lines are open."""
         return False
+
+    def warm(self, scene: SceneGeom, options: Any) -> None:
+        """With REFINES_COVER by visible area: the walls' index the measure of the visible
+        part reads (`rulesets.shadows.wall_lines`). Built on the first pair at cover
+        otherwise: 6 ms for 20,000 walls, the slowest move of an attacker walking at the
+        limits (bench/RESULTS.md, stop 38)."""
+        if self.REFINES_COVER and not self._counts_lines(options):
+            warm_wall_lines(scene)
 
     def _engine(self, scene: SceneGeom, options: Any) -> CornerEngine:
         """The corner engine for this scene under these options."""

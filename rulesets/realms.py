@@ -70,6 +70,7 @@ from rulesets.shadows import (
     repaired,
     shadow_polygons,
     wall_lines,
+    warm_wall_lines,
 )
 
 M = Modifier
@@ -161,6 +162,10 @@ class Realms(Ruleset):
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
         return self._evaluate(scene, options, pairs, modes, lines, reference=False)
+
+    def warm(self, scene: SceneGeom, options: Any) -> None:
+        """The walls' index every covered fraction reads (`rulesets.shadows.wall_lines`)."""
+        warm_wall_lines(scene)
 
     def reference(self, scene: SceneGeom, options: Any,
                   pairs: Sequence[tuple[str, str]] | None = None,

@@ -192,6 +192,7 @@ def _warm(scene: scenes.Scene) -> None:
             scene.ruleset.annotate(geom, scene.options, pairs=[(a, b)],
                                    modes=[AttackMode.RANGED])
             rooms.rooms(Tracer(geom), max_walls=rooms.ROOMS_MAX_WALLS_AHEAD)
+            scene.ruleset.warm(geom, scene.options)
     except Exception:
         log.debug("warming a scene ahead failed", exc_info=True)
 
