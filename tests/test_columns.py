@@ -4,6 +4,8 @@ nobody may write to them (they are shared by every reader of a snapshot)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -188,3 +190,59 @@ def test_a_tuple_longer_or_shorter_than_a_recent_one_builds_only_what_it_does_no
         values(tup)
         assert sorted(built) == new, (len(tup), built)
         assert rows_built in ([len(new)] * 2, []), (len(tup), rows_built)
+
+
+def _engine_lists(cs: tuple[CreatureGeom, ...]) -> dict[str, list[object]]:
+    """The corner engine's per creature lists for these creatures, as plain values."""
+    from geometry.model import SceneGeom
+    from rulesets.corner import CornerEngine, CornerOptions
+
+    e = CornerEngine(SceneGeom(GRID, (), cs), CornerOptions())
+    def plain(xs: Sequence[object]) -> list[object]:
+        return [x.tolist() if isinstance(x, np.ndarray) else x for x in xs]
+    return {"spaces": plain(e.spaces), "squares": plain(e.squares),
+            "points": plain(e._points), "points_in": plain(e._points_in),
+            "space_idx": plain(e._space_idx), "square_idx": plain(e._square_idx),
+            "square_boxes": plain(e._square_boxes), "k": e._k.tolist(),
+            "layouts": [id(x) for x in e._layouts]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 12), steps=st.lists(_step, max_size=12))
+def test_the_corner_engines_lists_patched_from_the_last_equal_a_fresh_read(
+        n: int, steps: list[tuple[str, int, int, int]]) -> None:
+    """The corner engine copies the last engine's per creature lists (layouts, corners,
+    squares) and replaces the moved creatures' entries: always what reading every
+    creature again gives."""
+    from rulesets import corner
+
+    corner._LAST_STACKS.clear()
+    cs = tuple(_creature(k, 2 * k, 0, 1, 0) for k in range(n))
+    made = n
+    for what, pick, x, y in [("same", 0, 0, 0), *steps]:
+        items = list(cs)
+        k = pick % len(items) if items else 0
+        if what == "move" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), x, y, int(c.width), int(c.elevation // 5))
+        elif what == "rise" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                                 int(c.width), x)
+        elif what == "grow" and items:
+            c = items[k]
+            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                                 1 + y % 3, int(c.elevation // 5))
+        elif what == "add":
+            items.insert(k, _creature(made, x, y, 1 + x % 3, y % 4))
+            made += 1
+        elif what == "drop" and items:
+            del items[k]
+        elif what == "swap" and len(items) > 1:
+            items[0], items[-1] = items[-1], items[0]
+        cs = tuple(items)
+        got = _engine_lists(cs)
+        held = list(corner._LAST_STACKS)
+        corner._LAST_STACKS.clear()
+        assert got == _engine_lists(cs), what
+        corner._LAST_STACKS[:] = held
