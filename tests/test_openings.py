@@ -808,3 +808,75 @@ def test_walls_too_tangled_for_chains_leave_them_to_the_search(
     assert openings._near_walls(openings.blockers(Tracer(shut)).xy) is None
     assert _loe(slit)
     openings._NEAR_WALLS.clear()
+
+
+_KINDS = ("plain", "left", "right", "limited", "low band", "high band")
+
+
+def _kind_wall(k: int, c: tuple[float, float, float, float], kind: str) -> WallGeom:
+    return _wall(k, c, limited=kind == "limited",
+                 direction={"left": Direction.LEFT, "right": Direction.RIGHT}.get(
+                     kind, Direction.BOTH),
+                 top={"low band": 3.0, "high band": 20.0}.get(kind))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(2, 9), st.integers(-2, 8), st.integers(-2, 8),
+                          st.booleans(), st.sampled_from(_KINDS)), min_size=1, max_size=7),
+       st.integers(0, 5), st.integers(0, 5), st.sampled_from([0.0, 5.0, 20.0]))
+def test_a_line_free_lines_finds_free_is_a_line_of_effect(
+        spec: list[tuple[int, int, int, bool, str]], ya: int, yb: int, rise: float) -> None:
+    """`openings.free_lines` reads a line as the search reads the lines it tries (bands,
+    one-way walls from the line's start, two limited walls): a line it finds free between
+    two spaces is a line of effect, from that end; and it finds free every line that
+    crosses nothing."""
+    walls = []
+    for k, (col, y0, y1, vertical, kind) in enumerate(spec):
+        lo, hi = sorted((y0, y1))
+        c = ((col * 100.0, lo * 100.0 + 3, col * 100.0, hi * 100.0 + 100) if vertical else
+             (lo * 100.0 + 103, col * 100.0 - 300, hi * 100.0 + 200, col * 100.0 - 300))
+        walls.append(_kind_wall(k, c, kind))
+    scene = _scene(walls, [(0, ya * 100, 1), (1000, yb * 100, 1)])
+    scene = replace(scene, creatures=(replace(scene.creatures[0], elevation=rise),
+                                      scene.creatures[1]))
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    u = np.linspace(0.0, 1.0, 4)
+    def points(ring: np.ndarray) -> np.ndarray:
+        lo, hi = ring.min(axis=0), ring.max(axis=0)
+        gx, gy = np.meshgrid(u, u)
+        return np.column_stack([lo[0] + gx.ravel() * (hi[0] - lo[0]),
+                                lo[1] + gy.ravel() * (hi[1] - lo[1])])
+    for a, t in ((0, 1), (1, 0)):
+        p, q = points(sp.rings[a]), points(sp.rings[t])
+        s, e = np.repeat(p, len(q), axis=0), np.tile(q, (len(p), 1))
+        n = len(s)
+        free = openings.free_lines(tr, s, e, np.full(n, tr.elev[a]), np.full(n, tr.tall[a]),
+                                   np.full(n, tr.elev[t]), np.full(n, tr.tall[t]))
+        if free.any():
+            assert _loe(scene, a, t), (a, t)
+        wl, _ = kernel.segments_cross_walls(s, e, tr.wall_xy)
+        untouched = np.ones(n, dtype=bool)
+        untouched[wl] = False
+        assert free[untouched].all()
+
+
+def test_free_lines_reads_bands_one_way_and_limited_walls() -> None:
+    """By hand: each kind of wall across one line between two Medium creatures."""
+    scene = _scene([], A_B)
+    def free(*walls: WallGeom) -> bool:
+        tr = Tracer(replace(scene, walls=tuple(walls)))
+        one = np.ones(1)
+        got = openings.free_lines(tr, np.array([[50.0, 250.0]]), np.array([[1050.0, 250.0]]),
+                                  0 * one, 6 * one, 0 * one, 6 * one)
+        return bool(got[0])
+    across = (500.0, -1000.0, 500.0, 1000.0)
+    assert free()
+    assert not free(_wall(0, across))
+    assert free(_wall(0, across, top=3.0))  # the sheet open above a 3 ft wall
+    assert not free(_wall(0, across, top=20.0))
+    assert free(_wall(0, across, limited=True))
+    assert not free(_wall(0, across, limited=True), _wall(1, (700, -1000, 700, 1000),
+                                                          limited=True))
+    assert free(_wall(0, across, direction=Direction.LEFT)) != free(
+        _wall(0, across, direction=Direction.RIGHT))
