@@ -476,11 +476,20 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     ii, jj = upper_pairs(pts.shape[1])
     hx, hy = px[:, ii], py[:, ii]  # (N, H)
     hdx, hdy = px[:, jj] - hx, py[:, jj] - hy
-    ho = (hdx[..., None] * (py[:, None, :] - hy[..., None])
-          - hdy[..., None] * (px[:, None, :] - hx[..., None]))  # (N, H, K)
     hreal = np.hypot(hdx, hdy) > 0
-    h_left = (ho >= 0).all(axis=2) & hreal
-    h_right_all = (ho <= 0).all(axis=2) & hreal
+    if hdx.size * px.shape[1] <= _HULL_SIDES_AT_ONCE:
+        ho = (hdx[..., None] * (py[:, None, :] - hy[..., None])
+              - hdy[..., None] * (px[:, None, :] - hx[..., None]))  # (N, H, K)
+        h_left = (ho >= 0).all(axis=2) & hreal
+        h_right_all = (ho <= 0).all(axis=2) & hreal
+    else:
+        # A corner at a time: the same products, without (N, H, K) temporaries (a hex
+        # matrix's 1,400 pairs: 9 MB each, 13.8 against 6.0 ms).
+        h_left, h_right_all = hreal.copy(), hreal.copy()
+        for k in range(px.shape[1]):
+            side = hdx * (py[:, k, None] - hy) - hdy * (px[:, k, None] - hx)
+            h_left &= side >= 0
+            h_right_all &= side <= 0
     # The corner lines (a's p to b's q, as block lines number them) are the lines through
     # corners p and V + q: whether every corner lies on their left (or on them), or
     # every corner on their right.
@@ -561,6 +570,11 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     both = comp1 & comp2
     out[items[bi[both[label] & useful]]] = True
     return out
+
+
+#: (pair x line x corner) products up to which `_chains` tests every corner against the
+#: lines through two corners at once (a move's few pairs); past it, a corner at a time.
+_HULL_SIDES_AT_ONCE = 1 << 15
 
 
 #: Per blockers' segments (by identity: `blockers` keeps them per set of walls): each

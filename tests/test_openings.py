@@ -880,3 +880,39 @@ def test_free_lines_reads_bands_one_way_and_limited_walls() -> None:
                                                           limited=True))
     assert free(_wall(0, across, direction=Direction.LEFT)) != free(
         _wall(0, across, direction=Direction.RIGHT))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_chains` tests the corners against the lines through two corners all at once for
+    a few pairs, a corner at a time for many: the same proofs (square and hex rings), on
+    the calls a scene's line of effect makes."""
+    from bench.hexscenes import on_hex
+    from bench.scenes import generate
+
+    calls: list[tuple[object, ...]] = []
+    chains = openings._chains
+
+    def recorded(*args: object) -> object:
+        calls.append(args)
+        return chains(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openings, "_chains", recorded)
+    base = generate(30, 300, seed).geom
+    for geom in (base, on_hex(base, GridKind.HEXEVENQ, seed)):
+        tr = Tracer(geom)
+        n = len(geom.creatures)
+        a, t = np.nonzero(~np.eye(n, dtype=bool))
+        openings.pairs_line_of_effect(tr, openings.spaces_of(tr, INSET_PX),
+                                      a.astype(np.intp), t.astype(np.intp))
+    assert calls
+    proved = 0
+    for args in calls:
+        answers = []
+        for cap in (0, 1 << 40):
+            monkeypatch.setattr(openings, "_HULL_SIDES_AT_ONCE", cap)
+            answers.append(chains(*args))  # type: ignore[arg-type]
+        assert np.array_equal(answers[0], answers[1])
+        proved += int(answers[0].sum())
+    assert proved > 0
