@@ -1138,15 +1138,21 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
     against the others."""
     d = p1 - p0
     a_lo, a_hi = rings[0].clip(p0, d, li)
-    b_lo, b_hi = rings[1].clip(p0, d, li)
     single = point_a[li]
     a_lo = np.where(single, 0.0, a_lo)
     a_hi = np.where(single, 0.0, a_hi)
+    # Only the lines that meet ring a are clipped to ring b (most lines through two event
+    # points miss one ring or the other).
+    hit = np.flatnonzero(a_lo <= a_hi)
+    if len(hit) < len(li):
+        li, p0, d, a_lo, a_hi, single = (li[hit], p0[hit], d[hit], a_lo[hit], a_hi[hit],
+                                         single[hit])
+    b_lo, b_hi = rings[1].clip(p0, d, li)
     # A point target (only ever with a point origin): the line ends on it.
     pb = point_b[li]
     b_lo = np.where(pb, 1.0, b_lo)
     b_hi = np.where(pb, 1.0, b_hi)
-    ok = (a_lo <= a_hi) & (b_lo <= b_hi)
+    ok = b_lo <= b_hi
     fwd = ok & (a_hi < b_lo)
     back = ok & (b_hi < a_lo) & ~single
     use = fwd | back
