@@ -339,41 +339,64 @@ class Tracer:
         counts = self._cell_count[ci]
         pair = np.repeat(np.arange(cl.size), counts)
         first = np.repeat(self._cell_start[ci], counts)
-        within = kernel.within_runs(counts)
-        verts = self._cell_verts[first + within]  # (K, 6, 2)
+        cells = first + kernel.within_runs(counts)
+        verts = self._cell_verts[cells]  # (K, 6, 2)
+        sides, lengths = self._cell_sides
+        normal, scale = sides[cells], lengths[cells]
         p, d = starts[cl[pair]], ends[cl[pair]] - starts[cl[pair]]
-        edge = kernel.next_corners(verts) - verts
-        centre = (kernel.over_points(np.add, verts) / verts.shape[1])[:, None, :]
-        normal = np.stack([-edge[..., 1], edge[..., 0]], axis=-1)
-        # Inward normals: pointing from each side towards the hex's centre.
-        flip = np.sign(np.einsum("kij,kij->ki", normal, centre - verts))
-        normal = normal * flip[..., None]
-        a = np.einsum("kij,kj->ki", normal, d)
-        b = np.einsum("kij,kij->ki", normal, verts - p[:, None, :])
-        scale = np.hypot(normal[..., 0], normal[..., 1])
-        tol = self._tol * scale
-        # A line parallel to a side within rounding (one running along it) is held by that
-        # side's half-plane alone: its clip ratio would be rounding noise.
-        parallel = np.abs(a) <= tol * np.hypot(d[:, 0], d[:, 1])[:, None]
+        px, py, dx, dy = p[:, 0], p[:, 1], d[:, 0], d[:, 1]
+        span = np.hypot(dx, dy)
+        k = len(cells)
+        lower, upper = np.full(k, -np.inf), np.full(k, np.inf)
+        parallel_out, along = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
+        # A side at a time over every (line, hex) row: the products a (K, 6) array would
+        # hold, without its temporaries.
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = b / a
-        lower = np.where((a > 0) & ~parallel, ratio, -np.inf).max(axis=1)
-        upper = np.where((a < 0) & ~parallel, ratio, np.inf).min(axis=1)
-        parallel_out = (parallel & (b >= -tol)).any(axis=1)
+            for i in range(verts.shape[1]):
+                nx, ny = normal[:, i, 0], normal[:, i, 1]
+                a = nx * dx + ny * dy
+                b = nx * (verts[:, i, 0] - px) + ny * (verts[:, i, 1] - py)
+                tol = self._tol * scale[:, i]
+                # A line parallel to a side within rounding (one running along it) is held
+                # by that side's half-plane alone: its clip ratio would be rounding noise.
+                parallel = np.abs(a) <= tol * span
+                ratio = b / a
+                np.maximum(lower, np.where((a > 0) & ~parallel, ratio, -np.inf), out=lower)
+                np.minimum(upper, np.where((a < 0) & ~parallel, ratio, np.inf), out=upper)
+                parallel_out |= parallel & (b >= -tol)
+                along |= parallel & (np.abs(b) <= tol)
         lo, hi = np.maximum(lower, 0.0), np.minimum(upper, 1.0)
         enters = (hi - lo > 1e-12) & ~parallel_out
-        along = (parallel & (np.abs(b) <= tol)).any(axis=1)
-        hit = np.zeros(cl.size, dtype=bool)
-        np.logical_or.at(hit, pair, enters)
+        # Per (line, creature): any of its hexes (each row's hexes are one run).
+        if k and counts.min() > 0:
+            runs = np.cumsum(counts) - counts
+            hit = np.logical_or.reduceat(enters, runs)
+            maybe = np.logical_or.reduceat(along, runs)
+        else:
+            hit = np.zeros(cl.size, dtype=bool)
+            maybe = np.zeros(cl.size, dtype=bool)
+            np.logical_or.at(hit, pair, enters)
+            np.logical_or.at(maybe, pair, along)
         # Along a side: inside the union only if the side is shared by two of its hexes.
-        maybe = np.zeros(cl.size, dtype=bool)
-        np.logical_or.at(maybe, pair, along)
         check = np.nonzero(maybe & ~hit & (self._cell_count[ci] > 1))[0]
         if check.size:
             lines = shapely.linestrings(np.stack([starts[cl[check]], ends[cl[check]]], axis=1))
             polys = np.array(self.creature_polys, dtype=object)[ci[check]]
             hit[check] = shapely.relate_pattern(lines, polys, "T********")
         return cl[hit], ci[hit]
+
+    @functools.cached_property
+    def _cell_sides(self) -> tuple[FloatArray, FloatArray]:
+        """Hex grids: the sides of every creature's hexes (`cell_verts`) as inward normals
+        (K, 6, 2), pointing from each side towards its hex's centre, and their lengths (the
+        sides' own, the normals' scale)."""
+        verts = self._cell_verts
+        edge = kernel.next_corners(verts) - verts
+        centre = (kernel.over_points(np.add, verts) / verts.shape[1])[:, None, :]
+        normal = np.stack([-edge[..., 1], edge[..., 0]], axis=-1)
+        flip = np.sign(np.einsum("kij,kij->ki", normal, centre - verts))
+        normal = normal * flip[..., None]
+        return normal, np.hypot(normal[..., 0], normal[..., 1])
 
     def trace_blocks(self, starts: FloatArray, ends: FloatArray,
                      space_starts: FloatArray, space_ends: FloatArray,
