@@ -49,6 +49,33 @@ _step = st.tuples(st.sampled_from(["move", "rise", "grow", "add", "drop", "swap"
                   st.integers(0, 10_000), st.integers(0, 30), st.integers(0, 30))
 
 
+def _apply(cs: tuple[CreatureGeom, ...], step: tuple[str, int, int, int],
+           made: int) -> tuple[tuple[CreatureGeom, ...], int]:
+    """The creatures after one `_step` (and how many were ever made)."""
+    what, pick, x, y = step
+    items = list(cs)
+    k = pick % len(items) if items else 0
+    if what == "move" and items:
+        c = items[k]
+        items[k] = _creature(int(c.id[1:]), x, y, int(c.width), int(c.elevation // 5))
+    elif what == "rise" and items:
+        c = items[k]
+        items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                             int(c.width), x)
+    elif what == "grow" and items:
+        c = items[k]
+        items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
+                             1 + y % 3, int(c.elevation // 5))
+    elif what == "add":
+        items.insert(k, _creature(made, x, y, 1 + x % 3, y % 4))
+        made += 1
+    elif what == "drop" and items:
+        del items[k]
+    elif what == "swap" and len(items) > 1:
+        items[0], items[-1] = items[-1], items[0]
+    return tuple(items), made
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 12), steps=st.lists(_step, max_size=12),
        grid=st.sampled_from([GRID, HEX]))
@@ -58,28 +85,8 @@ def test_columns_always_equal_a_fresh_read(n: int, steps: list[tuple[str, int, i
     cs = tuple(_creature(k, k, 0, 1, 0) for k in range(n))
     _assert_fresh(cs, grid)
     made = n
-    for what, pick, x, y in steps:
-        items = list(cs)
-        k = pick % len(items) if items else 0
-        if what == "move" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), x, y, int(c.width), int(c.elevation // 5))
-        elif what == "rise" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
-                                 int(c.width), x)
-        elif what == "grow" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
-                                 1 + y % 3, int(c.elevation // 5))
-        elif what == "add":
-            items.insert(k, _creature(made, x, y, 1 + x % 3, y % 4))
-            made += 1
-        elif what == "drop" and items:
-            del items[k]
-        elif what == "swap" and len(items) > 1:
-            items[0], items[-1] = items[-1], items[0]
-        cs = tuple(items)
+    for step in steps:
+        cs, made = _apply(cs, step, made)
         _assert_fresh(cs, grid)
 
 
@@ -219,30 +226,10 @@ def test_the_corner_engines_lists_patched_from_the_last_equal_a_fresh_read(
     corner._LAST_STACKS.clear()
     cs = tuple(_creature(k, 2 * k, 0, 1, 0) for k in range(n))
     made = n
-    for what, pick, x, y in [("same", 0, 0, 0), *steps]:
-        items = list(cs)
-        k = pick % len(items) if items else 0
-        if what == "move" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), x, y, int(c.width), int(c.elevation // 5))
-        elif what == "rise" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
-                                 int(c.width), x)
-        elif what == "grow" and items:
-            c = items[k]
-            items[k] = _creature(int(c.id[1:]), int(c.x // 100), int(c.y // 100),
-                                 1 + y % 3, int(c.elevation // 5))
-        elif what == "add":
-            items.insert(k, _creature(made, x, y, 1 + x % 3, y % 4))
-            made += 1
-        elif what == "drop" and items:
-            del items[k]
-        elif what == "swap" and len(items) > 1:
-            items[0], items[-1] = items[-1], items[0]
-        cs = tuple(items)
+    for step in [("same", 0, 0, 0), *steps]:
+        cs, made = _apply(cs, step, made)
         got = _engine_lists(cs)
         held = list(corner._LAST_STACKS)
         corner._LAST_STACKS.clear()
-        assert got == _engine_lists(cs), what
+        assert got == _engine_lists(cs), step
         corner._LAST_STACKS[:] = held
