@@ -268,25 +268,6 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     return fwd, back
 
 
-def free_lines(tracer: Tracer, starts: FloatArray, ends: FloatArray, a_elev: FloatArray,
-               a_tall: FloatArray, t_elev: FloatArray, t_tall: FloatArray) -> BoolArray:
-    """Per line (starts[k] in an attacker's space, ends[k] in its target's; the two
-    creatures' vertical extents, feet): whether nothing stops it from its start, read as
-    the search reads each line it tries (solid walls whose band fills the sheet of sight
-    where it crosses, facing its start; two limited walls; blocking terrain). A free line
-    is a line of effect between the two spaces, found without the search."""
-    blk = blockers(tracer)
-    n = len(starts)
-    if n == 0 or len(blk.xy) == 0:
-        return np.ones(n, dtype=bool)
-    # Each line its own block of one start and one end, and its own item.
-    bi, wi = kernel.block_candidates(starts[:, None, :], ends[:, None, :], blk.xy)
-    stopped, _ = _blocked(blk, (a_elev, a_tall, t_elev, t_tall), bi, wi,
-                          np.arange(n, dtype=np.intp), starts, ends, n)
-    out: BoolArray = ~stopped
-    return out
-
-
 def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: IntArray,
             whole: BoolArray) -> tuple[BoolArray, IntArray]:
     """Per pair: walls near it (rows bi, wi, ascending by pair; `whole`: the row's band

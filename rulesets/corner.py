@@ -532,8 +532,10 @@ class CornerEngine:
                 continue
             # (A 1,000-creature scene on every move: compared in C, not a loop body each.)
             moved = list(itertools.compress(range(len(cs)), map(operator.is_not, self.cs, cs)))
+            # (As before the lists were kept: a candidate whose stacks are still empty is
+            # replaced by any later one that qualifies.)
             if len(moved) * 4 <= len(self.cs) and (
-                    before is None or len(moved) < len(self._moved)):
+                    before is None or not self._before_stacks or len(moved) < len(self._moved)):
                 self._before_stacks, self._moved, before = stacks, moved, lists
         # The per creature lists: the last engine's, with the moved creatures' entries
         # replaced (1,000 creatures read again took 0.4 ms of a move).

@@ -868,13 +868,10 @@ class RealmsContext:
                       origins: FloatArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether every line tried from origins[k]
         (the viewpoint it was measured from, inside the attacker's space) to the target's
-        centre and to each corner of its space (a hair inside) is stopped. First whether it
-        may be: it crosses something that can stop a line (a solid wall, one-way or banded
-        ones included, a border of blocking terrain) or two limited walls; a line that
-        crosses neither is a line of effect. The lines that may be stopped are then read
-        as the exact search reads a line (`openings.free_lines`: a band filling the sheet
-        of sight where the line crosses it, a one-way wall facing its start): one found
-        free is a line of effect too, without the search."""
+        centre and to each corner of its space (a hair inside) may be stopped: it crosses
+        something that can stop a line (a solid wall, one-way or banded ones included, a
+        border of blocking terrain) or two limited walls. A line that crosses neither is a
+        line of effect."""
         out = np.zeros(len(pairs), dtype=bool)
         blk = openings.blockers(self.tracer)
         if len(pairs) == 0 or len(blk.xy) == 0:
@@ -891,17 +888,6 @@ class RealmsContext:
         stopped = (np.bincount(line[~blk.limited[wall]], minlength=n) > 0) | (
             np.bincount(line[blk.limited[wall]], minlength=n) >= 2)
         out[:] = stopped.reshape(len(pairs), per).all(axis=1)
-        ask = np.flatnonzero(out)
-        if len(ask):
-            # A line that crosses a banded or one-way wall may still pass it: read exactly.
-            tr = self.tracer
-            a, tt = pairs[ask, 0], pairs[ask, 1]
-            free = openings.free_lines(
-                tr, starts.reshape(len(pairs), per, 2)[ask].reshape(-1, 2),
-                ends[ask].reshape(-1, 2), np.repeat(tr.elev[a], per),
-                np.repeat(tr.tall[a], per), np.repeat(tr.elev[tt], per),
-                np.repeat(tr.tall[tt], per))
-            out[ask[free.reshape(len(ask), per).any(axis=1)]] = False
         return out
 
     @functools.cached_property
