@@ -367,16 +367,13 @@ class Tracer:
                 along |= parallel & (np.abs(b) <= tol)
         lo, hi = np.maximum(lower, 0.0), np.minimum(upper, 1.0)
         enters = (hi - lo > 1e-12) & ~parallel_out
-        # Per (line, creature): any of its hexes (each row's hexes are one run).
-        if k and counts.min() > 0:
-            runs = np.cumsum(counts) - counts
-            hit = np.logical_or.reduceat(enters, runs)
-            maybe = np.logical_or.reduceat(along, runs)
-        else:
-            hit = np.zeros(cl.size, dtype=bool)
-            maybe = np.zeros(cl.size, dtype=bool)
-            np.logical_or.at(hit, pair, enters)
-            np.logical_or.at(maybe, pair, along)
+        # Per (line, creature): any of its hexes (each row's hexes are one run; a row of
+        # none, which a footprint never is, stays False).
+        runs, some = np.cumsum(counts) - counts, counts > 0
+        hit = np.zeros(cl.size, dtype=bool)
+        maybe = np.zeros(cl.size, dtype=bool)
+        hit[some] = np.logical_or.reduceat(enters, runs[some])
+        maybe[some] = np.logical_or.reduceat(along, runs[some])
         # Along a side: inside the union only if the side is shared by two of its hexes.
         check = np.nonzero(maybe & ~hit & (self._cell_count[ci] > 1))[0]
         if check.size:
