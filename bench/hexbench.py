@@ -74,6 +74,8 @@ def measure(tokens: int, walls: int, seed: int, kinds: Sequence[int], runs: int,
             opts = ruleset.Options()
             full_s, _ = _timed(lambda r=ruleset, o=opts, g=geom: first_subscription(r, g, o), runs)
             move_fast, move_ref, mismatches, compared, pairs = [], [], 0, 0, []
+            # Every move timed before any reference runs (bench/parity.py says why).
+            done = []
             for m in range(moves):
                 k = (7 * m + 3) % len(geom.creatures)
                 after = moved(geom, k)
@@ -83,12 +85,13 @@ def measure(tokens: int, walls: int, seed: int, kinds: Sequence[int], runs: int,
                 fs, fast = _timed(lambda r=ruleset, o=opts, g=after, p=chosen:
                                   r.evaluate(g, o, p), 1)
                 move_fast.append(fs)
-                if reference:
-                    rs, ref = _timed(lambda r=ruleset, o=opts, g=after, p=chosen:
-                                     r.reference(g, o, p), 1)
-                    move_ref.append(rs)
-                    compared += len(ref)
-                    mismatches += sum(f != x for f, x in zip(fast, ref, strict=True))
+                done.append((after, chosen, fast))
+            for after, chosen, fast in (done if reference else ()):
+                rs, ref = _timed(lambda r=ruleset, o=opts, g=after, p=chosen:
+                                 r.reference(g, o, p), 1)
+                move_ref.append(rs)
+                compared += len(ref)
+                mismatches += sum(f != x for f, x in zip(fast, ref, strict=True))
             row[name] = {"full_matrix_s": full_s,
                          "move_fast_median_s": statistics.median(move_fast),
                          "move_reference_median_s": (statistics.median(move_ref)
