@@ -385,6 +385,10 @@ class Realms(Ruleset):
         change keeps its degree (it depends on the two, the walls and the regions). With
         `only`, only the pairs followed are looked at (a subscriber following one attacker
         of a thousand creatures needs none of the others' degrees)."""
+        if only is not None and only <= pairs:
+            # Every pair followed is recomputed already (the attacker a subscriber follows
+            # walked): nothing can be added, and no snapshot is prepared to find it out.
+            return pairs
         before = {c.id: c for c in old.creatures}
         after = {c.id: c for c in new.creatures}
         # (Unchanged tokens keep their creature object: equality is asked of the others.)

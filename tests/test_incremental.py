@@ -690,6 +690,43 @@ def test_realms_widen_for_followed_pairs_adds_exactly_those_it_would_add_among_t
     assert outside  # some added pairs were not followed, and were left out
 
 
+def test_realms_widen_prepares_nothing_when_every_followed_pair_is_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subscriber following one attacker that walks: every pair it follows is asked
+    already, so `widen` can add none, and answers without preparing the scene (a snapshot
+    of 1,000 creatures, 0.6 ms a step, and the friendly-fire degrees of the targets near
+    the mover). With one followed pair not asked, it looks as before."""
+    from dataclasses import replace
+
+    from bench.hexbench import moved
+    from bench.scenes import generate
+    from rulesets import REGISTRY, realms
+
+    ruleset = REGISTRY.get("realms")
+    opts = ruleset.Options()
+    geom = generate(30, 150, 1).geom
+    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None)
+                                         for c in geom.creatures))
+    ids = [c.id for c in geom.creatures]
+    after = moved(geom, 7)
+    mover = {(ids[7], t) for t in ids if t != ids[7]}
+    everything = ruleset.widen(geom, after, opts, set(mover))
+    assert everything - mover  # unasked, the move adds friendly-fire pairs
+    prepared = []
+    made = realms.RealmsContext
+
+    def counted(*args: Any, **kwargs: Any) -> realms.RealmsContext:
+        prepared.append(1)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(realms, "RealmsContext", counted)
+    assert ruleset.widen(geom, after, opts, set(mover), set(mover)) == mover
+    assert not prepared
+    extra = next(iter(everything - mover))
+    assert ruleset.widen(geom, after, opts, set(mover), mover | {extra}) == mover | {extra}
+    assert prepared
+
+
 def test_realms_numbers_creature_states_alike_after_letting_go_of_their_objects() -> None:
     """A creature state keeps its number whichever object carries it, and the objects kept
     by identity are let go of past a bound (a token dragged to and fro makes a new object
