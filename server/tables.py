@@ -45,7 +45,7 @@ SLICE_S = 0.025
 FIRST_SLICE = 16
 #: Entries of a whole table installed per step of a sliced computation (about 7 ms; a
 #: 100-token table's 29,700 in one): the 119,400 of 200 tokens at once held the worker
-#: 115-165 ms in full test runs, another scene's requests waiting behind it.
+#: 28-56 ms, another scene's requests waiting behind it.
 INSTALL_CHUNK = 30_000
 #: Rounds `warm` gives a scene that changes while its table is computed.
 WARM_ROUNDS = 4
