@@ -86,7 +86,9 @@ def measure(tokens: int, walls: int, seed: int, kinds: Sequence[int], runs: int,
                                   r.evaluate(g, o, p), 1)
                 move_fast.append(fs)
                 done.append((after, chosen, fast))
-            for after, chosen, fast in (done if reference else ()):
+            for after, chosen, fast in done:
+                if not reference:
+                    break
                 rs, ref = _timed(lambda r=ruleset, o=opts, g=after, p=chosen:
                                  r.reference(g, o, p), 1)
                 move_ref.append(rs)

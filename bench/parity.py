@@ -112,29 +112,29 @@ def measure_layout(geom: SceneGeom, names: Sequence[str], seed: int, max_runs: i
                 move_times.append(time.perf_counter() - t0)
                 done.append((after, pairs, fast))
             ref = _reference(ruleset)
-            for after, pairs, fast in (done if ref is not None and name != "dnd35" else ()):
-                assert ref is not None
-                asked = pairs
-                if move_sample is not None:
-                    every = pairs if pairs is not None else [
-                        (a.id, t.id) for a in after.creatures for t in after.creatures
-                        if a.id != t.id]
-                    asked = sorted(rng.sample(every, min(len(every), move_sample)))
-                got = ref(after, opts, asked)
-                if asked is not pairs:
-                    # The fast answers for the sampled pairs, in the reference's order
-                    # (one missing counts as a mismatch).
-                    mine = {a.key(): a for a in fast}
-                    both = [(mine[a.key()], a) for a in got if a.key() in mine]
-                    bad, ex = _compare([f for f, _ in both], [r for _, r in both])
-                    bad += len(got) - len(both)
-                    # A reference that answers fewer pairs than asked counts too.
-                    bad += len(asked or ()) * len(AttackMode) - len(got)
-                else:
-                    bad, ex = _compare(fast, got)
-                compared += len(got)
-                mismatches += bad
-                examples += ex
+            if ref is not None and name != "dnd35":
+                for after, pairs, fast in done:
+                    asked = pairs
+                    if move_sample is not None:
+                        every = pairs if pairs is not None else [
+                            (a.id, t.id) for a in after.creatures for t in after.creatures
+                            if a.id != t.id]
+                        asked = sorted(rng.sample(every, min(len(every), move_sample)))
+                    got = ref(after, opts, asked)
+                    if asked is not pairs:
+                        # The fast answers for the sampled pairs, in the reference's order
+                        # (one missing counts as a mismatch).
+                        mine = {a.key(): a for a in fast}
+                        both = [(mine[a.key()], a) for a in got if a.key() in mine]
+                        bad, ex = _compare([f for f, _ in both], [r for _, r in both])
+                        bad += len(got) - len(both)
+                        # A reference that answers fewer pairs than asked counts too.
+                        bad += len(asked or ()) * len(AttackMode) - len(got)
+                    else:
+                        bad, ex = _compare(fast, got)
+                    compared += len(got)
+                    mismatches += bad
+                    examples += ex
             row["move_s"] = statistics.median(move_times)
             row["move_times"] = move_times
             row["move_pairs"] = sizes

@@ -223,6 +223,20 @@ def test_a_subscription_past_the_table_limit_is_refused_up_front(
     gm.close()
 
 
+def _core_with(load: dict[str, Any]) -> tuple[Any, int]:
+    """A sans-I/O Core with a greeted connection that loaded `load`: the Core and the
+    connection."""
+    import msgpack
+
+    from server.session import Core
+
+    core = Core()
+    conn = core.connect()
+    core.receive(conn, msgpack.packb({"type": "hello", "protocol": 1, "client": "t"}))
+    core.receive(conn, msgpack.packb(load))
+    return core, conn
+
+
 @pytest.mark.parametrize("ruleset", ["dnd35", "realms"])
 def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
         ruleset: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,7 +245,6 @@ def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
     import msgpack
 
     from server import tables as annotation_tables
-    from server.session import Core
 
     bench = generate(30, 300, 2)
     load = {**bench.message, "ruleset": ruleset}
@@ -239,10 +252,7 @@ def test_a_table_computed_in_slices_equals_the_one_computed_at_once(
     # Small slices, so that even this scene takes many.
     monkeypatch.setattr(annotation_tables, "SLICE_S", 0.002)
     for sliced in (False, True):
-        core = Core()
-        conn = core.connect()
-        core.receive(conn, msgpack.packb({"type": "hello", "protocol": 1, "client": "t"}))
-        core.receive(conn, msgpack.packb(load))
+        core, conn = _core_with(load)
         sid = load["scene"]["_id"]
         out = []
         for step in range(2):
@@ -269,12 +279,13 @@ def test_a_whole_table_is_installed_a_chunk_per_step(monkeypatch: pytest.MonkeyP
     import msgpack
 
     from server import tables as annotation_tables
-    from server.session import Core
 
     bench = generate(30, 300, 2)
     load = {**bench.message, "ruleset": "realms"}
     sid = load["scene"]["_id"]
     key = (sid, False, False)
+    move = msgpack.packb({"type": "token.update", "scene": sid, "tokens": [
+        {"_id": t["_id"], "x": t["x"] + 100} for t in load["scene"]["tokens"][:3]]})
     # One slice for the whole table: every step after it is an install step.
     monkeypatch.setattr(annotation_tables, "SLICE_S", 60.0)
     monkeypatch.setattr(annotation_tables, "FIRST_SLICE", 10**9)
@@ -282,36 +293,24 @@ def test_a_whole_table_is_installed_a_chunk_per_step(monkeypatch: pytest.MonkeyP
     pairs = 30 * 29
     chunks = -(-pairs * 3 // 500)
 
-    def fresh(interrupt: bool) -> tuple[Core, int, dict[Any, Any]]:
-        core = Core()
-        conn = core.connect()
-        core.receive(conn, msgpack.packb({"type": "hello", "protocol": 1, "client": "t"}))
-        core.receive(conn, msgpack.packb(load))
-        steps = core.warm([key])
+    def warmed(interrupt: bool) -> tuple[Any, int, dict[Any, Any]]:
+        core, conn = _core_with(load)
         yields = 0
-        for _ in steps:
+        for _ in core.warm([key]):
             yields += 1
             if interrupt and yields == 2:
-                moved = [{"_id": t["_id"], "x": t["x"] + 100}
-                         for t in load["scene"]["tokens"][:3]]
-                core.receive(conn, msgpack.packb({"type": "token.update", "scene": sid,
-                                                  "tokens": moved}))
+                core.receive(conn, move)
         return core, yields, dict(core.tables.current(sid, False))
 
-    _, yields, warmed = fresh(False)
+    _, yields, table = warmed(False)
     assert yields == chunks
-    direct = Core()
-    direct_conn = direct.connect()
-    direct.receive(direct_conn, msgpack.packb({"type": "hello", "protocol": 1, "client": "t"}))
-    direct.receive(direct_conn, msgpack.packb(load))
-    assert warmed == dict(direct.tables.current(sid, False))
-    core, yields, warmed = fresh(True)
+    direct, direct_conn = _core_with(load)
+    assert table == dict(direct.tables.current(sid, False))
+    core, yields, table = warmed(True)
     assert core.tables.cache[key].revision == core.scenes[sid].revision
     assert yields >= chunks
-    moved = [{"_id": t["_id"], "x": t["x"] + 100} for t in load["scene"]["tokens"][:3]]
-    direct.receive(direct_conn, msgpack.packb({"type": "token.update", "scene": sid,
-                                               "tokens": moved}))
-    assert warmed == dict(direct.tables.current(sid, False))
+    direct.receive(direct_conn, move)
+    assert table == dict(direct.tables.current(sid, False))
 
 
 def _heavy_scene() -> dict[str, Any]:
