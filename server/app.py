@@ -51,9 +51,10 @@ from server.admission import (
 )
 from server.ahead import AHEAD_BYTES
 from server.connection import Guarded, Inbox, Outbox
+from server.frames import Parts
 from server.memory import tune_process
 from server.messages import LIMITS
-from server.session import Close, Core, Notify, Output, Send
+from server.session import Close, Core, Notify, Output, Send, SendParts
 
 log = logging.getLogger("covercast.app")
 
@@ -83,7 +84,7 @@ SETTLE_INTERVAL_S = 5.0
 @dataclass(slots=True)
 class _Peer:
     ws: ServerConnection
-    replies: Outbox
+    replies: Outbox[bytes | str | Parts]
     news: set[str] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -281,7 +282,7 @@ class App(Listener):
     async def handler(self, ws: ServerConnection) -> None:
         loop = asyncio.get_running_loop()
         conn: int = await self._core(self.core.connect)
-        peer = _Peer(ws, Outbox(self.limits.reply_bytes))
+        peer = _Peer(ws, Outbox[bytes | str | Parts](self.limits.reply_bytes))
         self._peers[conn] = peer
         writer = asyncio.create_task(self._writer(conn, peer))
         inbox = Inbox(self.limits.inbound_bytes)
@@ -353,7 +354,7 @@ class App(Listener):
             peer = self._peers.get(out.conn)
             if peer is None:
                 continue
-            if isinstance(out, Send):
+            if isinstance(out, (Send, SendParts)):
                 if not peer.replies.put(out.frame):
                     self._slow(logging.WARNING,
                                "connection %d does not read its replies (%d bytes waiting), "
@@ -486,12 +487,15 @@ class App(Listener):
         self._ahead.shutdown(wait=False, cancel_futures=True)
 
 
-async def _send(ws: ServerConnection, frame: bytes | str) -> None:
+async def _send(ws: ServerConnection, frame: bytes | str | Parts) -> None:
     """Send one frame's message, fragmented past FRAGMENT_BYTES (a client reads it as one
-    message: WebSocket fragments are reassembled before any application sees them). Only
-    a connection's writer sends this way: a fan-out's `broadcast` skips a connection with a
-    fragmented message under way, and never meets one (the writer holds it busy)."""
-    if len(frame) <= FRAGMENT_BYTES:
+    message: WebSocket fragments are reassembled before any application sees them); a
+    frame given in parts is never joined here either. Only a connection's writer sends
+    this way: a fan-out's `broadcast` skips a connection with a fragmented message under
+    way, and never meets one (the writer holds it busy)."""
+    if isinstance(frame, Parts):
+        await ws.send(_fragments(frame), text=frame.text)
+    elif len(frame) <= FRAGMENT_BYTES:
         await ws.send(frame)
     else:
         await ws.send(_pieces(frame))
@@ -507,6 +511,36 @@ async def _pieces(frame: bytes | str) -> AsyncIterator[bytes | memoryview | str]
         if k:
             await asyncio.sleep(0)
         yield data[k:k + FRAGMENT_BYTES]
+
+
+async def _fragments(frame: Parts) -> AsyncIterator[bytes | memoryview]:
+    """A frame given in parts as `_pieces` writes a frame: fragments of FRAGMENT_BYTES (the
+    last one shorter), the event loop let run between two. A part is cut where a fragment
+    ends, and small parts (a key, a header) share one; a fragment of a text message may
+    end inside a character, as RFC 6455 allows (a message is decoded whole)."""
+    pending = bytearray()
+    first = True
+    for part in frame.parts:
+        view = memoryview(part)
+        while view:
+            if not pending and len(view) >= FRAGMENT_BYTES:
+                piece: bytes | memoryview = view[:FRAGMENT_BYTES]
+                view = view[FRAGMENT_BYTES:]
+            else:
+                room = FRAGMENT_BYTES - len(pending)
+                pending += view[:room]
+                view = view[room:]
+                if len(pending) < FRAGMENT_BYTES:
+                    continue
+                piece, pending = bytes(pending), bytearray()
+            if not first:
+                await asyncio.sleep(0)
+            first = False
+            yield piece
+    if pending or first:
+        if not first:
+            await asyncio.sleep(0)
+        yield bytes(pending)
 
 
 #: Seconds between the collections that walk the frozen heap too (at most one per this
@@ -541,6 +575,8 @@ async def run(core: Core, host: str, port: int,
     """Serve until cancelled; `ready` is told the bound port (port 0 picks a free one;
     0 too when serving on the Unix socket `unix`); `marks`: behind a front process."""
     tune_process()
+    # This edge writes a frame given in parts as one message (`_send`).
+    core.in_parts = True
     app = App(core, limits, marks)
     try:
         # Once listening, settle the modules and whatever the Core was given (a preloaded

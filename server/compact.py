@@ -4,7 +4,8 @@ repetition, and both forms encoded in steps for large full sets.
 Rule of this module: pure encoding, sans I/O. It turns an `Annotations` message (the values
 the session built) into the bytes of its verbose form or of its compact form
 (docs/protocol.md section 12), in one call or chunk by chunk (`encoding_annotations`,
-yielding between chunks for the server's worker); a client decodes the compact form back
+yielding between chunks for the server's worker; `encoding_annotation_parts` leaves a
+large one in its parts, server/frames.py); a client decodes the compact form back
 into exactly the verbose message; it reads no scene, holds no state
 between frames and never changes the values it is given. Every frame is self-contained:
 the modifiers and flag names its annotations refer to are listed in the frame itself, so
@@ -24,6 +25,7 @@ from typing import Any
 import msgspec
 
 from rulesets.base import Flag
+from server.frames import Parts
 from server.messages import AnnotationOut, Annotations, ModifierOut, encode
 
 #: Every flag name, sorted: the verbose `flags` map's keys, and what flag indices count in.
@@ -57,6 +59,16 @@ def encoding_annotations(message: Annotations, binary: bool, compact: bool,
     of a large table holds the server's worker no longer than a slice of the table's
     computation does (server/tables.py). A message of at most `chunk` annotations is one
     step, without a yield. `chunk`: ENCODE_CHUNK by default."""
+    frame = yield from encoding_annotation_parts(message, binary, compact, chunk)
+    return frame.joined() if isinstance(frame, Parts) else frame
+
+
+def encoding_annotation_parts(message: Annotations, binary: bool, compact: bool,
+                              chunk: int | None = None
+                              ) -> Generator[None, None, bytes | str | Parts]:
+    """`encoding_annotations`, a message of more than `chunk` annotations left in its
+    parts (server/frames.py): the server's edge writes them as one message's fragments,
+    and nothing copies tens of MB into one buffer in one go."""
     chunk = ENCODE_CHUNK if chunk is None else chunk
     items = message.annotations
     if len(items) <= chunk:
@@ -78,11 +90,11 @@ _ANNOTATIONS = msgspec.Raw(b"")
 
 
 def _assembled(body: dict[str, Any], parts: list[bytes], total: int, chunk: int,
-               binary: bool) -> bytes | str:
-    """The frame of `body`, its "annotations" entry the array of every item of `parts`
-    (each an array of its own, of `chunk` items, the last of the rest): each key and value
-    encoded on its own and the whole joined once, since a full set's frame is tens of MB and
-    each copy of it costs this machine about 25 ms."""
+               binary: bool) -> Parts:
+    """The frame of `body` in parts, its "annotations" entry the array of every item of
+    `parts` (each an array of its own, of `chunk` items, the last of the rest): each key
+    and value encoded on its own, the parts of the annotations taken as they are (without
+    their own brackets or header), nothing copied."""
     encode = _MSGPACK.encode if binary else _JSON.encode
     pieces: list[bytes | memoryview] = [_map_header(len(body)) if binary else b"{"]
     for key, value in body.items():
@@ -105,10 +117,9 @@ def _assembled(body: dict[str, Any], parts: list[bytes], total: int, chunk: int,
             else:
                 pieces.append(encode(value))
             pieces.append(b",")
-    if binary:
-        return b"".join(pieces)
-    pieces[-1] = b"}"  # in place of the last entry's comma
-    return b"".join(pieces).decode()
+    if not binary:
+        pieces[-1] = b"}"  # in place of the last entry's comma
+    return Parts.of(pieces, text=not binary)
 
 
 def _chunk_sizes(total: int, chunk: int) -> list[int]:

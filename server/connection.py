@@ -11,15 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from websockets.asyncio.server import ServerConnection
 from websockets.protocol import State
 
 from server.admission import MESSAGE_TOO_BIG, Admission, EdgeLimits
+from server.frames import Parts
+
+#: What waits in either direction: a frame, or one given in parts (an Outbox's only).
+_Frame = TypeVar("_Frame", bytes | str, bytes | str | Parts)
 
 
-def _size(frame: bytes | str) -> int:
+def _size(frame: bytes | str | Parts) -> int:
     # A text frame's characters are nearly all ASCII (JSON); its length is near its bytes.
     return len(frame)
 
@@ -74,7 +78,7 @@ class Guarded(ServerConnection):
         self.greeted = True
 
 
-class _Budget:
+class _Budget(Generic[_Frame]):
     """Frames waiting in one direction of one connection, bounded in bytes: a frame that
     would take them past `budget` is refused (the caller closes the connection); the first
     waiting frame is always taken, whatever its size."""
@@ -82,9 +86,9 @@ class _Budget:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.bytes = 0
-        self._frames: deque[bytes | str | None] = deque()
+        self._frames: deque[_Frame | None] = deque()
 
-    def put(self, frame: bytes | str) -> bool:
+    def put(self, frame: _Frame) -> bool:
         size = _size(frame)
         if self._frames and self.bytes + size > self.budget:
             return False
@@ -96,14 +100,14 @@ class _Budget:
     def _added(self) -> None:
         """A frame was queued (for a waiter to hear of)."""
 
-    def _take(self) -> bytes | str | None:
+    def _take(self) -> _Frame | None:
         frame = self._frames.popleft()
         if frame is not None:
             self.bytes -= _size(frame)
         return frame
 
 
-class Inbox(_Budget):
+class Inbox(_Budget[bytes | str]):
     """Frames received from one connection and not yet handed to the worker."""
 
     def __init__(self, budget: int) -> None:
@@ -125,13 +129,14 @@ class Inbox(_Budget):
         return self._take()
 
 
-class Outbox(_Budget):
-    """Replies waiting for one connection's socket (never None)."""
+class Outbox(_Budget[_Frame]):
+    """Replies waiting for one connection's socket (never None): frames, and for
+    server/app.py frames given in parts too."""
 
     def empty(self) -> bool:
         return not self._frames
 
-    def get(self) -> bytes | str:
+    def get(self) -> _Frame:
         frame = self._take()
         assert frame is not None  # only an Inbox is ever ended
         return frame

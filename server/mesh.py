@@ -735,7 +735,7 @@ class MeshWorker:
 @dataclass(slots=True)
 class _Client:
     ws: ServerConnection
-    replies: Outbox
+    replies: Outbox[bytes | str]
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closing: tuple[int, str] | None = None
 
@@ -918,7 +918,7 @@ class MeshFront(Listener):
                 ws.welcome()
             await ws.send(items[0][2])
             session = self.sessions.open(hello)
-            client = _Client(ws, Outbox(self.limits.reply_bytes))
+            client = _Client(ws, Outbox[bytes | str](self.limits.reply_bytes))
             self.clients[session] = client
             writer = asyncio.create_task(self._writer(client))
             async for frame in ws:

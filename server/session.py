@@ -34,6 +34,7 @@ from server import scene as scenes
 from server.changes import SceneChanges
 from server.compact import encode_annotations
 from server.errors import ClientError, ErrorCode
+from server.frames import Parts
 from server.messages import (
     LIMITS,
     PROTOCOL_VERSION,
@@ -106,6 +107,15 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class SendParts:
+    """A frame given in its parts (server/frames.py), to write as one message: only a Core
+    whose edge writes them so (`Core.in_parts`) gives one."""
+
+    conn: int
+    frame: Parts
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     conn: int
     code: int
@@ -120,7 +130,7 @@ class Notify:
     scene: str
 
 
-Output = Send | Close | Notify
+Output = Send | SendParts | Close | Notify
 
 
 @dataclass(slots=True)
@@ -178,6 +188,9 @@ class Core:
         # Per connection, the full set of the subscription it sent last, encoded ahead of
         # handling it (`warm_frame`); taken by `_subscribe`.
         self._full_sets: dict[int, EncodedFullSet] = {}
+        #: Its edge writes a frame given in parts as one message (server/app.py does): a
+        #: large full set is then handed on in its parts (`SendParts`), never joined.
+        self.in_parts = False
         self._seeds = random.Random(seed)
         # Each token's air (drowning and suffocating), kept in the store.
         self.air = drowning.Air(self.store, self._seeds)
@@ -510,14 +523,16 @@ class Core:
         self.tables.prepare(sid)
 
     def drain(self, outputs: list[Output]) -> list[Send | Close]:
-        """Outputs with every Notify resolved into its delta now (for callers without
-        per-connection writers: tests, tools)."""
+        """Outputs with every Notify resolved into its delta now, and every frame given in
+        parts joined (for callers without per-connection writers: tests, tools)."""
         out: list[Send | Close] = []
         for o in outputs:
             if isinstance(o, Notify):
                 frame = self.delta(o.conn, o.scene)
                 if frame is not None:
                     out.append(Send(o.conn, frame))
+            elif isinstance(o, SendParts):
+                out.append(Send(o.conn, o.frame.joined()))
             else:
                 out.append(o)
         return out
@@ -584,7 +599,9 @@ class Core:
                          self._breath_visible(request.scene, sub.viewer), request.id, ahead)
         state.subscriptions[request.scene] = sub
         # The scene's focus follows its full set (none is sent while nobody set one).
-        return [Send(state.id, frame), *self._focus_news(request.scene, only=state.id)]
+        first: Output = (SendParts(state.id, frame) if isinstance(frame, Parts)
+                         else Send(state.id, frame))
+        return [first, *self._focus_news(request.scene, only=state.id)]
 
     def _opened(self, state: Connection, request: Subscribe, binary: bool
                 ) -> tuple[Subscription, Table]:
@@ -621,7 +638,7 @@ class Core:
         # yield before it, not after).
         yield
         self._full_sets[state.id] = yield from encoding_full_set(
-            sub, request.scene, revision, table, air, request.id)
+            sub, request.scene, revision, table, air, request.id, self.in_parts)
 
     def _query(self, request: CoverQuery, viewer: bool = False) -> Response:
         scene = self._scene(request.scene)

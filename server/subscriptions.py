@@ -20,8 +20,9 @@ from typing import Any
 from geometry.model import CreatureGeom
 from rulesets.base import AttackMode
 from server import focus as focusing
-from server.compact import encode_annotations, encoding_annotations
+from server.compact import encode_annotations, encoding_annotation_parts, encoding_annotations
 from server.errors import ClientError, ErrorCode
+from server.frames import Parts
 from server.messages import (
     LIMITS,
     AnnotationOut,
@@ -273,7 +274,7 @@ def view(table: Table, sub: Subscription) -> tuple[frozenset[Pair] | None,
 
 def full_set(sub: Subscription, sid: str, revision: int, table: Table,
              air: dict[str, BreathOut], rid: Any, ahead: EncodedFullSet | None = None
-             ) -> bytes | str:
+             ) -> bytes | str | Parts:
     """The `annotations` full set a new subscription starts from; it now holds it. `ahead`:
     a full set encoded before the request was handled (`encoding_full_set`), sent as it is
     when it is this very one (nothing it was made of changed meanwhile)."""
@@ -308,7 +309,7 @@ class EncodedFullSet:
     ask: tuple[Filter, frozenset[str], bool, bool]
     pairs: frozenset[Pair] | None
     sent: Mapping[Key, AnnotationOut]
-    frame: bytes | str
+    frame: bytes | str | Parts
 
     def fits(self, sub: Subscription, revision: int, table: Table,
              air: dict[str, BreathOut], rid: Any) -> bool:
@@ -324,13 +325,15 @@ def _ask(sub: Subscription) -> tuple[Filter, frozenset[str], bool, bool]:
 
 
 def encoding_full_set(sub: Subscription, sid: str, revision: int, table: Table,
-                      air: dict[str, BreathOut], rid: Any
+                      air: dict[str, BreathOut], rid: Any, in_parts: bool = False
                       ) -> Generator[None, None, EncodedFullSet]:
     """The full set `full_set` would send `sub`, encoded in steps (server/compact.py
-    `encoding_annotations`); `sub` is left as it was."""
+    `encoding_annotations`); `sub` is left as it was. `in_parts`: a large one is left in
+    its parts (server/frames.py), for an edge that writes them as one message."""
     pairs, sent = view(table, sub)
-    frame = yield from encoding_annotations(_full_message(sid, revision, sent, air, rid),
-                                            sub.binary, sub.compact)
+    encoding = encoding_annotation_parts if in_parts else encoding_annotations
+    frame = yield from encoding(_full_message(sid, revision, sent, air, rid),
+                                sub.binary, sub.compact)
     return EncodedFullSet(table.source, table.entries, revision, air, rid, _ask(sub), pairs,
                           sent, frame)
 

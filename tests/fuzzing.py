@@ -511,7 +511,7 @@ class CoreFuzz:
     def _greet(self, token: str) -> int:
         conn = self.core.connect()
         out = self.core.receive(conn, json.dumps(hello(token)))
-        assert decode(out[0].frame)["type"] == "welcome", out  # type: ignore[union-attr]
+        assert decode(out[0].frame)["type"] == "welcome", out  # type: ignore[union-attr, arg-type]
         return conn
 
     def reset(self) -> None:
@@ -625,7 +625,7 @@ class CoreFuzz:
                         self.tally.closes_1011 += 1
                     elif not isinstance(o, Close):
                         try:
-                            decode(o.frame)  # type: ignore[union-attr]
+                            decode(o.frame)  # type: ignore[union-attr, arg-type]
                         except Exception:
                             self.tally.undecodable += 1
                 self.core.disconnect(conn)

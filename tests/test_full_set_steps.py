@@ -20,9 +20,10 @@ import pytest
 
 from bench.scenes import generate
 from server import app, compact
-from server.compact import encode_annotations, encoding_annotations
+from server.compact import encode_annotations, encoding_annotation_parts, encoding_annotations
+from server.frames import Parts
 from server.messages import AnnotationOut, Annotations, BreathOut
-from server.session import Core, Send
+from server.session import Core, Send, SendParts
 from tests.conftest import LiveServer, Peer
 
 HELLO = {"type": "hello", "protocol": 1, "client": "pytest"}
@@ -90,6 +91,14 @@ def test_encoding_in_steps_gives_the_same_bytes(binary: bool, compact_form: bool
             got, steps = _run(encoding_annotations(message, binary, compact_form, chunk))
             assert got == want, (breath, rid, chunk)
             assert steps == (0 if count <= chunk else -(-count // chunk))
+            parts, _ = _run(encoding_annotation_parts(message, binary, compact_form, chunk))
+            if count <= chunk:
+                assert parts == want
+            else:
+                assert isinstance(parts, Parts) and parts.text is not binary
+                assert parts.joined() == want and len(parts) == len(want.encode()
+                                                                   if isinstance(want, str)
+                                                                   else want)
 
 
 def _subscribe_as_the_server_does(core: Core, conn: int, frame: bytes) -> tuple[bytes, int]:
@@ -125,6 +134,30 @@ def test_a_full_set_encoded_ahead_is_the_frame_receive_alone_sends(
         frames.append(got)
     assert frames[0] == frames[1]
     assert len(msgpack.unpackb(frames[0])["annotations"]) == 3 * 24 * 23
+
+
+@pytest.mark.parametrize("compact_form", [False, True])
+def test_a_core_whose_edge_writes_parts_hands_a_large_full_set_on_unjoined(
+        compact_form: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `in_parts` (server/app.py's edge), the full set encoded ahead is handed on in
+    its parts (SendParts), the very frame a Core without it sends; `drain` joins it."""
+    monkeypatch.setattr(compact, "ENCODE_CHUNK", 50)
+    core, conn, sid = _core(compact_form=compact_form)
+    frame = msgpack.packb({"type": "subscribe", "id": 2, "scene": sid})
+    want, _ = _subscribe_as_the_server_does(core, conn, frame)
+    for drained in (False, True):
+        core, conn, sid = _core(compact_form=compact_form)
+        core.in_parts = True
+        while _run(core.warm_frame(conn, frame))[1]:
+            pass
+        (sent, *_) = core.receive(conn, frame)
+        assert isinstance(sent, SendParts) and not sent.frame.text
+        assert len(sent.frame.parts) > 3 * 24 * 23 // 50
+        if drained:
+            (joined, *_) = core.drain([sent])
+            assert isinstance(joined, Send) and joined.frame == want
+        else:
+            assert sent.frame.joined() == want
 
 
 def test_a_small_full_set_is_encoded_in_receive_only() -> None:
@@ -173,8 +206,10 @@ class _Socket:
     def __init__(self) -> None:
         self.sent: list[Any] = []
         self.events: list[str] = []
+        self.text: list[bool | None] = []
 
-    async def send(self, message: Any) -> None:
+    async def send(self, message: Any, text: bool | None = None) -> None:
+        self.text.append(text)
         if isinstance(message, (bytes, str)):
             self.sent.append(message)
             return
@@ -210,11 +245,55 @@ def test_a_large_frame_is_written_in_fragments(frame: bytes | str) -> None:
     assert ws.sent[-1] == frame[:2**20]  # one frame, as it is
 
 
+@pytest.mark.parametrize("text", [False, True])
+def test_a_frame_given_in_parts_is_written_as_one_fragmented_message(text: bool) -> None:
+    """Fragments of FRAGMENT_BYTES whatever the parts' sizes (a large part cut, small ones
+    sharing a fragment), the event loop running other tasks between two, the message's
+    kind (text or binary) set by the frame, not by its pieces (which are bytes)."""
+    mib = app.FRAGMENT_BYTES
+    sizes = [1, 3, 5 * mib // 2, 7, mib, 2, mib - 10, 10, 1, mib * 2]
+    parts = [bytes([65 + k % 26]) * n for k, n in enumerate(sizes)]
+    frame = Parts.of([memoryview(p) if k % 2 else p for k, p in enumerate(parts)], text)
+    ws = _Socket()
+
+    async def both() -> None:
+        async def ticker() -> None:
+            for _ in range(20):
+                ws.events.append("tick")
+                await asyncio.sleep(0)
+
+        await asyncio.gather(app._send(ws, frame), ticker())  # type: ignore[arg-type]
+
+    asyncio.run(both())
+    (pieces,) = ws.sent
+    assert ws.text == [text]
+    total = sum(sizes)
+    assert [len(p) for p in pieces] == [mib] * (total // mib) + [total % mib]
+    assert b"".join(pieces) == b"".join(parts)
+    between = "".join("p" if e == "piece" else "t" for e in ws.events)
+    assert "pp" not in between.replace("tt", "t"), between
+    for small in ([b"x"], [b"", b"ab", b""]):  # one fragment, the whole frame
+        asyncio.run(app._send(ws, Parts.of(list(small), text)))  # type: ignore[arg-type]
+        assert ws.sent[-1] == [b"".join(small)]
+
+
+@pytest.mark.parametrize("in_parts", [False, True])
 @pytest.mark.parametrize("binary", [True, False])
-def test_a_large_full_set_reaches_the_client_as_one_message(live_server: LiveServer,
-                                                            binary: bool) -> None:
+def test_a_large_full_set_reaches_the_client_as_one_message(
+        live_server: LiveServer, binary: bool, in_parts: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A full set of several MB (fragmented by the server) decodes whole, in msgpack and
-    in JSON."""
+    in JSON; encoded in steps (`in_parts`), it is written from its parts, never joined."""
+    written: list[Parts] = []
+    if in_parts:
+        monkeypatch.setattr(compact, "ENCODE_CHUNK", 1000)
+        fragments = app._fragments
+
+        def spied(frame: Parts) -> Any:
+            written.append(frame)
+            return fragments(frame)
+
+        monkeypatch.setattr(app, "_fragments", spied)
     gm = Peer.open(live_server.url)
     assert gm.hello()["type"] == "welcome"
     load = {**generate(60, 100, 1).message, "id": 1}
@@ -230,4 +309,10 @@ def test_a_large_full_set_reaches_the_client_as_one_message(live_server: LiveSer
     reply = msgpack.unpackb(frame) if isinstance(frame, bytes) else json.loads(frame)
     assert reply["type"] == "annotations" and reply["full"] and reply["id"] == 2
     assert len(reply["annotations"]) == 3 * 60 * 59
+    if in_parts:
+        (parts,) = written
+        assert parts.text is not binary and len(parts.parts) > 3 * 60 * 59 // 1000
+        assert parts.joined() == frame
+    else:
+        assert not written
     gm.close()

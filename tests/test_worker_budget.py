@@ -171,11 +171,11 @@ def test_a_heavy_subscription_delays_another_scenes_cover_query_by_at_most_100_m
           f"{p95 * 1000:.0f} ms, worst {worst * 1000:.0f} ms over {len(busy)} queries")
     # The budget holds for 99 queries in 100. A run asks 45-80, so its 99th percentile is
     # its worst: the budget is asked of every query but the worst, the worst of twice it.
-    # The worst is printed: 32-55 ms over the median in most runs; about one run in four
-    # to ten has one query at 109-166 ms, late in a full test run only: the trip joining
-    # the 53 MB full set's encoded parts into one frame (server/compact.py, `_assembled`),
-    # 27 ms alone, 115-166 ms where fresh memory is slow to come by (bench/RESULTS.md
-    # "Stop 39"; not fixed yet). Before, every query waited for the whole table.
+    # The worst is printed: 30-55 ms over the median. Until the full set's encoded parts
+    # were written as they are (server/frames.py), about one full test run in three had a
+    # query at 109-166 ms: the trip joining them into one 53 MB frame, 27 ms alone, far
+    # longer late in a full run, where fresh memory is slow to come by. Before the
+    # slices, every query waited for the whole table.
     second = sorted(busy)[-2]
     assert second - quiet < BUDGET_S, (
         f"two cover.queries waited {second * 1000:.0f} ms or more beside the subscription "
