@@ -472,7 +472,7 @@ class _Context:
     @functools.cached_property
     def _hex_steps(self) -> hexgrid.FootprintSteps:
         assert self.hex is not None
-        return hexgrid.FootprintSteps(
+        return hexgrid.FootprintSteps.of(
             self.hex, [fp.cells for fp in hex_footprints(self.cs, self.grid)])
 
     def in_reach(self, a: int, t: int, reach: float) -> bool:

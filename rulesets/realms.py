@@ -639,7 +639,7 @@ class RealmsContext:
         footprint's row and column at a time (geometry.hex.FootprintSteps)."""
         assert self.hex is not None
         cells = [fp.cells for fp in hex_footprints(self.cs, self.grid)]
-        return hexgrid.FootprintSteps(self.hex, cells)
+        return hexgrid.FootprintSteps.of(self.hex, cells)
 
     def steps(self, a: IntArray, t: IntArray) -> tuple[npt.NDArray[np.int64],
                                                        npt.NDArray[np.int64],

@@ -334,3 +334,30 @@ def test_two_huge_footprints_are_measured_on_their_borders() -> None:
     got = hexgrid.footprints_distance(lay, [west, east, inner])
     assert got.tolist() == _all_pairs_distance(lay, [west, east, inner]).tolist()
     assert got[0, 2] == 0 and got[0, 1] > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(kinds_st, st.lists(st.lists(st.tuples(st.integers(-4, 8), st.integers(-4, 8)),
+                                   min_size=1, max_size=6, unique=True),
+                          min_size=4, max_size=8),
+       st.data())
+def test_footprint_steps_taken_from_a_recent_table_are_measured_where_footprints_moved(
+        kind: GridKind, footprints: list[list[tuple[int, int]]], data: st.DataObject) -> None:
+    """A table built from a recent one (`FootprintSteps.of`: the same footprint objects
+    but one moved, as after a move) reads what a fresh table reads: the moved footprint's
+    row and column measured again, the others taken as they were."""
+    lay = layout(kind)
+    hexgrid.forget_measured()
+    old = hexgrid.FootprintSteps.of(lay, footprints)
+    assert old[:, :].tolist() == _all_pairs_distance(lay, footprints).tolist()
+    k = data.draw(st.integers(0, len(footprints) - 1))
+    shift = data.draw(st.tuples(st.integers(-3, 3), st.integers(-3, 3)))
+    moved = list(footprints)
+    moved[k] = [(i + shift[0], j + shift[1]) for i, j in footprints[k]]
+    new = hexgrid.FootprintSteps.of(lay, moved)
+    assert new._done.all()  # taken from the old table, not left to the first read
+    assert new[:, :].tolist() == _all_pairs_distance(lay, moved).tolist()
+    assert old[:, :].tolist() == _all_pairs_distance(lay, footprints).tolist()  # unchanged
+    # Equal values in other objects are measured again: nothing is taken by equality.
+    copies = [list(f) for f in moved]
+    assert not hexgrid.FootprintSteps.of(lay, copies)._done.any()
