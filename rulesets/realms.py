@@ -214,7 +214,8 @@ class Realms(Ruleset):
             degree = degrees[k]
             penalty = ctx.obscurement(centres[a], centres[t]) if ctx.obscuring else no_penalty
             # Whether others stand near a target at three-quarters cover (friendly fire).
-            crowded = degree is Degree.THREE_QUARTERS and ctx.others_near(a, t)
+            crowded = degree is Degree.THREE_QUARTERS and bool(
+                ctx.others_near_many(at[k:k + 1, 0], at[k:k + 1, 1])[0])
             visible = visibles.get(m.covered)
             if visible is None:
                 visible = visibles[m.covered] = round(1.0 - m.covered, 6)
@@ -660,31 +661,35 @@ class RealmsContext:
     def feet_to(self, t: int) -> npt.NDArray[np.int64]:
         """Feet between every creature and t (5/10 diagonals on a square grid, 5 ft a hex),
         in three dimensions: a climb or a flight counts as on every other ruleset."""
-        if t not in self._feet_columns:
-            n = len(self.cs)
-            self._feet_columns[t] = feet_many(*self.steps(np.arange(n), np.full(n, t)))
+        self._measure_feet([t])
         return self._feet_columns[t]
+
+    def _measure_feet(self, targets: list[int]) -> None:
+        """`feet_to` of each of these targets not measured yet, in one call."""
+        todo = [t for t in targets if t not in self._feet_columns]
+        if not todo:
+            return
+        n = len(self.cs)
+        feet = feet_many(*self.steps(np.tile(np.arange(n), len(todo)),
+                                     np.repeat(np.array(todo, dtype=np.intp), n)))
+        self._feet_columns.update(zip(todo, feet.reshape(len(todo), n), strict=True))
 
     def feet(self, a: int, t: int) -> float:
         return float(self.feet_to(t)[a])
 
     def others_near_many(self, a: IntArray, t: IntArray) -> npt.NDArray[np.bool_]:
-        """`others_near` for many pairs: each target's vicinity read once."""
+        """Per pair (a[k], t[k]): someone besides the attacker and the target within the
+        vicinity of the target; each target's vicinity measured once."""
         if len(a) == 0:
             return np.zeros(0, dtype=bool)
         targets, inv = np.unique(t, return_inverse=True)
-        near = np.stack([self.feet_to(u) <= self.options.vicinity_ft
+        self._measure_feet(targets.tolist())
+        near = np.stack([self._feet_columns[u] <= self.options.vicinity_ft
                          for u in targets.tolist()])  # (targets, creatures)
         inv = inv.reshape(-1)
         count = near.sum(axis=1)[inv] - near[inv, t] - near[inv, a]
         out: npt.NDArray[np.bool_] = count > 0
         return out
-
-    def others_near(self, a: int, t: int) -> bool:
-        """Someone besides the attacker and the target within the vicinity of the target."""
-        near = self.feet_to(t) <= self.options.vicinity_ft
-        near[[a, t]] = False
-        return bool(near.any())
 
     # -- cover ----------------------------------------------------------------------------
 
