@@ -742,10 +742,19 @@ class RealmsContext:
         # Then from each viewpoint on its own (its lines to the target's corners): a pair
         # may be hidden from every viewpoint, yet see its target from another part of the
         # attacker's space (asked below, as for every pair at full cover).
-        hidden = self.hidden_from_viewpoints(np.array(list(rest.values()), dtype=np.intp))
+        hidden, dark = self.hidden_from_viewpoints(np.array(list(rest.values()),
+                                                            dtype=np.intp))
         left, _ = self._at_full_cover(rest, hidden.tolist(), shut)
         if left:
-            measures.update(zip(left, self.covered_many(list(left.values())), strict=True))
+            # The viewpoints found dark are not measured again: the target is wholly
+            # hidden from each (a covered fraction of 1), and a pair left has a viewpoint
+            # that is not, which gives its least covered fraction (a third of the hex
+            # scene's viewpoints: their cells, times the target's, are covered_many's
+            # work).
+            of_view = np.repeat(hidden, self._shapes.view_count[
+                np.array([a for a, _ in rest.values()], dtype=np.intp)])
+            measures.update(zip(left, self.covered_many(list(left.values()),
+                                                        dark[~of_view]), strict=True))
         # Those at full cover are asked for a line of effect next (`_degrees`): asked here,
         # the kernel's walk for one plain wall sealing them is not done twice (it was done
         # above, on rings holding the lines' spaces; on a hex grid the exact test's rings
@@ -796,7 +805,8 @@ class RealmsContext:
         out: npt.NDArray[np.bool_] = found & ~flat[a] & ~flat[t]
         return out
 
-    def hidden_from_viewpoints(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
+    def hidden_from_viewpoints(self, pairs: IntArray
+                               ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Per pair (pairs[k]: attacker, target): whether from every viewpoint of the
         attacker one plain wall (or a run of them end to end) crosses every line to the
         corners of the target's `seal_ring`: its shadow, of full weight, holds the target's
@@ -804,14 +814,15 @@ class RealmsContext:
         viewpoint a ring of one point). Of the benchmark scene's fully covered pairs no one
         wall separates from the attacker's whole space, most are found so. A viewpoint on
         or inside its target, or within a hair of a plain wall (which casts no shadow from
-        it, `measure`), is never taken as hidden."""
+        it, `measure`), is never taken as hidden. And per viewpoint of each pair in turn
+        (the attacker's `viewpoints`, pair after pair), whether the target is wholly
+        hidden from it so."""
         tr = self.tracer
         plain = np.flatnonzero(tr.wall_plain)
-        out = np.zeros(len(pairs), dtype=bool)
-        if len(plain) == 0 or len(pairs) == 0:
-            return out
         a, t = pairs[:, 0], pairs[:, 1]
         counts = self._shapes.view_count[a]
+        if len(plain) == 0 or len(pairs) == 0:
+            return np.zeros(len(pairs), dtype=bool), np.zeros(int(counts.sum()), dtype=bool)
         pair = np.repeat(np.arange(len(pairs)), counts)
         view = np.repeat(self._shapes.view_start[a], counts) + kernel.within_runs(counts)
         rings, _ = self.seal_rings
@@ -821,9 +832,9 @@ class RealmsContext:
         dark &= ~shapely.intersects(self.bodies[t[pair]], shapely.points(p))
         flat = (kernel.over_points(np.maximum, rings)
                 - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
+        dark &= ~flat[t[pair]]
         out = np.bincount(pair, weights=~dark, minlength=len(pairs)) == 0
-        result: npt.NDArray[np.bool_] = out & ~flat[t]
-        return result
+        return out & ~flat[t], dark
 
     @functools.cached_property
     def _views_near_wall(self) -> npt.NDArray[np.bool_]:
@@ -1074,9 +1085,13 @@ class RealmsContext:
         self._cell_count, self._cell_start = counts, np.cumsum(counts) - counts
         self._area = shapely.area(self.bodies) if self.cs else np.empty(0)
 
-    def covered_many(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
+    def covered_many(self, pairs: Sequence[tuple[int, int]],
+                     dark: npt.NDArray[np.bool_] | None = None) -> list[Measure]:
         """`_best_measure` of many (attacker, target) pairs at once, the covered fraction
-        only (walls and regions not named): every viewpoint of every pair is one request;
+        only (walls and regions not named), `dark`: per viewpoint of each pair in turn,
+        the target is known to be wholly hidden from it (`hidden_from_viewpoints`; each
+        pair has one that is not): it is left out, as it cannot see least of the target.
+        Every viewpoint of every pair is one request;
         the walls and region sides that can shade its target are those meeting the hull of
         the viewpoint and the body (found in one wall-index query for all), weighted as
         `measure` weighs them, and the weighted hidden area is summed exactly by
@@ -1088,9 +1103,11 @@ class RealmsContext:
         pt = np.array([t for _, t in pairs], dtype=np.intp)
         counts = self._shapes.view_count[pa]
         pair = np.repeat(np.arange(len(pairs)), counts)
-        within = kernel.within_runs(counts)
+        view = self._shapes.view_start[pa[pair]] + kernel.within_runs(counts)
+        if dark is not None:
+            pair, view = pair[~dark], view[~dark]
         ra, rt = pa[pair], pt[pair]
-        p = self._shapes.views[self._shapes.view_start[ra] + within]
+        p = self._shapes.views[view]
         n = len(p)
         points = shapely.points(p)
         # The hull of each viewpoint and its target's cells.

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
-from geometry import openings
+from geometry import kernel, openings
 from geometry.model import SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode, Degree, Flag
@@ -318,6 +318,54 @@ def test_realms_sealed_pairs_are_at_full_cover_from_every_viewpoint(kind: Any) -
     fast.measure_pairs([(int(p), int(q)) for p, q in shut.tolist()])
     assert all(fast.best_measure(int(p), int(q), named=False).covered == 1.0
                for p, q in shut.tolist())
+
+
+@pytest.mark.parametrize("kind", HEX_KINDS)
+def test_realms_dark_viewpoints_are_at_full_cover_and_left_out_of_the_batch(
+        kind: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A viewpoint `hidden_from_viewpoints` finds dark sees nothing of its target,
+    measured one by one; the batch (`covered_many`) measures only the others of a pair
+    left, and gives what measuring every viewpoint gives. (On hex grids, where creatures
+    of several hexes have a viewpoint in each.)"""
+    geom = on_hex(_scene(24, 150, 1, False), kind, 1)
+    ctx = realms.RealmsContext(geom, RealmsOptions(), reference=True)
+    n = len(ctx.cs)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    pairs = np.column_stack([a[a != t], t[a != t]])
+    pairs = pairs[~ctx.sealed(pairs)]
+    hidden, dark = ctx.hidden_from_viewpoints(pairs)
+    counts = ctx.viewpoints.view_count[pairs[:, 0]]
+    of_view = np.repeat(np.arange(len(pairs)), counts)
+    views = ctx.viewpoints.views[np.repeat(ctx.viewpoints.view_start[pairs[:, 0]], counts)
+                                 + kernel.within_runs(counts)]
+    # Some pairs left have dark viewpoints beside others.
+    mixed = np.flatnonzero(~hidden & (np.bincount(of_view, weights=dark,
+                                                  minlength=len(pairs)) > 0))
+    assert len(mixed) >= 3, len(mixed)
+    for q in np.flatnonzero(dark)[::3].tolist():
+        p, target = (int(v) for v in pairs[of_view[q]])
+        x, y = views[q]
+        assert ctx.measure((float(x), float(y)), target, attacker=p).covered == 1.0
+    left = [(int(p), int(q)) for p, q in pairs[~hidden].tolist()]
+    # One Measure made per viewpoint measured (and none else here: no pair is sealed or
+    # hidden from every viewpoint).
+    made: list[int] = []
+    made_one = realms.Measure
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        made.append(1)
+        return made_one(*args, **kw)
+
+    monkeypatch.setattr(realms, "Measure", counting)
+    realms._MEASURES.clear()
+    fast = realms.RealmsContext(geom, RealmsOptions())
+    fast.measure_pairs(left)
+    monkeypatch.undo()
+    assert len(made) == int((~dark[~hidden[of_view]]).sum()) < len(dark[~hidden[of_view]])
+    for p, q in left:
+        want = min(ctx.measure((float(x), float(y)), q, attacker=p).covered
+                   for x, y in ctx.viewpoints[p])
+        assert fast.best_measure(p, q, named=False).covered == pytest.approx(want, abs=1e-9)
 
 
 # -- random small scenes ----------------------------------------------------------------------
