@@ -1084,6 +1084,7 @@ class RealmsContext:
             counts = np.ones(len(self.cs), dtype=np.intp)
         self._cell_count, self._cell_start = counts, np.cumsum(counts) - counts
         self._area = shapely.area(self.bodies) if self.cs else np.empty(0)
+        self._cell_area = shapely.area(shapely.polygons(self._cells))
 
     def covered_many(self, pairs: Sequence[tuple[int, int]],
                      dark: npt.NDArray[np.bool_] | None = None) -> list[Measure]:
@@ -1177,7 +1178,20 @@ class RealmsContext:
             seg_req, seg, seg_w, seg_g = seg_req[live], seg[live], seg_w[live], seg_g[live]
             levels = np.unique(seg_w)[::-1]
             # One request per cell of the target; each cell sees its request's segments.
+            # A cell of a target of several hexes wholly behind one plain wall (or a run)
+            # from its viewpoint is hidden whole, at full weight: its area, not its
+            # segments' shadows worked out (a target of one cell is such a viewpoint's,
+            # left out before: `dark`).
             cell_ok = fast[cell_req]
+            whole = np.zeros(len(cell_req), dtype=bool)
+            plain = np.flatnonzero(tr.wall_plain)
+            if len(plain):
+                ask = np.flatnonzero(cell_ok & (self._cell_count[rt][cell_req] > 1)
+                                     & ~self._views_near_wall[view][cell_req])
+                whole[ask] = kernel.sealed_blocks(p[cell_req[ask]][:, None, :],
+                                                  self._cells[cell_at[ask]], tr.wall_xy,
+                                                  plain)
+            cell_ok &= ~whole
             cr, cat = cell_req[cell_ok], cell_at[cell_ok]
             seg_order = np.argsort(seg_req, kind="stable")
             seg_req, seg, seg_w, seg_g = (seg_req[seg_order], seg[seg_order],
@@ -1197,6 +1211,7 @@ class RealmsContext:
                                         np.zeros(len(hidden)))
             total = np.zeros(n)
             np.add.at(total, cr, per_cell)
+            np.add.at(total, cell_req[whole], self._cell_area[cell_at[whole]])
             covered = total / self._area[rt]
         out: list[Measure] = []
         viewpoints = [(float(x), float(y)) for x, y in p.tolist()]

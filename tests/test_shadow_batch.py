@@ -325,8 +325,9 @@ def test_realms_dark_viewpoints_are_at_full_cover_and_left_out_of_the_batch(
         kind: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A viewpoint `hidden_from_viewpoints` finds dark sees nothing of its target,
     measured one by one; the batch (`covered_many`) measures only the others of a pair
-    left, and gives what measuring every viewpoint gives. (On hex grids, where creatures
-    of several hexes have a viewpoint in each.)"""
+    left, works out no shadows for a cell wholly behind one plain wall, and gives what
+    measuring every viewpoint gives. (On hex grids, where creatures of several hexes have
+    a viewpoint and a cell in each.)"""
     geom = on_hex(_scene(24, 150, 1, False), kind, 1)
     ctx = realms.RealmsContext(geom, RealmsOptions(), reference=True)
     n = len(ctx.cs)
@@ -356,12 +357,24 @@ def test_realms_dark_viewpoints_are_at_full_cover_and_left_out_of_the_batch(
         made.append(1)
         return made_one(*args, **kw)
 
+    # The cells whose shadows are worked out: those of a target of several hexes wholly
+    # behind one plain wall from their viewpoint are not.
+    cells: list[int] = []
+
+    def counting_cells(p: Any, *args: Any) -> Any:
+        cells.append(len(p))
+        return hidden_areas(p, *args)
+
     monkeypatch.setattr(realms, "Measure", counting)
+    monkeypatch.setattr(realms, "hidden_areas", counting_cells)
     realms._MEASURES.clear()
     fast = realms.RealmsContext(geom, RealmsOptions())
     fast.measure_pairs(left)
     monkeypatch.undo()
     assert len(made) == int((~dark[~hidden[of_view]]).sum()) < len(dark[~hidden[of_view]])
+    seen = ~dark & ~hidden[of_view]
+    (asked,) = cells
+    assert asked < int(fast._cell_count[pairs[of_view[seen], 1]].sum())
     for p, q in left:
         want = min(ctx.measure((float(x), float(y)), q, attacker=p).covered
                    for x, y in ctx.viewpoints[p])
