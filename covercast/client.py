@@ -104,6 +104,9 @@ _DECODER = msgspec.msgpack.Decoder(Response)
 #: A connection granted the compact form (welcome.compact) gets `annotations` compact.
 _COMPACT_DECODER = msgspec.msgpack.Decoder(CompactResponse)
 _COMPACT_JSON = msgspec.json.Decoder(CompactResponse)
+#: The reconnection jitter's own generator: a library draws nothing from the global one (a
+#: program seeding `random` for its own rolls keeps its sequence whatever the client does).
+_JITTER = random.Random()
 #: True in the tasks that re-establish a connection: their requests (hello, on_reconnect's
 #: scene loads, renewed subscriptions) go out before the ones waiting for the connection.
 _PRIVILEGED: contextvars.ContextVar[bool] = contextvars.ContextVar("covercast_privileged",
@@ -573,7 +576,7 @@ class Client:
         _PRIVILEGED.set(True)  # this task's requests (and on_reconnect's) go out first
         while True:
             # Full jitter: the clients of a restarted server do not all come back at once.
-            await asyncio.sleep(random.uniform(0, delay))
+            await asyncio.sleep(_JITTER.uniform(0, delay))
             delay = min(delay * 2, self.max_backoff)
             try:
                 await self._open()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -382,6 +383,7 @@ def test_reconnect_renews_subscriptions_and_holds_requests(live_server: LiveServ
                 Client(proxy.url, reconnect=True) as cc:
             await cc.load_scene(SCENE)
             sub = await cc.subscribe("s", modes=["ranged"])
+            drawn = random.getstate()
             proxy.refusing = True
             await proxy.drop()
             await _offline(cc)
@@ -394,6 +396,8 @@ def test_reconnect_renews_subscriptions_and_holds_requests(live_server: LiveServ
             proxy.refusing = False
             assert (await pending).annotation.cover == "none"
             assert cc.reconnects == 1 and cc.connected
+            # Its waits between tries drew nothing from the program's own generator.
+            assert random.getstate() == drawn
             renewed = await anext(sub)  # the new full set, with the change we missed
             assert renewed.full and renewed.revision == 2
             assert sub.table["a", "b", "ranged"].cover == "none"
