@@ -220,21 +220,26 @@ class _Socket:
         self.sent.append(pieces)
 
 
-@pytest.mark.parametrize("frame", [b"\x01" * (2**20 * 5 // 2), "é" * (2**20 * 5 // 2)])
-def test_a_large_frame_is_written_in_fragments(frame: bytes | str) -> None:
-    """Pieces of FRAGMENT_BYTES, the event loop running other tasks between two (a socket
-    whose reader keeps up never makes websockets wait)."""
-    ws = _Socket()
-
+def _send_beside_ticks(ws: _Socket, frame: bytes | str | Parts, ticks: int) -> None:
+    """`server.app._send(ws, frame)` beside a task that notes a tick in `ws.events` each
+    time the event loop runs it, `ticks` times."""
     async def both() -> None:
         async def ticker() -> None:
-            for _ in range(10):
+            for _ in range(ticks):
                 ws.events.append("tick")
                 await asyncio.sleep(0)
 
         await asyncio.gather(app._send(ws, frame), ticker())  # type: ignore[arg-type]
 
     asyncio.run(both())
+
+
+@pytest.mark.parametrize("frame", [b"\x01" * (2**20 * 5 // 2), "é" * (2**20 * 5 // 2)])
+def test_a_large_frame_is_written_in_fragments(frame: bytes | str) -> None:
+    """Pieces of FRAGMENT_BYTES, the event loop running other tasks between two (a socket
+    whose reader keeps up never makes websockets wait)."""
+    ws = _Socket()
+    _send_beside_ticks(ws, frame, 10)
     (pieces,) = ws.sent
     assert [len(p) for p in pieces] == [2**20, 2**20, 2**19]
     joined = b"".join(pieces) if isinstance(frame, bytes) else "".join(pieces)
@@ -255,16 +260,7 @@ def test_a_frame_given_in_parts_is_written_as_one_fragmented_message(text: bool)
     parts = [bytes([65 + k % 26]) * n for k, n in enumerate(sizes)]
     frame = Parts.of([memoryview(p) if k % 2 else p for k, p in enumerate(parts)], text)
     ws = _Socket()
-
-    async def both() -> None:
-        async def ticker() -> None:
-            for _ in range(20):
-                ws.events.append("tick")
-                await asyncio.sleep(0)
-
-        await asyncio.gather(app._send(ws, frame), ticker())  # type: ignore[arg-type]
-
-    asyncio.run(both())
+    _send_beside_ticks(ws, frame, 20)
     (pieces,) = ws.sent
     assert ws.text == [text]
     total = sum(sizes)
