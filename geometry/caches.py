@@ -9,7 +9,7 @@ thread changes it in between.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 
@@ -22,3 +22,14 @@ def drop_oldest(held: MutableMapping[Any, Any]) -> None:
     except (StopIteration, RuntimeError):
         return
     held.pop(first, None)
+
+
+def changed_positions(values: Sequence[Any], held: Sequence[Any]) -> list[int]:
+    """The positions of `values` whose object is not `held`'s at the same position, and
+    those past held's end: what a list of derived values built from `held`'s has to build
+    afresh (a move changes one creature object; a rules engine adds the moved creatures'
+    old states at the end). By identity: an equal value in another object counts as
+    changed, never wrongly kept."""
+    m = min(len(values), len(held))
+    return [*(k for k, (v, was) in enumerate(zip(values[:m], held[:m], strict=True))
+              if v is not was), *range(m, len(values))]

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from geometry.caches import changed_positions
 from geometry.hex import Footprint, footprint
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import CreatureGeom, Grid
@@ -50,15 +51,6 @@ class Columns:
 _RECENT: list[Columns] = []
 
 
-def _differ(creatures: tuple[CreatureGeom, ...], held: tuple[CreatureGeom, ...]) -> list[int]:
-    """The positions of `creatures` whose object is not `held`'s at the same position, and
-    those past held's end: what a tuple built from `held` has to build afresh (a move
-    changes one object; a rules engine adds the moved creatures' old states at the end)."""
-    m = min(len(creatures), len(held))
-    return [*(k for k, (c, was) in enumerate(zip(creatures[:m], held[:m], strict=True))
-              if c is not was), *range(m, len(creatures))]
-
-
 def _rows(cs: tuple[CreatureGeom, ...] | list[CreatureGeom], grid: Grid,
           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     return (np.array([space(c, grid) for c in cs], dtype=np.float64).reshape(-1, 4),
@@ -80,7 +72,7 @@ def columns(creatures: tuple[CreatureGeom, ...], grid: Grid) -> Columns:
     for held in _RECENT:
         if held.grid != grid:
             continue
-        differ = _differ(creatures, held.creatures)
+        differ = changed_positions(creatures, held.creatures)
         if len(differ) * 4 <= n and (base is None or len(differ) < len(moved)):
             base, moved = held, differ
             if _close(differ, n, len(held.creatures)):
@@ -138,7 +130,7 @@ def per_creature(what: str, creatures: tuple[CreatureGeom, ...], grid: Grid,
     base: list[Any] | None = None
     todo: list[int] = []
     for held, values in recent:
-        differ = _differ(creatures, held)
+        differ = changed_positions(creatures, held)
         if len(differ) * 4 <= n and (base is None or len(differ) < len(todo)):
             base, todo = values, differ
             if _close(differ, n, len(held)):

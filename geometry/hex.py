@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import shapely
 
+from geometry.caches import changed_positions
 from geometry.kernel import within_runs
 from geometry.model import CreatureGeom, Grid, GridKind
 
@@ -326,22 +327,23 @@ class FootprintSteps:
     def of(cls, layout: HexLayout, footprints: Sequence[Sequence[Cell]]) -> FootprintSteps:
         """`FootprintSteps(layout, footprints)`; when they are few enough to be measured
         all at once, the distances of a recent table whose footprints are the same objects
-        at the same positions, but for a few, are taken from it, and only those few
-        footprints' rows and columns measured: a move changes one footprint, and each
-        evaluation of a 100-token scene measured the whole table again (a tenth of a
-        realms move on a hex grid). Footprints are compared by identity: a value that
-        equals the old one but is another object is measured again, never wrongly kept."""
+        at the same positions, but for a few (or a few more at the end: a rules engine
+        adds the moved creatures' old states), are taken from it, and only the others'
+        rows and columns measured: a move changes one footprint, and each evaluation of a
+        100-token scene measured the whole table again (a tenth of a realms move on a hex
+        grid). Compared by identity (`geometry.caches.changed_positions`)."""
         new = cls(layout, footprints)
         if not new._all_at_once:
             return new
         n = len(new.footprints)
         for old in list(_MEASURED):
-            if old.layout != layout or len(old.footprints) != n or not old._done.all():
+            m = len(old.footprints)
+            if old.layout != layout or m > n or not old._done.all():
                 continue
-            differ = [k for k, (f, g) in enumerate(zip(new.footprints, old.footprints,
-                                                       strict=True)) if f is not g]
+            differ = changed_positions(new.footprints, old.footprints)
             if len(differ) * 4 <= n:
-                new._m, new._done = old._m.copy(), old._done.copy()
+                new._m[:m, :m] = old._m
+                new._done[:] = True
                 if differ:
                     new._measure(np.array(differ, dtype=np.intp))
                 break

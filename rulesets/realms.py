@@ -80,6 +80,8 @@ _VALUE = operator.attrgetter("_value_")  # (the documented attribute; .value is 
 _COVERED = operator.attrgetter("covered")
 #: A covered fraction this close to 1 is full cover (rounding in the polygon areas).
 _FULL = 1.0 - 1e-6
+#: Pairs whose feet `RealmsContext._measure_feet` measures in one call at most.
+FEET_BLOCK = 1 << 16
 
 
 class RealmsOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
@@ -209,13 +211,15 @@ class Realms(Ruleset):
         outcomes: dict[tuple[Any, ...], list[tuple[AttackMode, _Outcome]]] = {}
         # Most pairs share a handful of covered fractions (full cover above all).
         visibles: dict[float, float] = {}
+        # Whether others stand near a target at three-quarters cover (friendly fire).
+        three = np.array([d is Degree.THREE_QUARTERS for d in degrees], dtype=bool)
+        crowded_l = np.zeros(len(idx), dtype=bool)
+        crowded_l[three] = ctx.others_near_many(at[three, 0], at[three, 1])
         for k, (a, t) in enumerate(idx):
             m = measures[k]
             degree = degrees[k]
             penalty = ctx.obscurement(centres[a], centres[t]) if ctx.obscuring else no_penalty
-            # Whether others stand near a target at three-quarters cover (friendly fire).
-            crowded = degree is Degree.THREE_QUARTERS and bool(
-                ctx.others_near_many(at[k:k + 1, 0], at[k:k + 1, 1])[0])
+            crowded = bool(crowded_l[k])
             visible = visibles.get(m.covered)
             if visible is None:
                 visible = visibles[m.covered] = round(1.0 - m.covered, 6)
@@ -457,7 +461,8 @@ _NUMBERS = itertools.count()
 @dataclass(slots=True)
 class _Kept:
     """What was measured for one scene's walls, regions, grid and options: each pair's
-    `Measure`, and whether it has a line of effect (asked of pairs at full cover only)."""
+    `Measure`, and whether it has a line of effect (known for the pairs at full cover, and
+    for those partly covered whose quick test found a line or whose line was searched)."""
 
     walls: tuple[WallGeom, ...]
     regions: tuple[RegionGeom, ...]
@@ -672,14 +677,17 @@ class RealmsContext:
         return self._feet_columns[t]
 
     def _measure_feet(self, targets: list[int]) -> None:
-        """`feet_to` of each of these targets not measured yet, in one call."""
+        """`feet_to` of each of these targets not measured yet, a block of targets a call
+        (FEET_BLOCK pairs at most: a thousand targets of a thousand creatures at once held
+        over 100 MB of temporaries)."""
         todo = [t for t in targets if t not in self._feet_columns]
-        if not todo:
-            return
         n = len(self.cs)
-        feet = feet_many(*self.steps(np.tile(np.arange(n), len(todo)),
-                                     np.repeat(np.array(todo, dtype=np.intp), n)))
-        self._feet_columns.update(zip(todo, feet.reshape(len(todo), n), strict=True))
+        step = max(1, FEET_BLOCK // max(1, n))
+        for c0 in range(0, len(todo), step):
+            some = todo[c0:c0 + step]
+            feet = feet_many(*self.steps(np.tile(np.arange(n), len(some)),
+                                         np.repeat(np.array(some, dtype=np.intp), n)))
+            self._feet_columns.update(zip(some, feet.reshape(len(some), n), strict=True))
 
     def feet(self, a: int, t: int) -> float:
         return float(self.feet_to(t)[a])
@@ -839,9 +847,11 @@ class RealmsContext:
         hidden from it so."""
         tr = self.tracer
         plain = np.flatnonzero(tr.wall_plain)
+        if len(pairs) == 0:
+            return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
         a, t = pairs[:, 0], pairs[:, 1]
         counts = self._shapes.view_count[a]
-        if len(plain) == 0 or len(pairs) == 0:
+        if len(plain) == 0:
             return np.zeros(len(pairs), dtype=bool), np.zeros(int(counts.sum()), dtype=bool)
         pair = np.repeat(np.arange(len(pairs)), counts)
         view = np.repeat(self._shapes.view_start[a], counts) + kernel.within_runs(counts)

@@ -1,12 +1,13 @@
 """A frame given in parts: one message whose bytes are never joined into one buffer.
 
 Rule of this module: a value and nothing else. server/compact.py makes one (a full set
-encoded in steps), the session hands it on (`SendParts`), and only the edge
-(server/app.py) writes it, as the fragments of one WebSocket message; whoever needs the
-frame's bytes in one piece (NATS, a recording, a test) asks for `joined()`.
+encoded in steps), the session hands it on (`SendParts`, only from a Core whose edge
+writes it: `Core.in_parts`, set by server/app.py's `run`), and only that edge writes it,
+as the fragments of one WebSocket message. Everything else gets frames in one piece,
+made with `joined()` (`compact.encoding_annotations`, `Core.drain`).
 
 Why: a 200-token full set is 53 MB. Joining its encoded parts into one fresh buffer took
-the server's worker 27 ms on its own and 115-166 ms late in a full test run (a fresh
+the server's worker 27 ms on its own and 109-166 ms late in a full test run (a fresh
 buffer that large is slow to come by), in one go, every other scene waiting.
 """
 

@@ -344,8 +344,9 @@ def test_two_huge_footprints_are_measured_on_their_borders() -> None:
 def test_footprint_steps_taken_from_a_recent_table_are_measured_where_footprints_moved(
         kind: GridKind, footprints: list[list[tuple[int, int]]], data: st.DataObject) -> None:
     """A table built from a recent one (`FootprintSteps.of`: the same footprint objects
-    but one moved, as after a move) reads what a fresh table reads: the moved footprint's
-    row and column measured again, the others taken as they were."""
+    but one moved, as after a move, or one more at the end) reads what a fresh table
+    reads: the changed footprints' rows and columns measured again, the others taken as
+    they were."""
     lay = layout(kind)
     hexgrid.forget_measured()
     old = hexgrid.FootprintSteps.of(lay, footprints)
@@ -358,6 +359,12 @@ def test_footprint_steps_taken_from_a_recent_table_are_measured_where_footprints
     assert new._done.all()  # taken from the old table, not left to the first read
     assert new[:, :].tolist() == _all_pairs_distance(lay, moved).tolist()
     assert old[:, :].tolist() == _all_pairs_distance(lay, footprints).tolist()  # unchanged
+    # The moved footprint's old state added at the end (as a rules engine adds it): the
+    # table is taken too, the end measured.
+    longer = [*moved, footprints[k]]
+    grown = hexgrid.FootprintSteps.of(lay, longer)
+    assert grown._done.all()
+    assert grown[:, :].tolist() == _all_pairs_distance(lay, longer).tolist()
     # Equal values in other objects are measured again: nothing is taken by equality.
     copies = [list(f) for f in moved]
     assert not hexgrid.FootprintSteps.of(lay, copies)._done.any()

@@ -474,3 +474,23 @@ def test_requests_past_the_segment_cap_are_united_by_polygons(
     finally:
         shadows.MAX_SEGMENTS, shadows._UNION_CHUNK = keep
     _each_its_own(batch, together, levels, 1e-7)
+
+
+def test_realms_vicinities_measured_in_blocks_are_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who stands near each target (friendly fire at three-quarters cover) is measured a
+    block of targets at a time, so that a thousand targets of a thousand creatures do not
+    hold one huge array: blocks of one target, or of a few, read what one block reads."""
+    geom = on_hex(_scene(24, 150, 2, True), HEX_KINDS[0], 2)
+    n = len(geom.creatures)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    a, t = a[a != t], t[a != t]
+    want = realms.RealmsContext(geom, RealmsOptions()).others_near_many(a, t)
+    assert want.any() and not want.all()
+    for block in (1, n + 1, 3 * n - 1):
+        monkeypatch.setattr(realms, "FEET_BLOCK", block)
+        ctx = realms.RealmsContext(geom, RealmsOptions())
+        assert (ctx.others_near_many(a, t) == want).all(), block
+        assert [ctx.feet(int(p), int(q)) for p, q in zip(a[:40], t[:40], strict=True)] == [
+            realms.RealmsContext(geom, RealmsOptions()).feet(int(p), int(q))
+            for p, q in zip(a[:40], t[:40], strict=True)]
