@@ -130,6 +130,31 @@ def test_one_connection_uses_scenes_of_both_workers(served: Served) -> None:
     assert gm.request({"type": "scene.get", "scene": b, "id": 10})["revision"] == 4
 
 
+def test_a_full_set_written_from_its_parts_crosses_the_front_whole(served: Served) -> None:
+    """A full set larger than one step of the encoder (80 tokens: 18,960 annotations, over
+    ENCODE_CHUNK) is encoded ahead in parts by its worker and written from them to the
+    front process, which passes it on: a client reads one whole message, in msgpack and in
+    JSON, the same annotations both ways."""
+    sid = _on(1, prefix="parts")
+    scene = {**_scene(sid), "tokens": [{"id": f"t{k}", "x": 100 * (k % 10) + 400,
+                                        "y": 100 * (k // 10), "disposition": 1 - 2 * (k % 2)}
+                                       for k in range(80)]}
+    gm = served.peer()
+    assert gm.request({"type": "scene.load", "id": 1, "scene": scene})["type"] == "ack"
+    full = gm.request({"type": "subscribe", "scene": sid, "id": 2})
+    assert full["type"] == "annotations" and full["full"] and full["id"] == 2
+    assert len(full["annotations"]) == 3 * 80 * 79
+    with connect(served.url, max_size=None) as ws:
+        ws.send(json.dumps(HELLO))
+        assert json.loads(ws.recv(10))["type"] == "welcome"
+        ws.send(json.dumps({"type": "subscribe", "scene": sid, "id": 3}))
+        text = ws.recv(60)
+        assert isinstance(text, str)
+        again = json.loads(text)
+    assert again["id"] == 3 and again["annotations"] == full["annotations"]
+    gm.close()
+
+
 def test_replies_come_back_in_the_order_the_requests_were_sent(served: Served) -> None:
     """Protocol section 3, "Ordering": a connection's replies come back in the order of
     its requests, even when they go to two workers and the first one is slow. A
