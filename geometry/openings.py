@@ -907,10 +907,47 @@ def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
     return normal, offset
 
 
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """The lines `_search` tries, by unit: a unit of an item is either two of its event
+    points (`it`, `p`, `q`: the lines through them shifted EPSILON_PX to either side
+    along `nrm`, and where `turn`, turned either way too: four lines, else two), or one
+    line as it is (`x_it`, `x_p0`, `x_p1`: from an origin, or point to point). Units are
+    made into lines only when tried (`of`): most items with a free line find it among
+    their first few, and drawing every line of every item cost as much as trying them."""
+
+    it: IntArray
+    p: FloatArray
+    q: FloatArray
+    nrm: FloatArray
+    turn: BoolArray
+    x_it: IntArray
+    x_p0: FloatArray
+    x_p1: FloatArray
+
+    @property
+    def items(self) -> IntArray:
+        """Per unit, its item (the event-point units first)."""
+        out: IntArray = np.concatenate([self.it, self.x_it])
+        return out
+
+    def of(self, units: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+        """(item, p0, p1) of every line of these units."""
+        b = units[units < len(self.it)]
+        x = units[units >= len(self.it)] - len(self.it)
+        it, p, q, nrm, turn = self.it[b], self.p[b], self.q[b], self.nrm[b], self.turn[b]
+        li, p0, p1 = [it, self.x_it[x]], [p + nrm, self.x_p0[x]], [q + nrm, self.x_p1[x]]
+        for s1, s2 in ((1, -1), (-1, 1), (-1, -1)):
+            sel = slice(None) if s1 == s2 else turn
+            li.append(it[sel])
+            p0.append(p[sel] + s1 * nrm[sel])
+            p1.append(q[sel] + s2 * nrm[sel])
+        return np.concatenate(li), np.concatenate(p0), np.concatenate(p1)
+
+
 def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: FloatArray,
-                     items: IntArray, shifts_only: BoolArray | None = None,
-                     ) -> tuple[IntArray, FloatArray, FloatArray]:
-    """(item, p0, p1): the lines tried, through two points of each item's event points each
+                     items: IntArray, shifts_only: BoolArray | None = None) -> _Lines:
+    """The lines tried (`_Lines`), through two points of each item's event points each
     moved EPSILON_PX to either side of the line through them (four lines a pair: shifted
     to either side, or turned either way; for the items of `shifts_only`, `_apart`, the two
     shifts only); from an origin (a ring of one point), the lines from it towards each
@@ -919,10 +956,13 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
     count = np.bincount(ev_item, minlength=len(ar))
     first = np.cumsum(count) - count
     point_a = _degenerate(ar)
-    s_i: list[IntArray] = []
-    s_p: list[FloatArray] = []
-    s_q: list[FloatArray] = []
+    x_i: list[IntArray] = [np.empty(0, dtype=np.intp)]
+    x_p: list[FloatArray] = [np.empty((0, 2))]
+    x_q: list[FloatArray] = [np.empty((0, 2))]
     its = items[(count[items] >= 2) & ~point_a[items]]
+    it = np.empty(0, dtype=np.intp)
+    p = q = nrm = np.empty((0, 2))
+    turn = np.empty(0, dtype=bool)
     if len(its):
         # Every two event points of each item, all items at once: the k-th pair of an
         # item is (i, j), i < j, with j(j - 1) / 2 <= k < (j + 1) j / 2.
@@ -941,34 +981,28 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
         p, q, it, d, norm = p[ok], q[ok], it[ok], d[ok], norm[ok]
         nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
         turn = np.ones(len(it), dtype=bool) if shifts_only is None else ~shifts_only[it]
-        for s1, s2 in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-            sel = slice(None) if s1 == s2 else turn
-            s_i.append(it[sel])
-            s_p.append(p[sel] + s1 * nrm[sel])
-            s_q.append(q[sel] + s2 * nrm[sel])
     # Point to point: the one line between them.
     both = items[point_a[items] & _degenerate(br)[items]]
     if len(both):
-        s_i.append(both)
-        s_p.append(ar[both, 0])
-        s_q.append(br[both, 0])
+        x_i.append(both)
+        x_p.append(ar[both, 0])
+        x_q.append(br[both, 0])
     single = point_a[ev_item]
     if single.any():
         sel = np.flatnonzero(single)
-        it = ev_item[sel]
-        o = ar[it, 0]
+        o_it = ev_item[sel]
+        o = ar[o_it, 0]
         d = ev_pt[sel] - o
         norm = np.hypot(d[:, 0], d[:, 1])
         ok = norm > 4 * EPSILON_PX
-        it, o, d, norm = it[ok], o[ok], d[ok], norm[ok]
-        nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
+        o_it, o, d, norm = o_it[ok], o[ok], d[ok], norm[ok]
+        o_nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
         for s2 in (1, -1):
-            s_i.append(it)
-            s_p.append(o)
-            s_q.append(o + d + s2 * nrm)
-    if not s_i:
-        return np.empty(0, dtype=np.intp), np.empty((0, 2)), np.empty((0, 2))
-    return np.concatenate(s_i), np.concatenate(s_p), np.concatenate(s_q)
+            x_i.append(o_it)
+            x_p.append(o)
+            x_q.append(o + d + s2 * o_nrm)
+    return _Lines(it, p, q, nrm, turn, np.concatenate(x_i), np.concatenate(x_p),
+                  np.concatenate(x_q))
 
 
 def _apart(ar: FloatArray, br: FloatArray) -> BoolArray:
@@ -1051,30 +1085,32 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     # varies within a cell: the shifted lines suffice (`_apart`).
     shifts_only = _apart(ar, br)
     shifts_only[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
-    li, p0, p1 = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
-    if len(li) == 0:
+    lines = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
+    units = lines.items
+    if len(units) == 0:
         return free_f[asked], free_b[asked]
     clippers = (_Clipper.of(ar), _Clipper.of(br))
     # Tried in rounds: a few lines of every item first, then more, then the rest, of the
     # items still without a free line each way. An item with a free line usually has
     # many, found in the first round (254 of the 424 items reaching this search on a scene
     # of 60 tokens among 300 short walls; their thousands of other lines are neither
-    # clipped nor tried). The lines of an item are taken in a fixed shuffled order, so a
-    # round samples all of its event points; the answer is the same as trying every line
-    # (any free line will do), and so is its cost for an item every line of which is
-    # blocked.
+    # clipped nor drawn: `_Lines`). The units of an item (two of its event points, two
+    # or four lines each) are taken in a fixed shuffled order, so a round samples all of
+    # its event points; the answer is the same as trying every line (any free line will
+    # do), and so is its cost for an item every line of which is blocked.
     # A small search (a move's few pairs) is tried in one round: its cost is the calls',
     # not the lines'.
-    # In chunks of lines: a big map's last round has millions, whose temporaries would
-    # each be hundreds of megabytes (first touched, then freed, every round); the lines of
-    # groups found free by an earlier chunk are left out.
+    # In chunks of units: a big map's last round has millions of lines, whose
+    # temporaries would each be hundreds of megabytes (first touched, then freed, every
+    # round); the units of groups found free by an earlier chunk are left out.
     def done(k: IntArray) -> BoolArray:
-        g = group[li[k]]
+        g = group[units[k]]
         out: BoolArray = group_f[g] & group_b[g]
         return out
 
-    for part in kernel.in_rounds(li, _ROUNDS, _ONE_ROUND, _TRY_LINES, done):
-        _try(blk, ext, bi, wi, li[part], p0[part], p1[part], clippers,
+    for part in kernel.in_rounds(units, _ROUNDS, _ONE_ROUND, _TRY_UNITS, done):
+        li, p0, p1 = lines.of(part)
+        _try(blk, ext, bi, wi, li, p0, p1, clippers,
              point_a, point_b, free_f, free_b, lead)
         group_f[group[free_f]] = True
         group_b[group[free_b]] = True
@@ -1175,12 +1211,14 @@ def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: F
     return out
 
 
-#: Lines per item tried in the first rounds of `_search` (the rest in the last).
-_ROUNDS = (16, 256)
-#: Lines in all up to which `_search` tries them in one round.
-_ONE_ROUND = 2_048
-#: Lines `_search` tries at once (a chunk's temporaries stay a few megabytes).
-_TRY_LINES = 1 << 16
+#: Units per item tried in the first rounds of `_search` (the rest in the last): up to four
+#: lines each: 16 and 256 lines.
+_ROUNDS = (4, 64)
+#: Units in all up to which `_search` tries them in one round.
+_ONE_ROUND = 512
+#: Units `_search` tries at once (up to four lines each: a chunk's temporaries stay a few
+#: megabytes).
+_TRY_UNITS = 1 << 14
 
 
 def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray],

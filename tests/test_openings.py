@@ -209,13 +209,13 @@ def test_never_misses_a_free_line_and_proofs_agree(
         searched, _ = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         assert bool(searched[0]) == got
         # And in rounds, as a search too large for one round is made, each round in
-        # chunks of a few lines.
-        one_round, chunk = openings._ONE_ROUND, openings._TRY_LINES
+        # chunks of a few units (of up to four lines).
+        one_round, chunk = openings._ONE_ROUND, openings._TRY_UNITS
         try:
-            openings._ONE_ROUND, openings._TRY_LINES = 0, 3
+            openings._ONE_ROUND, openings._TRY_UNITS = 0, 3
             searched, back = openings._search(blk, ar, br, ext, bi, wi, whole, np.array([0]))
         finally:
-            openings._ONE_ROUND, openings._TRY_LINES = one_round, chunk
+            openings._ONE_ROUND, openings._TRY_UNITS = one_round, chunk
         assert bool(searched[0]) == got
         assert bool(back[0]) == _loe(scene, 1, 0)
 
@@ -253,18 +253,18 @@ def test_big_hex_creatures_answer_as_the_pairs_of_their_hexes(
     assert got.tolist() == [bool(f.any()), bool(b.any())]
 
 
-@pytest.mark.parametrize("chunk", [1 << 16, 4])
+@pytest.mark.parametrize("chunk", [1 << 14, 1])
 def test_a_group_is_searched_until_it_has_a_free_line_each_way(
         monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     """Two pairs of one group (as two hex pairs of two creatures): the first runs free
     one way only, at once (a one-way wall); the second the other way only, through two
     slits two pixels wide that few of its lines pass. The group sees both ways: the second
-    pair is still searched once the first is found free. (A first round of four lines per
-    pair: the second pair's free line is found in the next; and the same with each round
-    tried in chunks of four lines.)"""
-    monkeypatch.setattr(openings, "_ROUNDS", (4,))
+    pair is still searched once the first is found free. (A first round of one unit, four
+    lines, per pair: the second pair's free line is found in the next; and the same with
+    each round tried in chunks of one unit.)"""
+    monkeypatch.setattr(openings, "_ROUNDS", (1,))
     monkeypatch.setattr(openings, "_ONE_ROUND", 0)
-    monkeypatch.setattr(openings, "_TRY_LINES", chunk)
+    monkeypatch.setattr(openings, "_TRY_UNITS", chunk)
     walls: list[tuple[float, float, float, float] | WallGeom] = [
              _wall(0, (500, -1000, 500, 1000), direction=Direction.LEFT),
              _wall(1, (500, 2000, 500, 4400), direction=Direction.RIGHT),
@@ -407,7 +407,12 @@ def test_lines_tried_pass_by_every_two_event_points_of_an_item(counts: list[int]
     ev_pt = rng.permutation(np.array([(x, y) for x in range(40) for y in range(40)],
                                      dtype=float))[:len(ev_item)] * 10
     rings = rng.random((n, 4, 2)) * 400
-    li, p0, p1 = openings._candidate_lines(rings, rings + 500, ev_item, ev_pt, np.arange(n))
+    lines = openings._candidate_lines(rings, rings + 500, ev_item, ev_pt, np.arange(n))
+    # Every unit made into its lines, in two calls (units are made lines when tried).
+    units = np.arange(len(lines.items))
+    made = [lines.of(units[:len(units) // 2]), lines.of(units[len(units) // 2:])]
+    li, p0, p1 = (np.concatenate([m[k] for m in made]) for k in range(3))
+    assert set(li.tolist()) <= set(lines.items.tolist())
     first = np.cumsum(counts) - np.array(counts)
     seen: dict[tuple[int, int, int], int] = {}
     for item, p, q in zip(li.tolist(), p0, p1, strict=True):
