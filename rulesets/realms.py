@@ -897,20 +897,22 @@ class RealmsContext:
             lambda todo: openings.ring_list(*openings.hull_rings(
                 spaces.take(np.array(todo, dtype=np.intp))))))
 
+    def _pair_keys(self, pairs: IntArray) -> list[CreaturePair]:
+        """Per pair (pairs[k]: attacker, target): the key its facts are kept by."""
+        number = self.number.__getitem__
+        return list(zip(map(number, pairs[:, 0].tolist()), map(number, pairs[:, 1].tolist()),
+                        strict=True))
+
     def known_lines(self, pairs: IntArray) -> list[bool | None]:
         """Per pair (pairs[k]: attacker, target): whether it has a line of effect, if that
         is known already (`lines_of_effect`, `measure_pairs`), else None."""
-        number = self.number.__getitem__
-        return list(map(self._seen.get, zip(map(number, pairs[:, 0].tolist()),
-                                            map(number, pairs[:, 1].tolist()), strict=True)))
+        return list(map(self._seen.get, self._pair_keys(pairs)))
 
     def lines_of_effect(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether some straight line joins the two
         spaces unstopped (geometry.openings), asked once per pair of creatures as they
         stand."""
-        number = self.number.__getitem__
-        keys = list(zip(map(number, pairs[:, 0].tolist()), map(number, pairs[:, 1].tolist()),
-                        strict=True))
+        keys = self._pair_keys(pairs)
         got = list(map(self._seen.get, keys))
         todo = [k for k, g in enumerate(got) if g is None]
         if todo:

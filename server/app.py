@@ -493,31 +493,32 @@ async def _send(ws: ServerConnection, frame: bytes | str | Parts) -> None:
     frame given in parts is never joined here either. Only a connection's writer sends
     this way: a fan-out's `broadcast` skips a connection with a fragmented message under
     way, and never meets one (the writer holds it busy)."""
-    if isinstance(frame, Parts):
-        await ws.send(_fragments(frame), text=frame.text)
-    elif len(frame) <= FRAGMENT_BYTES:
+    if len(frame) <= FRAGMENT_BYTES and not isinstance(frame, Parts):
         await ws.send(frame)
-    else:
+    elif isinstance(frame, str):
         await ws.send(_pieces(frame))
+    else:
+        parts = frame if isinstance(frame, Parts) else Parts.of([frame], text=False)
+        await ws.send(_fragments(parts), text=parts.text)
 
 
-async def _pieces(frame: bytes | str) -> AsyncIterator[bytes | memoryview | str]:
-    """The frame in FRAGMENT_BYTES pieces, the event loop let run between two of them:
-    websockets waits for the socket only past its high-water mark, and a reader that keeps
-    up would otherwise have the whole frame copied out in one go, every other connection
-    of the worker waiting."""
-    data: bytes | memoryview | str = memoryview(frame) if isinstance(frame, bytes) else frame
-    for k in range(0, len(data), FRAGMENT_BYTES):
+async def _pieces(frame: str) -> AsyncIterator[str]:
+    """A text frame in FRAGMENT_BYTES pieces (of characters: websockets encodes each),
+    the event loop let run between two, as `_fragments` writes bytes."""
+    for k in range(0, len(frame), FRAGMENT_BYTES):
         if k:
             await asyncio.sleep(0)
-        yield data[k:k + FRAGMENT_BYTES]
+        yield frame[k:k + FRAGMENT_BYTES]
 
 
 async def _fragments(frame: Parts) -> AsyncIterator[bytes | memoryview]:
-    """A frame given in parts as `_pieces` writes a frame: fragments of FRAGMENT_BYTES (the
-    last one shorter), the event loop let run between two. A part is cut where a fragment
-    ends, and small parts (a key, a header) share one; a fragment of a text message may
-    end inside a character, as RFC 6455 allows (a message is decoded whole)."""
+    """A frame (one part, or a frame given in parts) in fragments of FRAGMENT_BYTES (the
+    last one shorter), the event loop let run between two: websockets waits for the
+    socket only past its high-water mark, and a reader that keeps up would otherwise have
+    the whole frame copied out in one go, every other connection of the worker waiting.
+    A part is cut where a fragment ends, and small parts (a key, a header) share one; a
+    fragment of a text message may end inside a character, as RFC 6455 allows (a message
+    is decoded whole)."""
     pending = bytearray()
     first = True
     for part in frame.parts:
