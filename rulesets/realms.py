@@ -195,61 +195,35 @@ class Realms(Ruleset):
                           for j, mode in enumerate(modes)), np.zeros(len(idx), dtype=np.int64))
         reach_l = reach_bits.tolist()
         adjacent = (np.maximum(np.maximum(sx, sy), sz) <= 1).tolist()
-        out = []
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
                     else ctx.measures_of(idx))
         degrees, unseen = self._degrees(ctx, at, measures)
+        annotations = self._columns(ctx, at, modes, measures, degrees, unseen, reach_l,
+                                    adjacent)
         if not lines:
-            return self._columns(ctx, at, modes, measures, degrees, unseen, reach_l,
-                                 adjacent)
-        ids = [c.id for c in ctx.cs]
+            return annotations
+        # With lines, each annotation carries the line its pair was measured along: from
+        # the viewpoint that sees most of the target to the target's centre, naming the
+        # walls and regions that cover it and the regions that obscure the attack.
         centres = ctx.centres
-        no_penalty: tuple[int, tuple[str, ...]] = (0, ())
-        # One outcome per mode for each distinct combination of a pair's facts, shared by
-        # the annotations that have it (most pairs of a scene of rooms are at full cover),
-        # with what each mode's annotation reads of it.
-        outcomes: dict[tuple[Any, ...], list[tuple[AttackMode, _Outcome]]] = {}
-        # Most pairs share a handful of covered fractions (full cover above all).
-        visibles: dict[float, float] = {}
-        # Whether others stand near a target at three-quarters cover (friendly fire).
-        three = np.array([d is Degree.THREE_QUARTERS for d in degrees], dtype=bool)
-        crowded_l = np.zeros(len(idx), dtype=bool)
-        crowded_l[three] = ctx.others_near_many(at[three, 0], at[three, 1])
+        n_modes = len(modes)
+        out: list[Annotation] = []
         for k, (a, t) in enumerate(idx):
             m = measures[k]
-            degree = degrees[k]
-            penalty = ctx.obscurement(centres[a], centres[t]) if ctx.obscuring else no_penalty
-            crowded = bool(crowded_l[k])
-            visible = visibles.get(m.covered)
-            if visible is None:
-                visible = visibles[m.covered] = round(1.0 - m.covered, 6)
-            if k in unseen:
-                visible = 0.0  # no line reaches it: nothing of it shows
-            key = (degree, penalty, reach_l[k], adjacent[k], crowded)
-            per_mode = outcomes.get(key)
-            if per_mode is None:
-                per_mode = outcomes[key] = [
-                    (mode, self._outcome(mode, degree, penalty, bool(reach_l[k] >> j & 1),
-                                         adjacent[k], crowded)) for j, mode in enumerate(modes)]
-            aid, tid = ids[a], ids[t]
-            if not lines:
-                out += [Annotation(aid, tid, mode, not o.full, degree, o.modifiers, o.flags, (),
-                                   None, visible) for mode, o in per_mode]
-                continue
-            for mode, o in per_mode:
-                traced = (TracedLine(m.origin, centres[t], o.full, m.walls, (),
-                                     tuple(sorted({*m.regions, *penalty[1]}))),)
-                out.append(Annotation(aid, tid, mode, not o.full, degree, o.modifiers,
-                                      o.flags, (), traced, visible))
+            obscuring = ctx.obscurement(centres[a], centres[t])[1] if ctx.obscuring else ()
+            regions = tuple(sorted({*m.regions, *obscuring}))
+            out += [msgspec.structs.replace(ann, lines=(TracedLine(
+                        m.origin, centres[t], not ann.loe, m.walls, (), regions),))
+                    for ann in annotations[k * n_modes:(k + 1) * n_modes]]
         return out
 
     def _columns(self, ctx: RealmsContext, at: IntArray, modes: tuple[AttackMode, ...],
                  measures: Sequence[Measure], degrees: list[Degree], unseen: set[int],
                  reach_l: list[int], adjacent: list[bool]) -> list[Annotation]:
-        """`_evaluate`'s annotations without lines, as columns: the pairs' facts coded as
-        one integer each, every distinct outcome worked out once per mode, and the
-        annotations built by map from the gathered columns, with no Python loop body per
-        pair (30,000 annotations a table). Equal to the loop over pairs it replaces."""
+        """`_evaluate`'s annotations, lines aside, as columns: the pairs' facts coded as one
+        integer each, every distinct outcome worked out once per mode (`_outcome`), and
+        the annotations built by map from the gathered columns, with no Python loop body
+        per pair (30,000 annotations a table)."""
         n, n_modes = len(at), len(modes)
         every = list(Degree)
         # (By value: an enum member's hash is a Python call, a string's is cached.)

@@ -26,7 +26,7 @@ from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import kernel, openings
-from geometry.model import SceneGeom
+from geometry.model import RegionGeom, RegionKind, SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
@@ -268,6 +268,41 @@ def test_realms_equals_its_reference_on_subsets_and_with_lines() -> None:
     Realms().evaluate(geom, RealmsOptions(), pairs)
     assert_same(Realms().evaluate(geom, RealmsOptions(), pairs, lines=True),
                 Realms().reference(geom, RealmsOptions(), pairs, lines=True))
+
+
+def test_realms_lines_are_each_pairs_measure() -> None:
+    """With lines, each annotation carries one line: from the viewpoint its pair was
+    measured from to the target's centre, blocked exactly when there is no line of
+    effect, naming the walls and regions that cover the target and the regions that
+    obscure the attack. The reference builds its lines the same way, so the equality
+    tests above cannot tell."""
+    geom = _scene(24, 150, 3, True)
+    # Fog over the middle of the map, so that some lines are obscured.
+    xs, ys = [c.x for c in geom.creatures], [c.y for c in geom.creatures]
+    x0, x1 = min(xs) + (max(xs) - min(xs)) / 3, max(xs) - (max(xs) - min(xs)) / 3
+    y0, y1 = min(ys) + (max(ys) - min(ys)) / 3, max(ys) - (max(ys) - min(ys)) / 3
+    fog = RegionGeom("fog", RegionKind.OBSCURING, ((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
+    geom = replace(geom, regions=(*geom.regions, fog))
+    options = RealmsOptions()
+    realms._MEASURES.clear()
+    anns = Realms().evaluate(geom, options, lines=True)
+    ctx = realms.RealmsContext(geom, options, reference=True)
+    blocked, open_, obscured = 0, 0, 0
+    for ann in anns:
+        a, t = ctx.index[ann.attacker], ctx.index[ann.target]
+        m = ctx.best_measure(a, t)
+        assert ann.lines is not None and len(ann.lines) == 1, ann
+        (line,) = ann.lines
+        penalty = ctx.obscurement(ctx.centres[a], ctx.centres[t])
+        assert (line.start, line.end) == (m.origin, ctx.centres[t]), ann
+        assert line.blocked is (not ann.loe), ann
+        assert line.walls == m.walls and line.tokens == (), ann
+        assert line.regions == tuple(sorted({*m.regions, *penalty[1]})), ann
+        blocked += line.blocked
+        open_ += not line.blocked
+        obscured += bool(set(penalty[1]) - set(m.regions))
+    # Both kinds of line, and regions named for obscuring alone, so each check can fail.
+    assert blocked and open_ and obscured, (blocked, open_, obscured)
 
 
 def test_realms_measures_covered_fractions_in_one_batch(
