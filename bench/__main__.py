@@ -23,7 +23,12 @@ measured in the same run, on the same scenes):
 - parity: every ruleset on every grid (pf1, degrees, pf2, realms on squares; degrees, pf2,
   realms on a row and a column hex layout) next to dnd35 on squares, full matrix and one
   move, on 100x1,000 and 200x5,000, plain and dressed, as ratios to dnd35 measured in the
-  same worker, each checked against its pair-by-pair `reference` (bench/parity.py).
+  same worker, each checked against its pair-by-pair `reference` (bench/parity.py);
+- issue 15's other targets, so that one run shows all of them: one move to 50 subscribers
+  for dnd35, pf2 and realms, verbose and compact (`bench.live e2e-matrix`); scenes at the
+  documented limits, 1,000 tokens and 20,000 walls, one attacker followed, on every
+  ruleset and on two hex layouts (`bench.filters`); bytes per annotation, verbose and
+  compact (`bench.live sizes`).
 
 Each full-matrix size and each Core figure runs in a worker process under a memory limit
 (--mem-limit-gb) and a timeout, so a blow-up is reported instead of taking the machine
@@ -78,6 +83,22 @@ QUICK_PARITY_CONFIGS = [(40, 200, False)]
 PARITY_BIG = 200_000
 #: Within this factor of dnd35 on squares (issue 15, item 1).
 TARGET_PARITY = 1.5
+
+#: Issue 15 item 2: one move to 50 subscribers, p99 < 10 ms, for these rulesets.
+E2E_RULESETS = ("dnd35", "pf2", "realms")
+#: Issue 15 item 4: scenes at the documented limits (`welcome.limits`), one attacker
+#: followed; every ruleset, and the hex rulesets on a row and a column hex layout too.
+LIMITS_TOKENS, LIMITS_WALLS = 1000, 20000
+LIMITS_RULESETS = ("dnd35", "pf1", "degrees", "pf2", "realms", "dnd5e")
+LIMITS_HEX = (2, 5)
+TARGET_FIRST_S = 1.0
+TARGET_LIMITS_MOVE_S = 0.020
+#: Issue 15 item 5: the compact form of a full set at least this many times smaller.
+SIZES_RULESETS = ("dnd35", "pf2", "realms")
+TARGET_COMPACT = 4.0
+#: Every section, in the order `run_plan` takes them.
+SECTIONS = ("e2e", "e2e-rulesets", "matrix", "move", "memory", "degrees", "parity",
+            "limits", "sizes", "compression")
 
 TARGET_NAIVE = 100.0
 TARGET_BRUTE = 2.0
@@ -167,6 +188,17 @@ def run_plan(plan: Plan) -> None:
             r["e2e"] = median_run(runs)
         except Exception as exc:
             r["e2e"] = {"error": f"{type(exc).__name__}: {exc}"}
+    live_args = ["--tokens", str(plan.live_tokens), "--walls", str(plan.live_walls),
+                 "--seed", str(plan.seed)]
+    if "e2e-rulesets" in plan.sections:
+        _load(plan, "e2e-rulesets")
+        _say(f"[bench] end to end per ruleset ({', '.join(E2E_RULESETS)}), verbose and "
+             f"compact, {plan.e2e_runs} runs each ...")
+        r["e2e_rulesets"] = _worker(plan, "bench.live", [
+            "e2e-matrix", *live_args, "--clients", str(plan.clients), "--moves",
+            str(plan.e2e_moves), "--runs", str(plan.e2e_runs), "--rulesets", *E2E_RULESETS],
+            "e2e-rulesets")
+        r["e2e_rulesets"].setdefault("moves", plan.e2e_moves)
     if "matrix" in plan.sections:
         r["matrix"] = []
         for tokens, walls in plan.configs:
@@ -182,8 +214,6 @@ def run_plan(plan: Plan) -> None:
             res.setdefault("walls", walls)
             r["matrix"].append(res)
             _say("        " + _matrix_line(res))
-    live_args = ["--tokens", str(plan.live_tokens), "--walls", str(plan.live_walls),
-                 "--seed", str(plan.seed)]
     if "move" in plan.sections:
         _load(plan, "move")
         _say(f"[bench] one move through the Core ({plan.live_tokens} x {plan.live_walls}) ...")
@@ -226,11 +256,32 @@ def run_plan(plan: Plan) -> None:
                 args += ["--max-runs", "1", "--kinds", "2"]
             elif tokens * walls > PARITY_BIG:
                 # One run each and a smaller equality sample: a cold realms matrix there
-                # takes tens of seconds.
-                args += ["--max-runs", "1", "--sample-targets", "3"]
+                # takes tens of seconds, and the hex references of every pair of every
+                # move most of an hour (a sample of each move's pairs instead).
+                args += ["--max-runs", "1", "--sample-targets", "3", "--move-sample", "50"]
             res = _worker(plan, "bench.parity", args, what)
             res.update(tokens=tokens, walls=walls, dressed=dressed)
             r["parity"].append(res)
+    if "limits" in plan.sections:
+        _load(plan, "limits")
+        # Quick: a scene just past the limit of pairs (its unfiltered subscription is
+        # refused all the same), two rulesets, one hex layout.
+        tokens, walls, moves = (400, 2000, 6) if plan.quick else (LIMITS_TOKENS,
+                                                                  LIMITS_WALLS, 30)
+        rulesets = ("dnd35", "pf2") if plan.quick else LIMITS_RULESETS
+        kinds = LIMITS_HEX[:1] if plan.quick else LIMITS_HEX
+        _say(f"[bench] scenes at the limits: {tokens} tokens x {walls} walls, one attacker "
+             f"followed, {', '.join(rulesets)} ...")
+        r["limits"] = _worker(plan, "bench.filters", [
+            "--tokens", str(tokens), "--walls", str(walls), "--moves", str(moves),
+            "--rulesets", *rulesets, "--hex", *map(str, kinds)], "limits")
+        r["limits"].update(tokens=tokens, walls=walls)
+    if "sizes" in plan.sections:
+        _load(plan, "sizes")
+        _say(f"[bench] bytes per annotation, verbose and compact ({', '.join(SIZES_RULESETS)})"
+             " ...")
+        r["sizes"] = _worker(plan, "bench.live", ["sizes", *live_args, "--rulesets",
+                                                  *SIZES_RULESETS], "sizes")
     if "compression" in plan.sections:
         _load(plan, "compression")
         _say(f"[bench] permessage-deflate on/off, {plan.clients} clients ...")
@@ -482,6 +533,9 @@ def targets(plan: Plan) -> list[Target]:
                           "not met" if slower else "met",
                           (f"slower: {', '.join(slower)}; " if slower else "") + detail))
     out += parity_targets(r.get("parity", []))
+    out += e2e_ruleset_targets(r.get("e2e_rulesets"), plan)
+    out += limits_targets(r.get("limits"))
+    out += sizes_targets(r.get("sizes"))
     big = [m for m in matrix if (m["tokens"], m["walls"]) == (200, 5000)]
     if big:
         t = _engine_s(big[0])
@@ -492,6 +546,74 @@ def targets(plan: Plan) -> list[Target]:
     else:
         out.append(Target("200 tokens with 5,000 walls < 0.5 s", "not measured", ""))
     return out
+
+
+def e2e_ruleset_targets(res: Result | None, plan: Plan) -> list[Target]:
+    """Issue 15 item 2, per ruleset: judged on the verbose form (every client's default),
+    the compact form beside it."""
+    name = (f"one move, 100 tokens / 1,000 walls, to 50 subscribers: p99 < "
+            f"{TARGET_P99_S * 1e3:g} ms for {', '.join(E2E_RULESETS)}, median of 3 runs "
+            "(issue 15 item 2; the verbose form judged, the compact beside it)")
+    if res is None:
+        return []
+    if "results" not in res:
+        return [Target(name, "not measured", res.get("error", ""))]
+    got = res["results"]
+    sized = (res.get("tokens"), res.get("walls"), res.get("clients")) == (100, 1000, 50)
+    over = [k for k, v in got.items() if k.endswith("verbose")
+            and v.get("all_delivered_p99_s", math.inf) >= TARGET_P99_S]
+    verdict = ("not met" if over else "met") if sized and not plan.quick else \
+        "not measured (quick sizes)"
+    detail = ", ".join(f"{k} {_ms(v.get('all_delivered_p99_s'))}" for k, v in got.items())
+    return [Target(name, verdict, detail + (f"; over: {', '.join(over)}" if over else ""))]
+
+
+def limits_targets(res: Result | None) -> list[Target]:
+    """Issue 15 item 4: every ruleset (and grid) at the limits, one attacker followed."""
+    name = (f"{LIMITS_TOKENS:,} tokens / {LIMITS_WALLS:,} walls, one attacker followed: "
+            f"first result < {TARGET_FIRST_S:g} s, a move < {TARGET_LIMITS_MOVE_S * 1e3:g} ms "
+            "(another token's, and the attacker walking), the unfiltered subscription "
+            "refused with too_large (issue 15 item 4)")
+    if res is None:
+        return []
+    if "rulesets" not in res:
+        return [Target(name, "not measured", res.get("error", ""))]
+    misses: list[str] = []
+    parts: list[str] = []
+    for label, row in res["rulesets"].items():
+        f = row["filtered"]
+        walk = f.get("attacker_walk", {}).get("median_ms")
+        parts.append(f"{label} first {_s(f['first_s'])}, move {f['move']['median_ms']:.1f} ms"
+                     + ("" if walk is None else f", walking {walk:.1f} ms"))
+        if f["first_s"] >= TARGET_FIRST_S:
+            misses.append(f"{label} first result {_s(f['first_s'])}")
+        if f["move"]["median_ms"] >= TARGET_LIMITS_MOVE_S * 1e3:
+            misses.append(f"{label} move {f['move']['median_ms']:.1f} ms")
+        if walk is not None and walk >= TARGET_LIMITS_MOVE_S * 1e3:
+            misses.append(f"{label} walking {walk:.1f} ms")
+        code = f.get("unfiltered", {}).get("code", "too_large")
+        if code != "too_large":
+            misses.append(f"{label} unfiltered subscription: {code}")
+    sized = (res.get("tokens"), res.get("walls")) == (LIMITS_TOKENS, LIMITS_WALLS)
+    verdict = ("not met" if misses else "met") if sized else "not measured (quick sizes)"
+    detail = "; ".join(parts) + (f". Over: {', '.join(misses)}" if misses else "")
+    return [Target(name, verdict, detail)]
+
+
+def sizes_targets(res: Result | None) -> list[Target]:
+    """Issue 15 item 5: the compact full set against the verbose one, per encoding."""
+    name = (f"annotations sent compactly: a full set at least {TARGET_COMPACT:g}x smaller "
+            "than the verbose one (issue 15 item 5)")
+    if res is None:
+        return []
+    if "rulesets" not in res:
+        return [Target(name, "not measured", res.get("error", ""))]
+    ratios = [(f"{ruleset} {enc}", d["forms"][f"verbose_{enc}"]["full_bytes"]
+               / d["forms"][f"compact_{enc}"]["full_bytes"])
+              for ruleset, d in res["rulesets"].items() for enc in ("msgpack", "json")]
+    short = [k for k, v in ratios if v < TARGET_COMPACT]
+    return [Target(name, "not met" if short else "met",
+                   ", ".join(f"{k} {_x(v)}" for k, v in ratios))]
 
 
 def problems(plan: Plan) -> tuple[list[str], list[str]]:
@@ -554,10 +676,17 @@ def problems(plan: Plan) -> tuple[list[str], list[str]]:
                     wrong.append(f"{ruleset} {layout} {name}: {res['mismatches']} of "
                                  f"{res['compared']} annotations differ from the reference; "
                                  f"e.g. {res['examples'][:1]}")
-    for name in ("memory", "e2e", "compression"):
+    for name in ("memory", "e2e", "compression", "e2e_rulesets", "limits", "sizes"):
         res = plan.results.get(name)
         if res is not None and "error" in res:
             failed.append(f"{name}: {res['error']}")
+    for label, row in plan.results.get("limits", {}).get("rulesets", {}).items():
+        if not row["filtered"].get("equal", False):
+            wrong.append(f"limits {label}: the table kept for the attacker differs from a "
+                         "fresh evaluation of its pairs")
+    for label, row in plan.results.get("e2e_rulesets", {}).get("results", {}).items():
+        if "error" in row:
+            failed.append(f"e2e {label}: {row['error']}")
     return wrong, failed
 
 
@@ -761,6 +890,12 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
 
     if r.get("parity"):
         lines += _parity_report(r["parity"])
+    if r.get("limits"):
+        lines += _limits_report(r["limits"])
+    if r.get("e2e_rulesets"):
+        lines += _e2e_rulesets_report(r["e2e_rulesets"])
+    if r.get("sizes"):
+        lines += _sizes_report(r["sizes"])
 
     comp = r.get("compression")
     if comp:
@@ -900,6 +1035,64 @@ def parity_targets(parity: list[Result]) -> list[Target]:
                    "not met" if over else "met", detail)]
 
 
+def _limits_report(res: Result) -> list[str]:
+    lines = [
+        "## Scenes at the limits, one attacker followed (issue 15 item 4)", "",
+        f"bench/filters.py through the sans-I/O Core: `generate({res.get('tokens')}, "
+        f"{res.get('walls')}, 1)`, one subscriber following the attacker with `attackers: "
+        "[one id]`, every mode. First result: the filtered `subscribe` on a scene never "
+        "computed. A move: another token steps one square (median / max of the moves); the "
+        "attacker walking: it steps to squares it has never stood on, so nothing it saw "
+        "before is reused (median / max). Hex layouts: the same scene on the layout, "
+        "through the steps a filtered table takes (scenes come to the Core as Foundry "
+        "documents, which the hex layout does not make). Equal: what the subscriber holds "
+        "after every delta equals a fresh evaluation of the attacker's pairs.", ""]
+    if "rulesets" not in res:
+        return [*lines, f"FAILED: {res.get('error')}", ""]
+    base = res.get("baseline", {})
+    if base:
+        lines += [f"Baseline in the same run: the unfiltered 100 x 1,000 dnd35 scene, full "
+                  f"matrix {_s(base['first_s'])}, a move {base['move']['median_ms']:.2f} ms.",
+                  ""]
+    lines += ["| ruleset, grid | unfiltered subscribe | first result | a move of another "
+              "token | the attacker walking | equal |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for label, row in res["rulesets"].items():
+        f = row["filtered"]
+        un = f.get("unfiltered")
+        refused = "" if un is None else f"`{un.get('code')}` in {un.get('ms')} ms"
+        walk = f.get("attacker_walk")
+        lines.append(
+            f"| {label} | {refused} | {_s(f['first_s'])} | {f['move']['median_ms']:.1f} / "
+            f"{f['move']['max_ms']:.1f} ms | "
+            + ("" if walk is None else f"{walk['median_ms']:.1f} / {walk['max_ms']:.1f} ms")
+            + f" | {'yes' if f.get('equal') else 'NO'} |")
+    return [*lines, ""]
+
+
+def _e2e_rulesets_report(res: Result) -> list[str]:
+    clients = res.get("clients", "?")
+    lines = ["## One move to 50 subscribers, per ruleset (issue 15 item 2)", "",
+             f"bench/live.py `e2e-matrix`: a real server on 127.0.0.1, {res.get('tokens')} "
+             f"tokens and {res.get('walls')} walls, {clients} subscribers, "
+             f"{res.get('moves', '?')} moves of one token; each ruleset and form on fresh "
+             "servers, run k of every one before run k + 1 of any (a busy stretch of the "
+             "machine falls on all alike); the run with the median p99 until all "
+             f"{clients} have the delta.", ""]
+    if "results" not in res:
+        return [*lines, f"FAILED: {res.get('error')}", ""]
+    return [*lines, live.e2e_markdown(res), ""]
+
+
+def _sizes_report(res: Result) -> list[str]:
+    lines = ["## Bytes per annotation, verbose and compact (issue 15 item 5)", "",
+             f"bench/live.py `sizes`: a subscriber's full set and a move's delta on the "
+             f"{res.get('tokens')}-token, {res.get('walls')}-wall scene, in each form and "
+             "encoding.", ""]
+    if "rulesets" not in res:
+        return [*lines, f"FAILED: {res.get('error')}", ""]
+    return [*lines, live.sizes_markdown(res), ""]
+
+
 def _parity_report(parity: list[Result]) -> list[str]:
     lines = [
         "## Every ruleset on every grid next to dnd35 on squares", "",
@@ -948,10 +1141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few runs (a minute), to check everything works")
-    p.add_argument("--sections",
-                   default="matrix,move,memory,e2e,compression,degrees,parity",
-                   help="comma-separated subset of matrix,move,memory,e2e,compression,"
-                        "degrees,parity")
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--configs", help="full-matrix sizes, e.g. 50x100,200x5000 "
                    "(default: 50/100/200 tokens x 100/1000/5000 walls)")
     p.add_argument("--seed", type=int, default=1)
@@ -980,8 +1171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         configs = QUICK_CONFIGS if quick else FULL_CONFIGS
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    unknown = sections - {"matrix", "move", "memory", "e2e", "compression", "degrees",
-                          "parity"}
+    unknown = sections - set(SECTIONS)
     if unknown:
         p.error(f"unknown sections: {', '.join(sorted(unknown))}")
     out = Path(args.out) if args.out else (None if quick else RESULTS)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import shapely
@@ -187,3 +188,63 @@ def test_end_to_end_figures_are_the_median_runs() -> None:
     got = median_run(runs)
     assert got["all_delivered_p99_s"] == 0.009 and got["moves_per_s"] == 80.0
     assert median_run([run(0.006, 0.009), {"error": "boom"}]) == {"error": "boom"}
+
+
+def test_issue_15_targets_are_judged_from_one_run() -> None:
+    """`python -m bench` judges issue 15's items 2, 4 and 5 from the figures of its own
+    run: any ruleset over a target makes it not met and is named; figures from the quick
+    sizes are never called met; a measurement that failed is not measured."""
+    from bench import __main__ as b
+
+    def walked(first: float, move: float, walk: float | None, code: str = "too_large"
+               ) -> dict[str, object]:
+        f: dict[str, object] = {"first_s": first, "move": {"median_ms": move, "max_ms": move},
+                                "unfiltered": {"code": code, "ms": 0.1}, "equal": True}
+        if walk is not None:
+            f["attacker_walk"] = {"median_ms": walk, "max_ms": walk}
+        return {"filtered": f}
+
+    limits: dict[str, Any] = {"tokens": 1000, "walls": 20000, "baseline": {},
+              "rulesets": {"dnd35": walked(0.3, 5.0, 19.0), "pf2 HEXODDR": walked(0.2, 4.0, None)}}
+    (t,) = b.limits_targets(limits)
+    assert t.verdict == "met", t
+    limits["rulesets"]["pf1"] = walked(0.3, 5.0, 21.5)
+    limits["rulesets"]["realms"] = walked(1.2, 5.0, 10.0, code="annotations")
+    (t,) = b.limits_targets(limits)
+    assert t.verdict == "not met"
+    assert "pf1 walking 21.5 ms" in t.detail and "realms first result 1.20 s" in t.detail
+    assert "realms unfiltered subscription: annotations" in t.detail
+    assert b.limits_targets({**limits, "tokens": 400})[0].verdict.startswith("not measured")
+    assert b.limits_targets({"error": "boom"})[0].verdict == "not measured"
+    assert b.limits_targets(None) == []
+    limits["rulesets"]["dnd35"]["filtered"]["equal"] = False
+    plan = b.Plan(quick=False, sections=set(), configs=[], degrees_configs=[],
+                  parity_configs=[], seed=1, live_tokens=100, live_walls=1000, clients=50,
+                  core_moves=20, e2e_moves=100, e2e_runs=3, seconds=0.0, mem_limit_gb=8.0,
+                  timeout=900.0, in_thread=False, breakdown=False, out=None, command="",
+                  results={"limits": limits})
+    wrong, _ = b.problems(plan)
+    assert any("limits dnd35" in w for w in wrong), wrong
+
+    e2e: dict[str, Any] = {"tokens": 100, "walls": 1000, "clients": 50, "results": {
+        "dnd35 verbose": {"all_delivered_p99_s": 0.0095},
+        "dnd35 compact": {"all_delivered_p99_s": 0.011},  # compact is shown, not judged
+        "pf2 verbose": {"all_delivered_p99_s": 0.008}}}
+    (t,) = b.e2e_ruleset_targets(e2e, plan)
+    assert t.verdict == "met" and "dnd35 compact 11.00 ms" in t.detail, t
+    e2e["results"]["realms verbose"] = {"all_delivered_p99_s": 0.0101}
+    (t,) = b.e2e_ruleset_targets(e2e, plan)
+    assert t.verdict == "not met" and t.detail.endswith("over: realms verbose"), t
+    plan.quick = True
+    assert b.e2e_ruleset_targets(e2e, plan)[0].verdict.startswith("not measured")
+
+    def forms(verbose: int, compact: int) -> dict[str, object]:
+        return {"forms": {f"{form}_{enc}": {"full_bytes": n} for enc in ("json", "msgpack")
+                          for form, n in (("verbose", verbose), ("compact", compact))}}
+
+    sizes: dict[str, Any] = {"rulesets": {"dnd35": forms(4000, 250),
+                                          "realms": forms(4000, 1000)}}
+    (t,) = b.sizes_targets(sizes)
+    assert t.verdict == "met" and "realms msgpack 4.00x" in t.detail, t
+    sizes["rulesets"]["pf2"] = forms(4000, 1001)
+    assert b.sizes_targets(sizes)[0].verdict == "not met"
