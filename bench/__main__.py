@@ -79,8 +79,10 @@ MOVE_RULESETS = ("dnd35", "degrees", "pf2")
 PARITY_CONFIGS = [(100, 1000, False), (100, 1000, True), (200, 5000, False),
                   (200, 5000, True)]
 QUICK_PARITY_CONFIGS = [(40, 200, False)]
-#: Above this tokens x walls, one run per figure and a smaller equality sample.
+#: Above this tokens x walls, one run per figure and a smaller equality sample, and this
+#: many times the worker's timeout.
 PARITY_BIG = 200_000
+PARITY_BIG_TIMEOUT_FACTOR = 3
 #: Within this factor of dnd35 on squares (issue 15, item 1).
 TARGET_PARITY = 1.5
 
@@ -133,18 +135,21 @@ class Plan:
 
 # -- running workers ---------------------------------------------------------------------------
 
-def _worker(plan: Plan, module: str, args: Sequence[str], label: str) -> Result:
-    """Run `python -m module args --out tmp` under the memory limit; its JSON, or an error."""
+def _worker(plan: Plan, module: str, args: Sequence[str], label: str,
+            timeout: float | None = None) -> Result:
+    """Run `python -m module args --out tmp` under the memory limit, for at most `timeout`
+    seconds (default the plan's); its JSON, or an error."""
+    timeout = plan.timeout if timeout is None else timeout
     with tempfile.TemporaryDirectory(prefix="covercast-bench-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", module, *args, "--out", str(out)]
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                                  timeout=plan.timeout,
+                                  timeout=timeout,
                                   preexec_fn=live._limit_memory(plan.mem_limit_gb))
         except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {plan.timeout:.0f} s"}
+            return {"error": f"timed out after {timeout:.0f} s"}
         elapsed = time.perf_counter() - t0
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr or "").strip().splitlines()[-3:]
@@ -250,6 +255,7 @@ def run_plan(plan: Plan) -> None:
             _say(f"[bench] every ruleset on every grid next to dnd35, {what} ...")
             _load(plan, f"parity {tokens}x{walls}" + (" dressed" if dressed else ""))
             args = ["--tokens", str(tokens), "--walls", str(walls), "--seed", str(plan.seed)]
+            timeout = plan.timeout
             if dressed:
                 args.append("--dressed")
             if plan.quick:
@@ -259,7 +265,10 @@ def run_plan(plan: Plan) -> None:
                 # takes tens of seconds, and the hex references of every pair of every
                 # move most of an hour (a sample of each move's pairs instead).
                 args += ["--max-runs", "1", "--sample-targets", "3", "--move-sample", "50"]
-            res = _worker(plan, "bench.parity", args, what)
+                # Eight rulesets and layouts, each with its references: the 200 x 5,000
+                # dressed scene took more than 900 s (2026-12-06).
+                timeout = PARITY_BIG_TIMEOUT_FACTOR * plan.timeout
+            res = _worker(plan, "bench.parity", args, what, timeout)
             res.update(tokens=tokens, walls=walls, dressed=dressed)
             r["parity"].append(res)
     if "limits" in plan.sections:
@@ -1136,6 +1145,16 @@ def _parity_report(parity: list[Result]) -> list[str]:
     return lines
 
 
+def _parity_configs(text: str) -> list[tuple[int, int, bool]]:
+    """`--parity-configs`: 100x1000,200x5000d as (tokens, walls, dressed)."""
+    out = []
+    for c in text.lower().split(","):
+        dressed = c.endswith("d")
+        tokens, walls = c.rstrip("d").split("x")
+        out.append((int(tokens), int(walls), dressed))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1145,6 +1164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"comma-separated subset of {','.join(SECTIONS)}")
     p.add_argument("--configs", help="full-matrix sizes, e.g. 50x100,200x5000 "
                    "(default: 50/100/200 tokens x 100/1000/5000 walls)")
+    p.add_argument("--parity-configs", help="parity scenes, e.g. 100x1000,200x5000d (d: "
+                   "dressed; default: 100x1000 and 200x5000, plain and dressed)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--clients", type=int, help="subscribers (default 50; quick 20)")
     p.add_argument("--moves", type=int, help="end-to-end moves (default 100; quick 20)")
@@ -1178,7 +1199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(
         quick=quick, sections=sections, configs=configs,
         degrees_configs=QUICK_DEGREES_CONFIGS if quick else DEGREES_CONFIGS,
-        parity_configs=QUICK_PARITY_CONFIGS if quick else PARITY_CONFIGS, seed=args.seed,
+        parity_configs=(_parity_configs(args.parity_configs) if args.parity_configs
+                        else QUICK_PARITY_CONFIGS if quick else PARITY_CONFIGS),
+        seed=args.seed,
         live_tokens=50 if quick else 100, live_walls=300 if quick else 1000,
         clients=args.clients or (20 if quick else 50),
         core_moves=6 if quick else 20,
