@@ -151,6 +151,13 @@ def _worker(plan: Plan, module: str, args: Sequence[str], label: str,
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:.0f} s"}
         elapsed = time.perf_counter() - t0
+        if proc.returncode > 0 and out.exists():
+            # The worker wrote its figures, then judged them wrong itself (bench.filters: a
+            # kept table unequal to a fresh one, an unfiltered subscription not refused):
+            # they are kept, so that the report shows what is wrong.
+            kept: Result = json.loads(out.read_text())
+            kept.update(worker_s=elapsed, worker_exit=proc.returncode)
+            return kept
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr or "").strip().splitlines()[-3:]
             how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
@@ -689,6 +696,9 @@ def problems(plan: Plan) -> tuple[list[str], list[str]]:
         res = plan.results.get(name)
         if res is not None and "error" in res:
             failed.append(f"{name}: {res['error']}")
+        if res is not None and "worker_exit" in res:
+            failed.append(f"{name}: the worker's own checks failed (exit status "
+                          f"{res['worker_exit']}); its figures are above")
     for label, row in plan.results.get("limits", {}).get("rulesets", {}).items():
         if not row["filtered"].get("equal", False):
             wrong.append(f"limits {label}: the table kept for the attacker differs from a "

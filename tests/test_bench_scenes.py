@@ -248,3 +248,25 @@ def test_issue_15_targets_are_judged_from_one_run() -> None:
     assert t.verdict == "met" and "realms msgpack 4.00x" in t.detail, t
     sizes["rulesets"]["pf2"] = forms(4000, 1001)
     assert b.sizes_targets(sizes)[0].verdict == "not met"
+
+
+def test_a_worker_that_judges_its_figures_wrong_keeps_them() -> None:
+    """bench.filters writes its figures, then exits 1 when one of its own checks fails
+    (here: 20 tokens are under the limit of pairs, so the unfiltered subscription is not
+    refused). The run keeps the figures, the target line says what is over, and the
+    problems list the failed check."""
+    from bench import __main__ as b
+
+    plan = b.Plan(quick=True, sections=set(), configs=[], degrees_configs=[],
+                  parity_configs=[], seed=1, live_tokens=50, live_walls=300, clients=20,
+                  core_moves=6, e2e_moves=20, e2e_runs=1, seconds=0.0, mem_limit_gb=8.0,
+                  timeout=300.0, in_thread=False, breakdown=False, out=None, command="")
+    res = b._worker(plan, "bench.filters", ["--tokens", "20", "--walls", "50", "--moves",
+                                            "2", "--rulesets", "dnd35"], "limits")
+    assert res["worker_exit"] == 1 and "error" not in res, res
+    assert res["rulesets"]["dnd35"]["filtered"]["unfiltered"]["code"] is None
+    plan.results["limits"] = {**res, "tokens": b.LIMITS_TOKENS, "walls": b.LIMITS_WALLS}
+    (t,) = b.limits_targets(plan.results["limits"])
+    assert t.verdict == "not met" and "dnd35 unfiltered subscription: None" in t.detail
+    _, failed = b.problems(plan)
+    assert any("limits: the worker's own checks failed" in f for f in failed), failed
