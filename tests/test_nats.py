@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,13 +78,27 @@ class Deployment:
         self.cluster.stop()
 
 
+#: Where the deployment's logs are kept when a test of this module failed (git ignores it).
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "nats"
+
+
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    d = Deployment(tmp_path_factory.mktemp("nats"))
+def deployment(tmp_path_factory: pytest.TempPathFactory,
+               request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    folder = tmp_path_factory.mktemp("nats")
+    d = Deployment(folder)
+    failed = request.session.testsfailed
     try:
         yield d
     finally:
         d.stop()
+        if request.session.testsfailed > failed:
+            # What the NATS servers, fronts and workers logged, for a failure seen once in
+            # a full run (pytest's temporary folders are gone a few runs later).
+            shutil.rmtree(ARTIFACTS, ignore_errors=True)
+            ARTIFACTS.mkdir(parents=True)
+            for log in folder.glob("*.log"):
+                shutil.copy(log, ARTIFACTS / log.name)
 
 
 def _scene(sid: str) -> dict[str, Any]:
