@@ -198,19 +198,23 @@ class Realms(Ruleset):
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
                     else ctx.measures_of(idx))
         degrees, unseen = self._degrees(ctx, at, measures)
+        # Each pair's obscurement (the worst penalty and its regions), measured once: the
+        # columns read the penalty, the lines the regions.
+        centres = ctx.centres
+        penalties = ([ctx.obscurement(centres[a], centres[t]) for a, t in idx]
+                     if ctx.obscuring else None)
         annotations = self._columns(ctx, at, modes, measures, degrees, unseen, reach_l,
-                                    adjacent)
+                                    adjacent, penalties)
         if not lines:
             return annotations
         # With lines, each annotation carries the line its pair was measured along: from
         # the viewpoint that sees most of the target to the target's centre, naming the
         # walls and regions that cover it and the regions that obscure the attack.
-        centres = ctx.centres
         n_modes = len(modes)
         out: list[Annotation] = []
-        for k, (a, t) in enumerate(idx):
+        for k, (_, t) in enumerate(idx):
             m = measures[k]
-            obscuring = ctx.obscurement(centres[a], centres[t])[1] if ctx.obscuring else ()
+            obscuring = penalties[k][1] if penalties is not None else ()
             regions = tuple(sorted({*m.regions, *obscuring}))
             out += [msgspec.structs.replace(ann, lines=(TracedLine(
                         m.origin, centres[t], not ann.loe, m.walls, (), regions),))
@@ -219,11 +223,13 @@ class Realms(Ruleset):
 
     def _columns(self, ctx: RealmsContext, at: IntArray, modes: tuple[AttackMode, ...],
                  measures: Sequence[Measure], degrees: list[Degree], unseen: set[int],
-                 reach_l: list[int], adjacent: list[bool]) -> list[Annotation]:
+                 reach_l: list[int], adjacent: list[bool],
+                 obscured: Sequence[tuple[int, tuple[str, ...]]] | None) -> list[Annotation]:
         """`_evaluate`'s annotations, lines aside, as columns: the pairs' facts coded as one
         integer each, every distinct outcome worked out once per mode (`_outcome`), and
         the annotations built by map from the gathered columns, with no Python loop body
-        per pair (30,000 annotations a table)."""
+        per pair (30,000 annotations a table). `obscured`: each pair's obscurement (None:
+        the scene has no obscuring region)."""
         n, n_modes = len(at), len(modes)
         every = list(Degree)
         # (By value: an enum member's hash is a Python call, a string's is cached.)
@@ -234,11 +240,9 @@ class Realms(Ruleset):
         # adjacency, and (at three-quarters) whether others stand near the target.
         code = deg
         penalties: list[tuple[int, tuple[str, ...]]] = [(0, ())]
-        if ctx.obscuring:
-            centres = ctx.centres
+        if obscured is not None:
             seen_pen: dict[tuple[int, tuple[str, ...]], int] = {(0, ()): 0}
-            pen = [seen_pen.setdefault(ctx.obscurement(centres[a], centres[t]), len(seen_pen))
-                   for a, t in at.tolist()]
+            pen = [seen_pen.setdefault(o, len(seen_pen)) for o in obscured]
             penalties = list(seen_pen)
             code = code * len(penalties) + np.array(pen, dtype=np.int64)
         code = (code * (1 << n_modes) + np.array(reach_l, dtype=np.int64)) * 2 + np.array(
