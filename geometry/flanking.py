@@ -209,45 +209,128 @@ def _groups_that_may_cross(sides_p: np.ndarray, sides_q: np.ndarray, planes: int
             yield members_p[i], members_q[j]
 
 
-def crosses_opposite_faces_many(p: np.ndarray, q: np.ndarray, box: Box, z0: float,
-                                z1: float) -> np.ndarray:
+def crosses_opposite_faces_many(p: np.ndarray, q: np.ndarray, box: Box | np.ndarray,
+                                z0: float | np.ndarray, z1: float | np.ndarray) -> np.ndarray:
     """`crosses_opposite_faces` for segments p[k]-q[k] (arrays (N, 3)), as one array
-    computation; the same answer, segment by segment (tests/test_flanking.py)."""
-    x0, y0, x1, y1 = box
-    lows, highs = np.array([x0, y0, z0]), np.array([x1, y1, z1])
+    computation; the same answer, segment by segment (tests/test_flanking.py). `box`, `z0`
+    and `z1` are one cube for every segment, or one per segment ((N, 4) and (N,) arrays:
+    the flanking lines around many targets at once)."""
+    n = len(p)
+    b = np.broadcast_to(np.asarray(box, dtype=np.float64), (n, 4))
+    lo_z = np.broadcast_to(np.asarray(z0, dtype=np.float64), (n,))
+    hi_z = np.broadcast_to(np.asarray(z1, dtype=np.float64), (n,))
+    lows = np.stack([b[:, 0], b[:, 1], lo_z], axis=1)
+    highs = np.stack([b[:, 2], b[:, 3], hi_z], axis=1)
     d = q - p
     # Segments strictly between z0 and z1 are judged as on the flat map (as the scalar test
     # does): no z faces, and y's tolerance taken from the box's width.
-    flat = (z0 < p[:, 2]) & (p[:, 2] < z1) & (z0 < q[:, 2]) & (q[:, 2] < z1)
-    ok = np.ones(len(p), dtype=bool)
-    t0, t1 = np.zeros(len(p)), np.ones(len(p))
+    flat = (lo_z < p[:, 2]) & (p[:, 2] < hi_z) & (lo_z < q[:, 2]) & (q[:, 2] < hi_z)
+    ok = np.ones(n, dtype=bool)
+    t0, t1 = np.zeros(n), np.ones(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(3):  # the three axes
             still = d[:, k] == 0
-            ok &= ~still | ((lows[k] < p[:, k]) & (p[:, k] < highs[k])) | (flat & (k == 2))
-            ta = (lows[k] - p[:, k]) / d[:, k]
-            tb = (highs[k] - p[:, k]) / d[:, k]
+            ok &= ~still | ((lows[:, k] < p[:, k]) & (p[:, k] < highs[:, k])) | (flat & (k == 2))
+            ta = (lows[:, k] - p[:, k]) / d[:, k]
+            tb = (highs[:, k] - p[:, k]) / d[:, k]
             move = ~still & ~(flat & (k == 2))
             t0 = np.where(move, np.maximum(t0, np.minimum(ta, tb)), t0)
             t1 = np.where(move, np.minimum(t1, np.maximum(ta, tb)), t1)
     ok &= ~((t1 - t0 <= _EPS) | (t0 <= _EPS) | (t1 >= 1 - _EPS))
-    span = highs - lows
-    tol = 1e-6 * np.maximum(1.0, span)
-    tol_flat = 1e-6 * max(1.0, x1 - x0)
-    found = np.zeros(len(p), dtype=bool)
+    tol = 1e-6 * np.maximum(1.0, highs - lows)
+    tol_flat = 1e-6 * np.maximum(1.0, b[:, 2] - b[:, 0])
+    found = np.zeros(n, dtype=bool)
     for k in range(3):
         if k == 2:
             use = ~flat
-            tk = np.full(len(p), tol[2])
+            tk = tol[:, 2]
         else:
-            use = np.ones(len(p), dtype=bool)
-            tk = np.where(flat, tol_flat, tol[k])
+            use = np.ones(n, dtype=bool)
+            tk = np.where(flat, tol_flat, tol[:, k])
         at0 = p[:, k] + t0 * d[:, k]
         at1 = p[:, k] + t1 * d[:, k]
         # In through the low face and out through the high one, or the other way round.
-        low_in, high_in = np.abs(at0 - lows[k]) <= tk, np.abs(at0 - highs[k]) <= tk
-        low_out, high_out = np.abs(at1 - lows[k]) <= tk, np.abs(at1 - highs[k]) <= tk
+        low_in, high_in = np.abs(at0 - lows[:, k]) <= tk, np.abs(at0 - highs[:, k]) <= tk
+        low_out, high_out = np.abs(at1 - lows[:, k]) <= tk, np.abs(at1 - highs[:, k]) <= tk
         found |= use & ((low_in & high_out) | (high_in & low_out))
+    crossed: np.ndarray = ok & found
+    return crossed
+
+
+def crosses_opposite_prism_sides_many(p: np.ndarray, q: np.ndarray, rings: np.ndarray,
+                                      z0: float | np.ndarray,
+                                      z1: float | np.ndarray) -> np.ndarray:
+    """`crosses_opposite_prism_sides` for segments p[k]-q[k] (arrays (N, 3)) against the
+    prism on rings[k] (an (N, n, 2) array, or one (n, 2) ring for every segment) from z0[k]
+    to z1[k] feet, as array computations; the same answer, segment by segment
+    (tests/test_flanking.py). A segment strictly between z0 and z1 is judged as
+    `crosses_opposite_sides` judges it on the flat map: its ends outside the polygon, its
+    stretch inside crossing the interior, each end of that stretch on the sides within
+    a millionth of the perimeter (Shapely's distance to each side, here the same distance
+    worked out for every side at once)."""
+    n_seg = len(p)
+    r = np.asarray(rings, dtype=np.float64)
+    if r.ndim == 2:
+        r = np.broadcast_to(r, (n_seg, *r.shape))
+    n = r.shape[1]
+    lo_z = np.broadcast_to(np.asarray(z0, dtype=np.float64), (n_seg,))
+    hi_z = np.broadcast_to(np.asarray(z1, dtype=np.float64), (n_seg,))
+    a, b = r, np.roll(r, -1, axis=1)
+    centre = r.sum(axis=1) / n
+    # Each side's inward unit normal and offset (n.x >= off inside), as the scalar test.
+    nx, ny = -(b[..., 1] - a[..., 1]), b[..., 0] - a[..., 0]
+    flip = nx * (centre[:, None, 0] - a[..., 0]) + ny * (centre[:, None, 1] - a[..., 1]) < 0
+    nx, ny = np.where(flip, -nx, nx), np.where(flip, -ny, ny)
+    norm = np.maximum(1e-12, np.sqrt(nx * nx + ny * ny))
+    nx, ny = nx / norm, ny / norm
+    off = nx * a[..., 0] + ny * a[..., 1]
+    zeros, ones = np.zeros((n_seg, 1)), np.ones((n_seg, 1))
+    px = np.concatenate([nx, zeros, zeros], axis=1)
+    py = np.concatenate([ny, zeros, zeros], axis=1)
+    pz = np.concatenate([np.zeros((n_seg, n)), ones, -ones], axis=1)
+    po = np.concatenate([off, lo_z[:, None], -hi_z[:, None]], axis=1)
+    flat = (lo_z < p[:, 2]) & (p[:, 2] < hi_z) & (lo_z < q[:, 2]) & (q[:, 2] < hi_z)
+    # On the flat map the bottom and the top are no faces.
+    use = np.ones((n_seg, n + 2), dtype=bool)
+    use[:, n:] = ~flat[:, None]
+    d = q - p
+    along = px * d[:, 0, None] + py * d[:, 1, None] + pz * d[:, 2, None]
+    gap = po - (px * p[:, 0, None] + py * p[:, 1, None] + pz * p[:, 2, None])
+    # Parallel to a face and outside it or on it: never inside.
+    ok = ~(use & (along == 0) & (gap >= 0)).any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = gap / along
+    t0 = np.where(use & (along > 0), t, 0.0).max(axis=1, initial=0.0)
+    t1 = np.where(use & (along < 0), t, 1.0).min(axis=1, initial=1.0)
+    ok &= ~((t1 - t0 <= _EPS) | (t0 <= _EPS) | (t1 >= 1 - _EPS))
+    opposite = np.array([(k + n // 2) % n for k in range(n)] + [n + 1, n])
+    # Three dimensions: each end of the stretch on a face's plane, within the scalar test's
+    # tolerance for that face.
+    span_xy = np.maximum(np.abs(r[..., 0] - centre[:, None, 0]),
+                         np.abs(r[..., 1] - centre[:, None, 1])).max(axis=1)
+    tol = np.concatenate([np.repeat((1e-6 * np.maximum(1.0, span_xy))[:, None], n, axis=1),
+                          np.repeat((1e-6 * np.maximum(1.0, hi_z - lo_z))[:, None], 2,
+                                    axis=1)], axis=1)
+    # The flat map: each end's distance to each side's segment, within a millionth of the
+    # perimeter.
+    ab = b - a
+    perimeter = np.sqrt((ab * ab).sum(axis=2)).sum(axis=1)
+    tol_flat = 1e-6 * np.maximum(1.0, perimeter)
+    length2 = np.maximum((ab * ab).sum(axis=2), 1e-300)
+
+    def faces(at: np.ndarray) -> np.ndarray:
+        pt = p + at[:, None] * d
+        on_plane = np.abs(px * pt[:, 0, None] + py * pt[:, 1, None] + pz * pt[:, 2, None]
+                          - po) <= tol
+        w = pt[:, None, :2] - a
+        u = np.clip((w * ab).sum(axis=2) / length2, 0.0, 1.0)
+        gap_xy = w - u[..., None] * ab
+        on_side = np.sqrt((gap_xy * gap_xy).sum(axis=2)) <= tol_flat[:, None]
+        flat_faces = np.concatenate([on_side, np.zeros((n_seg, 2), dtype=bool)], axis=1)
+        out: np.ndarray = np.where(flat[:, None], flat_faces, on_plane)
+        return out
+
+    found = (faces(t0) & faces(t1)[:, opposite]).any(axis=1)
     crossed: np.ndarray = ok & found
     return crossed
 

@@ -39,8 +39,13 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns, hex_footprints, per_creature
-from geometry.flanking import any_crosses_opposite_faces, any_crosses_opposite_prism_sides
+from geometry.columns import columns, hex_footprints, per_creature, upper_pairs
+from geometry.flanking import (
+    any_crosses_opposite_faces,
+    any_crosses_opposite_prism_sides,
+    crosses_opposite_faces_many,
+    crosses_opposite_prism_sides_many,
+)
 from geometry.kernel import (
     BoolArray,
     FloatArray,
@@ -375,6 +380,18 @@ def _hex_samples(layout: hexgrid.HexLayout, x: float, y: float, width: float, he
     return out
 
 
+#: Squares of one target's threatening allies (all of them) up to which their flanking
+#: lines are tested with every other target's at once (`_Context._partners_many`); past
+#: it, pair by pair with the tests' own pruning (two Colossal allies are 1,296 lines).
+_FLANK_POINTS = 256
+#: Lines up to which they are tested pair by pair (`_partners`), not in arrays: on a
+#: square grid (a few microseconds a line), and on a hex grid (Shapely's, 50 us a line).
+_FLANK_FEW = 48
+_FLANK_FEW_HEX = 2
+#: No flanking bonus, no partners.
+_NO_PARTNERS: tuple[int, dict[int, list[int]]] = (0, {})
+
+
 class _Context:
     """One scene snapshot, traced for the degrees procedure."""
 
@@ -408,6 +425,18 @@ class _Context:
         self._sample_valid: BoolArray | None = None
         self._sample_box_arr: FloatArray | None = None
         self._seams: Seams | None = None
+        # Per creature, the centres of its squares (`_square_centres`).
+        self._centres_of: dict[int, FloatArray] = {}
+
+    @functools.cached_property
+    def _sides(self) -> tuple[IntArray, int]:
+        """Each creature's side (its disposition) as a number from 0, and how many
+        numbers there are (from the lowest disposition to the highest): allies share
+        one."""
+        disposition = np.fromiter((c.disposition for c in self.cs), dtype=np.int64,
+                                  count=len(self.cs))
+        low = int(disposition.min(initial=0))
+        return disposition - low, int(disposition.max(initial=low)) - low + 1
 
     @functools.cached_property
     def spaces(self) -> list[Box]:
@@ -984,25 +1013,38 @@ class _Context:
         missing = np.flatnonzero(~found)
         if missing.size:
             level[missing] = self.fast_rows(bb[missing], tt[missing], False)[0]
-        # Who threatens each target, in creature order (as the reference lists them).
-        threats: dict[int, list[int]] = {}
-        ok = level != TOTAL
-        for b, tk in sorted(zip(bb[ok].tolist(), tt[ok].tolist(), strict=True)):
-            threats.setdefault(tk, []).append(b)
-        out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
-        by_target: dict[tuple[int, int], tuple[int, dict[int, list[int]]]] = {}
-        # Only an attacker threatening the target can flank it (its level not TOTAL, the
-        # target within its reach: `threat`), and the partners are matched among those (a
+        # Who threatens each target, by side, in creature order (as the reference lists
+        # them): the allies among whom each attacker's partners are matched. Only an
+        # attacker threatening the target can flank it (its level not TOTAL, the target
+        # within its reach: `threat`), so only its target's and side's group is matched (a
         # move asks for the mover against every target, and it threatens a few).
+        side, n_sides = self._sides
         rows = np.flatnonzero(threat)
-        for ak, tk in zip(a[rows].tolist(), t[rows].tolist(), strict=True):
-            key = (tk, self.cs[ak].disposition)
-            if key not in by_target:
-                who = [b for b in threats.get(tk, ()) if self.cs[b].disposition == key[1]]
-                by_target[key] = self._partners(tk, who)
-            bonus, partners = by_target[key]
+        asked_key = t[rows].astype(np.int64) * n_sides + side[a[rows]]
+        ok = level != TOTAL
+        tb, bt = tt[ok], bb[ok]
+        key = tb.astype(np.int64) * n_sides + side[bt]
+        mark = np.zeros(len(self.cs) * n_sides, dtype=bool)
+        mark[asked_key] = True
+        wanted = mark[key]
+        key, bt = key[wanted], bt[wanted]
+        order = np.lexsort((bt, key))
+        key, bt = key[order], bt[order]
+        cuts = np.flatnonzero(np.diff(key)) + 1
+        starts = np.concatenate([[0], cuts]).astype(np.intp) if len(key) else cuts
+        keys = key[starts].tolist()
+        members = bt.tolist()
+        bounds = [*starts.tolist(), len(members)]
+        groups = [(k // n_sides, members[lo:hi])
+                  for k, lo, hi in zip(keys, bounds, bounds[1:], strict=False)]
+        by_target = dict(zip(keys, self._partners_many(groups), strict=True))
+        out: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {}
+        ids = [c.id for c in self.cs]
+        for ak, tk, k in zip(a[rows].tolist(), t[rows].tolist(), asked_key.tolist(),
+                             strict=True):
+            bonus, partners = by_target.get(k, _NO_PARTNERS)
             if bonus and partners.get(ak):
-                out[(ak, tk)] = (bonus, tuple(self.cs[p].id for p in partners[ak]))
+                out[(ak, tk)] = (bonus, tuple(ids[p] for p in partners[ak]))
         return out
 
     # -- the reference: pair by pair ----------------------------------------------------
@@ -1130,17 +1172,135 @@ class _Context:
                 partners[b].append(d)
                 partners[d].append(b)
                 edges.append((b, d))
-        side_squares = max(1, round(max(self.cs[t].width, self.cs[t].height)))
-        cap = 2 * side_squares + 2
-        return min(_max_matching(edges), cap), partners
+        return min(_max_matching(edges), self._flank_cap(t)), partners
 
-    def _crosses_target(self, t: int, box: Box, z0: float, z1: float) -> Any:
-        """The opposite-faces test for target t (z0..z1: its cube's vertical extent in
-        feet), asked of every line between two sets of points at once (two allies'
-        squares' centres): its square space, or on a hex grid the opposite sides of the hex
-        under its centre (a hexagonal prism: its top and bottom are opposite faces too)."""
+    def _flank_cap(self, t: int) -> int:
+        """The most flanking pairs around t: 2 x its side in squares + 2."""
+        side_squares = max(1, round(max(self.cs[t].width, self.cs[t].height)))
+        return 2 * side_squares + 2
+
+    def _partners_many(self, groups: Sequence[tuple[int, Sequence[int]]],
+                       ) -> list[tuple[int, dict[int, list[int]]]]:
+        """`_partners` of several targets, each with its allies threatening it (in creature
+        order), at once: every line between two allies' squares' centres, around every
+        target, tested in one array computation (geometry.flanking's `_many` tests, the
+        same answer line by line). A group whose allies have more than _FLANK_POINTS
+        squares between them is `_partners`' (its tests skip the pairs that cannot cross:
+        two huge allies are millions of lines). `_partners` is the reference this is held
+        to, pair by pair."""
+        out: list[tuple[int, dict[int, list[int]]] | None] = [None] * len(groups)
+        # Every ally's points (the centres of its squares), group after group; every two
+        # points of two allies of a group a line.
+        xy: list[FloatArray] = []
+        ally: list[int] = []
+        point_group: list[int] = []
+        seg_i, seg_j, seg_pair = [], [], []
+        n_pairs = [0] * len(groups)
+        for g, (t, who) in enumerate(groups):
+            k = len(who)
+            if k < 2:
+                out[g] = (0, {b: [] for b in who})
+                continue
+            mine = [self._square_centres(b) for b in who]
+            counts = [len(m) for m in mine]
+            total = sum(counts)
+            if total > _FLANK_POINTS:
+                out[g] = self._partners(t, who)
+                continue
+            i, j = upper_pairs(total)
+            if total == k:
+                owner_i, owner_j = i, j
+            else:
+                # (owner ascends with the point's place: owner[i] <= owner[j].)
+                owner = np.repeat(np.arange(k), counts)
+                two = owner[i] != owner[j]
+                i, j = i[two], j[two]
+                owner_i, owner_j = owner[i], owner[j]
+            first = len(ally)
+            seg_i.append(i + first)
+            seg_j.append(j + first)
+            seg_pair.append((owner_i * k + owner_j, g))
+            xy.extend(mine)
+            ally.extend(np.repeat(who, counts).tolist() if total != k else who)
+            point_group.extend([t] * total)
+            n_pairs[g] = k * k
+        if sum(len(i) for i in seg_i) <= (_FLANK_FEW if self.hex is None else _FLANK_FEW_HEX):
+            # A few lines (a move's mover against its few targets): pair by pair is
+            # quicker than the arrays' fixed costs.
+            return [o if o is not None else self._partners(t, who)
+                    for o, (t, who) in zip(out, groups, strict=True)]
+        base = np.cumsum([0, *n_pairs])
+        hit = np.zeros(int(base[-1]), dtype=bool)
+        if seg_i:
+            b_arr = np.array(ally, dtype=np.intp)
+            t_arr = np.array(point_group, dtype=np.intp)
+            # `flank_height` of every point at once (the same arithmetic).
+            middle = self.elev[t_arr] + self.side[t_arr] / 2
+            low, side = self.elev[b_arr], self.side[b_arr]
+            z = np.where((low <= middle) & (middle <= low + side), middle, low + side / 2)
+            points = np.column_stack([np.concatenate(xy), z])
+            i_all, j_all = np.concatenate(seg_i), np.concatenate(seg_j)
+            pair = np.concatenate([base[g] + code for code, g in seg_pair])
+            crossed = self._cross_many(points[i_all], points[j_all], t_arr[i_all])
+            hit[pair[crossed]] = True
+        # The crossing pairs, group by group, each (x, y) with x before y in the group, in
+        # the order of itertools.combinations(who, 2) (as `_partners` finds them).
+        found = np.flatnonzero(hit)
+        in_group = np.searchsorted(base, found, side="right") - 1
+        local = found - base[in_group]
+        size = np.array([len(w) for _, w in groups], dtype=np.intp)[in_group]
+        edges_of: dict[int, list[tuple[int, int]]] = {}
+        for g, x, y in zip(in_group.tolist(), (local // size).tolist(), (local % size).tolist(),
+                           strict=True):
+            who = groups[g][1]
+            edges_of.setdefault(g, []).append((who[x], who[y]))
+        for g, (t, who) in enumerate(groups):
+            if out[g] is not None:
+                continue
+            partners: dict[int, list[int]] = {b: [] for b in who}
+            edges = edges_of.get(g, [])
+            for b, d in edges:
+                partners[b].append(d)
+            for b, d in edges:
+                partners[d].append(b)
+            if edges:
+                place = {b: k for k, b in enumerate(who)}
+                for b in partners:
+                    partners[b].sort(key=place.__getitem__)
+            out[g] = (min(_max_matching(edges), self._flank_cap(t)), partners)
+        return [o for o in out if o is not None]
+
+    def _square_centres(self, b: int) -> FloatArray:
+        """The centres of the squares a creature occupies ((k, 2) pixels), once per
+        engine."""
+        held = self._centres_of.get(b)
+        if held is None:
+            held = self._centres_of[b] = np.array(
+                [centre(sq) for sq in squares(self.cs[b], self.grid)],
+                dtype=np.float64).reshape(-1, 2)
+        return held
+
+    def _cross_many(self, p: FloatArray, q: FloatArray, target: IntArray) -> BoolArray:
+        """Per line p[k]-q[k] around target[k]: whether it crosses the target's
+        `_flank_shape` from a face to the opposite one."""
+        used, back = np.unique(target, return_inverse=True)
+        shapes = [self._flank_shape(t) for t in used.tolist()]
+        back = back.reshape(-1)
+        z0 = np.array([s[1] for s in shapes], dtype=np.float64)[back]
+        z1 = np.array([s[2] for s in shapes], dtype=np.float64)[back]
+        body = np.array([s[0] for s in shapes], dtype=np.float64)[back]
         if self.hex is None:
-            return lambda ps, qs: any_crosses_opposite_faces(ps, qs, box, z0, z1)
+            return crosses_opposite_faces_many(p, q, body, z0, z1)
+        return crosses_opposite_prism_sides_many(p, q, body, z0, z1)
+
+    def _flank_shape(self, t: int) -> tuple[Any, float, float]:
+        """What flanking lines must cross around target t, from a face to the opposite
+        one: its square space (a box), or on a hex grid the hex under its centre (its ring
+        of corners: a hexagonal prism, whose top and bottom are opposite faces too); and
+        its cube's vertical extent, z0..z1 feet."""
+        et, st = float(self.elev[t]), float(self.side[t])
+        if self.hex is None:
+            return self.spaces[t], et, et + st
         layout = self.hex
         cells = hexgrid.footprint(self.cs[t], self.grid).cells
         cx, cy = self.centres[t]
@@ -1148,7 +1308,16 @@ class _Context:
         cell = (int(ii[0]), int(jj[0]))
         if cell not in cells:
             cell = cells[0]
-        ring = [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()]
+        return [tuple(v) for v in hexgrid.vertices(layout, *cell).tolist()], et, et + st
+
+    def _crosses_target(self, t: int, box: Box, z0: float, z1: float) -> Any:
+        """The opposite-faces test for target t (z0..z1: its cube's vertical extent in
+        feet), asked of every line between two sets of points at once (two allies'
+        squares' centres), one pair of points at a time: its square space, or on a hex grid
+        the opposite sides of the hex under its centre (`_flank_shape`)."""
+        if self.hex is None:
+            return lambda ps, qs: any_crosses_opposite_faces(ps, qs, box, z0, z1)
+        ring = self._flank_shape(t)[0]
         return lambda ps, qs: any_crosses_opposite_prism_sides(ps, qs, ring, z0, z1)
 
     def _body(self, c: int) -> shapely.Geometry:

@@ -5,6 +5,7 @@ edges included (big creatures flank from any of their squares: two 2 x 100 allie
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,14 +13,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.dressing import dress
+from bench.hexscenes import HEX_KINDS, on_hex
+from bench.scenes import generate
 from geometry import flanking
+from geometry import hex as hexgrid
 from geometry.flanking import (
     any_crosses_opposite_faces,
     any_crosses_opposite_prism_sides,
     crosses_opposite_faces,
     crosses_opposite_faces_many,
     crosses_opposite_prism_sides,
+    crosses_opposite_prism_sides_many,
 )
+from geometry.model import GridKind
+from rulesets import REGISTRY
+from rulesets.degrees import CoverDegrees, DegreesOptions, _Context
 
 # Coordinates on a coarse lattice, so that segments often run along borders and through
 # corners exactly (where the rules' "a corner belongs to both its borders" decides).
@@ -149,3 +158,123 @@ def test_two_big_allies_on_one_side_of_a_hex_are_answered_without_testing_a_pair
     assert not any_crosses_opposite_prism_sides(west, south_west, HEX, 0.0, 5.0)
     assert tested == []
     assert any_crosses_opposite_prism_sides(west, east, HEX, 0.0, 5.0)
+
+
+# -- many targets at once ------------------------------------------------------------------
+
+#: Three hexes of other sizes, sides and orientations (pointy on top), for segments each
+#: against its own.
+RINGS = [HEX,
+         [(100.0, 0.0), (186.60254037844388, 50.0), (186.60254037844388, 150.0),
+          (100.0, 200.0), (13.397459621556135, 150.0), (13.397459621556135, 50.0)],
+         [(250.0, 200.0), (225.0, 243.30127018922192), (175.0, 243.30127018922192),
+          (150.0, 200.0), (175.0, 156.69872981077808), (225.0, 156.69872981077808)]]
+BOXES = [(100.0, 100.0, 200.0, 200.0), (0.0, 50.0, 100.0, 300.0), (50.0, 50.0, 75.0, 75.0)]
+ZS = [(0.0, 5.0), (0.0, 10.0), (2.5, 7.5), (5.0, 5.0 + 1e-7)]
+# Points on a lattice of quarter steps, so that many segments run through the hexes'
+# corners (at whole and half steps) and along their sides, and a hair off it.
+hex_coord = st.one_of(st.integers(-4, 12).map(lambda k: k * 25.0),
+                      st.tuples(st.integers(-4, 12).map(lambda k: k * 25.0),
+                                st.sampled_from([-1e-5, 2e-6, 1e-5])).map(sum))
+hex_point = st.tuples(hex_coord, hex_coord, height)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(hex_point, hex_point, st.integers(0, len(RINGS) - 1),
+                          st.integers(0, len(ZS) - 1)), min_size=1, max_size=60))
+def test_prism_segments_each_against_its_own_hex_are_each_segment_alone(
+        segments: list[tuple[tuple[float, float, float], tuple[float, float, float], int,
+                             int]]) -> None:
+    """`crosses_opposite_prism_sides_many`, each segment against its own hex and heights
+    (the flanking lines around many targets in one call), gives the scalar test's answer
+    segment by segment: on the flat map Shapely's (`crosses_opposite_sides`), above or
+    below it the prism's."""
+    p = np.array([s[0] for s in segments])
+    q = np.array([s[1] for s in segments])
+    rings = np.array([RINGS[s[2]] for s in segments])
+    z0 = np.array([ZS[s[3]][0] for s in segments])
+    z1 = np.array([ZS[s[3]][1] for s in segments])
+    got = crosses_opposite_prism_sides_many(p, q, rings, z0, z1)
+    want = [crosses_opposite_prism_sides(a, b, RINGS[r], *ZS[z]) for a, b, r, z in segments]
+    assert got.tolist() == want
+
+
+def test_prism_segments_between_hex_centres_are_each_segment_alone() -> None:
+    """Every line between the centres of the hexes around a target's hex (the lines
+    flanking is drawn on; many through its corners), on Foundry's hex layouts, on the flat
+    map and across heights: the one call answers as the scalar test, line by line, and
+    finds the crossings."""
+    found = 0
+    for columns in (False, True):
+        for even in (False, True):
+            lay = hexgrid.HexLayout(columns, even, 100.0)
+            ring = hexgrid.vertices(lay, 4, 3)
+            ii, jj = np.meshgrid(np.arange(1, 8), np.arange(0, 7))
+            cx, cy = hexgrid.centre_point(lay, ii.ravel(), jj.ravel())
+            i, j = np.triu_indices(len(cx), 1)
+            # (A hair off: lines through a corner pass it by less than the tolerance
+            # that puts them through it.)
+            for zp, zq, zs, hair in ((2.5, 2.5, (0.0, 5.0), 0.0), (2.5, 2.5, (0.0, 5.0), 1e-5),
+                                     (2.5, 2.5, (0.0, 5.0), -2e-6),
+                                     (12.5, -2.5, (0.0, 10.0), 0.0),
+                                     (7.5, 2.5, (0.0, 5.0), 1e-5)):
+                p = np.column_stack([cx[i], cy[i], np.full(len(i), zp)])
+                q = np.column_stack([cx[j] + hair, cy[j], np.full(len(i), zq)])
+                got = crosses_opposite_prism_sides_many(p, q, ring, *zs)
+                scalar_ring = [tuple(v) for v in ring.tolist()]
+                want = [crosses_opposite_prism_sides(tuple(a), tuple(b), scalar_ring, *zs)
+                        for a, b in zip(p.tolist(), q.tolist(), strict=True)]
+                assert got.tolist() == want
+                found += sum(want)
+    assert found > 800
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(near_point, near_point, st.integers(0, len(BOXES) - 1),
+                          st.integers(0, len(ZS) - 1)), min_size=1, max_size=60))
+def test_cube_segments_each_against_its_own_box_are_each_segment_alone(
+        segments: list[tuple[tuple[float, float, float], tuple[float, float, float], int,
+                             int]]) -> None:
+    """`crosses_opposite_faces_many` with a box and heights per segment answers as the
+    scalar test does for that segment's own."""
+    p = np.array([s[0] for s in segments])
+    q = np.array([s[1] for s in segments])
+    boxes = np.array([BOXES[s[2]] for s in segments])
+    z0 = np.array([ZS[s[3]][0] for s in segments])
+    z1 = np.array([ZS[s[3]][1] for s in segments])
+    got = crosses_opposite_faces_many(p, q, boxes, z0, z1)
+    want = [crosses_opposite_faces(a, b, BOXES[k], *ZS[z]) for a, b, k, z in segments]
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("kind", [GridKind.SQUARE, *HEX_KINDS], ids=lambda k: k.name)
+def test_partners_of_every_target_at_once_are_each_targets_own(kind: GridKind) -> None:
+    """The degrees procedure's flanking partners, matched around every target at once
+    (`_partners_many`, one array computation for all the allies' lines), are those of
+    `_partners`, target by target, pair by pair (the reference's): the same bonus, the
+    same partners in the same order. 49 creatures of two sides alternate on a board two
+    squares apart (allies crowd each target), big and small ones, some flying or under
+    water (bench/dressing.py) and some a step higher."""
+    base = dress(generate(49, 0, 3).geom, 3)
+    g = base.grid.size
+    base = replace(base, creatures=tuple(
+        replace(c, x=g * (10 + 2 * (k % 7)), y=g * (10 + 2 * (k // 7)),
+                disposition=1 if (k % 7 + k // 7) % 2 else -1,
+                elevation=c.elevation + (10.0 if k % 5 == 0 else 0.0))
+        for k, c in enumerate(base.creatures)))
+    geom = base if kind is GridKind.SQUARE else on_hex(base, kind, 3)
+    rules = REGISTRY.get("degrees")
+    assert isinstance(rules, CoverDegrees)
+    ctx = _Context(geom, DegreesOptions(), rules)
+    n = len(geom.creatures)
+    groups = []
+    for t in range(n):
+        for side in sorted({c.disposition for c in geom.creatures}):
+            who = [b for b in range(n) if b != t and geom.creatures[b].disposition == side
+                   and ctx.in_reach(b, t, 15.0)]
+            groups.append((t, who))
+    many = ctx._partners_many(groups)
+    one_by_one = [ctx._partners(t, who) for t, who in groups]
+    assert many == one_by_one
+    assert sum(1 for bonus, _ in many if bonus) >= 15
+    assert sum(1 for bonus, _ in many if bonus >= 2) >= 3
