@@ -96,12 +96,21 @@ WORKERS = "cc-workers"  # the queue group
 RECEIPT_S = 2.0
 #: Seconds a worker starting waits for JetStream to answer (leaders being elected).
 START_S = 60.0
+#: Seconds one write of a change to the log waits for JetStream's acknowledgement, and
+#: seconds an owner goes on writing the same entry again while it gets none (`_log`).
+LOG_WRITE_S = 2.0
+LOG_RETRY_S = 6.0
+#: JetStream error codes: another entry came first (the condition on the last sequence
+#: failed); an entry with this Nats-Msg-Id is being stored (the first write of it).
+_WRONG_LAST = 10071
+_ID_IN_PROCESS = 10158
 
 #: Requests that change a scene (logged before their ack); `scene.focus` too.
 _CHANGES = frozenset({"scene.load", "scene.unload", "token.create", "token.update",
                       "token.delete", "wall.create", "wall.update", "wall.delete",
                       "scene.focus"})
 _EXPECTED = "Nats-Expected-Last-Subject-Sequence"
+_MSG_ID = "Nats-Msg-Id"
 #: The least `max_payload` of the NATS servers: one frame and its envelope.
 MIN_PAYLOAD = 8 * 1024 * 1024
 _PART = "Cc-Part"
@@ -617,27 +626,109 @@ class MeshWorker:
 
     async def _log(self, owned: _Owned, rid: str, frame: bytes | str, answer: bytes,
                    before: Any) -> bool:
-        """Log an applied change in JetStream before its ack goes out; when that fails the
-        scene is put back as it was (and given up if another owner wrote meanwhile)."""
-        try:
-            ack = await self.js.publish(f"cc.log.{owned.tok}", pack([rid, frame, answer]),
-                                        headers={_EXPECTED: str(owned.journal.seq)})
-        except Exception as exc:
-            wrong = isinstance(exc, nats.js.errors.APIError) and exc.err_code == 10071
-            log.warning("change of scene %r not logged (%s)", owned.sid, exc)
-            if wrong:
+        """Log an applied change in JetStream before its ack goes out; False when it is not
+        logged: the scene is put back as it was, or given up.
+
+        - JetStream refuses the entry (it answers with an error): the scene is put back
+          and the change refused `unavailable`, or, when another owner wrote meanwhile (the
+          condition on the log's last sequence failed), the scene is given up.
+        - JetStream does not answer (a node died, a leader is being elected): whether it
+          stored the entry is not known, since what was lost may be its acknowledgement.
+          The same entry is written again, for LOG_RETRY_S: JetStream stores an entry once
+          per Nats-Msg-Id (the request's rid) and answers a copy with the first one's
+          sequence. Past that, the scene is given up and resumed from the log at once
+          (`_reclaim`): the log, not this owner, says whether the change was made, and the
+          request, sent again by its front, is answered from it. Saying `unavailable`
+          ("not applied") there would be a guess; when the entry had been stored, the next
+          owner would replay a change its client was told was refused."""
+        subject = f"cc.log.{owned.tok}"
+        data = pack([rid, frame, answer])
+        headers = {_EXPECTED: str(owned.journal.seq), _MSG_ID: rid}
+        deadline = time.monotonic() + LOG_RETRY_S
+        unknown = False  # a write may have been stored without our hearing of it
+        while True:
+            try:
+                ack = await self.js.publish(subject, data, headers=headers,
+                                            timeout=LOG_WRITE_S)
+                seq = ack.seq
+                break
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == _ID_IN_PROCESS:
+                    unknown = True  # the first write is being stored: its answer is due
+                elif exc.err_code == _WRONG_LAST and unknown:
+                    # (A single-node stream checks the last sequence before the rid: our
+                    # own first write may be what came first.)
+                    mine = await self._last_logged_is(owned, rid)
+                    if mine is None:
+                        return await self._not_logged(owned, exc, lose=True)
+                    seq = mine
+                    break
+                else:
+                    return await self._not_logged(owned, exc, lose=exc.err_code == _WRONG_LAST,
+                                                  before=before)
+            except nats.js.errors.NoStreamResponseError as exc:
+                # Nobody stored this write (no stream answered): an earlier one may have been.
+                if not unknown and time.monotonic() > deadline:
+                    return await self._not_logged(owned, exc, before=before)
+            except Exception as exc:  # no answer: unknown
+                unknown = True
+                log.warning("change of scene %r: no answer from JetStream (%s); writing the "
+                            "same entry again", owned.sid, exc or type(exc).__name__)
+            if owned.lost:
+                return False
+            if time.monotonic() > deadline:
+                log.warning("change of scene %r: JetStream gave no answer for %g s; the scene "
+                            "is resumed from its log", owned.sid, LOG_RETRY_S)
+                self._tasks.append(asyncio.create_task(self._reclaim(owned.sid)))
                 await self._lose(owned.tok)
-            elif before is None:
-                self.core.scenes.pop(owned.sid, None)
-            else:
-                self.core.scenes[owned.sid] = before
-            return False
-        owned.journal.logged(rid, answer, ack.seq)
+                return False
+            await asyncio.sleep(0.1)
+        owned.journal.logged(rid, answer, seq)
         if peek(frame).kind == "scene.focus":
             owned.focus = frame
         if peek(frame).kind == "scene.unload":
             owned.focus = None
         return True
+
+    async def _last_logged_is(self, owned: _Owned, rid: str) -> int | None:
+        """The sequence of the scene's last log entry when it is request rid's (None: it
+        is another's, or the log cannot be read)."""
+        try:
+            last = await self.js.get_last_msg(LOG, f"cc.log.{owned.tok}")
+        except Exception as exc:
+            log.warning("the log of scene %r cannot be read (%s)", owned.sid, exc)
+            return None
+        if last.seq is None or unpack(last.data or b"")[0] != rid:
+            return None
+        return int(last.seq)
+
+    async def _not_logged(self, owned: _Owned, exc: Exception, lose: bool = False,
+                          before: Any = None) -> bool:
+        """A change JetStream did not log: the scene given up (`lose`: another owner
+        wrote; or what this owner holds cannot be known to be the log's), else put back."""
+        log.warning("change of scene %r not logged (%s)", owned.sid, exc)
+        if lose:
+            await self._lose(owned.tok)
+        elif before is None:
+            self.core.scenes.pop(owned.sid, None)
+        else:
+            self.core.scenes[owned.sid] = before
+        return False
+
+    async def _reclaim(self, sid: str) -> None:
+        """Take back a scene given up while its lease is still this worker's, so that it is
+        resumed from its log (the fronts then send it their unanswered requests)."""
+        for _ in range(int(2 * LOG_RETRY_S / RENEW_S)):
+            await asyncio.sleep(RENEW_S)
+            if self.stopping:
+                return
+            try:
+                if await self._claim(sid):
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # JetStream still away: a front's claim may do it
+                log.warning("scene %r not taken back yet (%s)", sid, exc)
 
     async def _snapshot(self, owned: _Owned) -> None:
         scene = self.core.scenes.get(owned.sid)

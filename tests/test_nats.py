@@ -406,6 +406,166 @@ def test_a_copy_of_a_refused_change_gets_the_same_refusal(deployment: Deployment
     gm.close()
 
 
+class _Flaky:
+    """A worker's JetStream context whose writes to the change log can go unanswered, as
+    when the node holding the acknowledgement dies: with `mode` "once", the next write is
+    stored and then times out; with "always", the first write is stored and every write
+    times out (copies included)."""
+
+    def __init__(self, js: Any) -> None:
+        self.js = js
+        self.mode: str | None = None
+        self.writes = 0
+
+    def go(self, mode: str | None) -> None:
+        self.mode, self.writes = mode, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.js, name)
+
+    async def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
+                      stream: str | None = None, headers: dict[str, Any] | None = None) -> Any:
+        if not subject.startswith("cc.log.") or self.mode is None:
+            return await self.js.publish(subject, payload, timeout=timeout, stream=stream,
+                                         headers=headers)
+        self.writes += 1
+        if self.mode == "once":
+            self.mode = None
+            await self.js.publish(subject, payload, timeout=timeout, headers=headers)
+        elif self.writes == 1:
+            await self.js.publish(subject, payload, timeout=timeout, headers=headers)
+        raise nats.errors.TimeoutError
+
+
+class _InProcessWorker:
+    """A worker in this process (its own event loop, in a thread), its JetStream `_Flaky`."""
+
+    def __init__(self, url: str, name: str) -> None:
+        import threading
+
+        from server import mesh
+        from server.session import Core
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+        async def start() -> Any:
+            nc = await mesh.connect(url, name)
+            w = mesh.MeshWorker(nc, Core(), name, 3)
+            w.js = _Flaky(w.js)  # type: ignore[assignment]
+            await w.start()
+            return w
+
+        self.worker = self.run(start())
+        self.js: _Flaky = self.worker.js
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.worker.stop()
+            # The scenes' own tasks too: a coroutine left pending is finalised later, at
+            # any allocation of the test process (pytest then failed parsing a module).
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        self.run(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def test_a_change_whose_log_write_went_unanswered_is_made_once(
+        deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An owner writes a change to its log and hears nothing back: JetStream may have stored
+    it (the acknowledgement was lost) or not. The owner writes the same entry again
+    (JetStream stores it once, by its Nats-Msg-Id) and acks the change; with no answer for
+    LOG_RETRY_S it gives the scene up and resumes it from the log, which answers the
+    request's copy. Never `unavailable` for a change the log holds, never a change made
+    twice, and the log holds each change once."""
+    import msgpack
+    import nats as nats_py
+
+    from server import mesh
+    from server.routing import subject_token
+
+    monkeypatch.setattr(mesh, "LOG_RETRY_S", 2.0)
+    sid = "s-unanswered"
+    tok = subject_token(sid)
+    w = _InProcessWorker(deployment.cluster.url, "w-flaky")
+    try:
+        assert w.run(w.worker._claim(sid)) is True
+        hello = msgpack.packb({"type": "hello", "protocol": 1, "client": "pytest"})
+
+        async def play() -> tuple[list[dict[str, Any]], list[str]]:
+            nc = await nats_py.connect(deployment.cluster.url.split(","))
+            answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            resumed = asyncio.Event()
+
+            async def out(msg: Any) -> None:
+                _, items = msgpack.unpackb(msg.data, raw=False)
+                for item in items:
+                    await answers.put(msgpack.unpackb(item[2], raw=False))
+
+            async def owner(msg: Any) -> None:
+                resumed.set()
+
+            await nc.subscribe("cc.out.flaky", cb=out)
+            await nc.subscribe(f"cc.owner.{tok}", cb=owner)
+
+            async def send(rid: str, frame: dict[str, Any]) -> None:
+                await nc.request(f"cc.req.{tok}", msgpack.packb(
+                    ["flaky.s", "flaky", rid, hello, msgpack.packb(frame)],
+                    use_bin_type=True), timeout=5)
+
+            async def ask(rid: str, frame: dict[str, Any]) -> dict[str, Any]:
+                await send(rid, frame)
+                return await asyncio.wait_for(answers.get(), 15)
+
+            def move(k: int) -> dict[str, Any]:
+                return {"type": "token.update", "scene": sid, "id": k,
+                        "tokens": [{"id": "t3", "x": 11 * k}]}
+
+            got = [await ask("flaky.1", {"type": "scene.load", "scene": _scene(sid),
+                                         "id": 0})]
+            w.js.go("once")  # stored, its acknowledgement lost
+            got.append(await ask("flaky.2", move(2)))
+            got.append(await ask("flaky.3", move(3)))
+            w.js.go("always")  # stored once, and no answer to any write of it
+            await send("flaky.4", move(4))
+            await asyncio.wait_for(resumed.wait(), 20)  # given up, resumed from the log
+            assert answers.empty()
+            w.js.go(None)
+            got.append(await ask("flaky.4", move(4)))  # the front's copy
+            got.append(await ask("flaky.5", {"type": "scene.get", "scene": sid, "id": "g"}))
+            rids, seq = [], 0
+            while True:
+                try:
+                    msg = await nc.jetstream().get_msg(mesh.LOG, seq=seq + 1,
+                                                       subject=f"cc.log.{tok}", next=True)
+                except nats.js.errors.NotFoundError:
+                    break
+                rids.append(msgpack.unpackb(msg.data, raw=False)[0])
+                assert msg.seq is not None
+                seq = msg.seq
+            await nc.close()
+            return got, rids
+
+        got, rids = asyncio.run(play())
+        assert [g["type"] for g in got] == ["ack", "ack", "ack", "ack", "scene"], got
+        assert [g.get("revision") for g in got] == [1, 2, 3, 4, 4]
+        t3 = next(t for t in got[4]["scene"]["tokens"] if t["id"] == "t3")
+        assert t3["x"] == 44
+        assert rids == ["flaky.1", "flaky.2", "flaky.3", "flaky.4"]
+        assert tok in w.worker.owned
+    finally:
+        w.close()
+
+
 def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
     """A text client gets text; a frame naming no scene is refused as by one server."""
     ws = connect(f"ws://127.0.0.1:{deployment.fronts[1].port()}").__enter__()
