@@ -179,22 +179,29 @@ hex_coord = st.one_of(st.integers(-4, 12).map(lambda k: k * 25.0),
 hex_point = st.tuples(hex_coord, hex_coord, height)
 
 
+Segment = tuple[tuple[float, float, float], tuple[float, float, float], int, int]
+
+
+def _each_against_its_own(segments: list[Segment], shapes: list[Any],
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                     np.ndarray]:
+    """The segments (p, q, shape, heights) as the `_many` tests take them: their ends, each
+    one's shape (a box or a ring of `shapes`) and its z0 and z1."""
+    return (np.array([s[0] for s in segments]), np.array([s[1] for s in segments]),
+            np.array([shapes[s[2]] for s in segments]),
+            np.array([ZS[s[3]][0] for s in segments]), np.array([ZS[s[3]][1] for s in segments]))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(hex_point, hex_point, st.integers(0, len(RINGS) - 1),
                           st.integers(0, len(ZS) - 1)), min_size=1, max_size=60))
 def test_prism_segments_each_against_its_own_hex_are_each_segment_alone(
-        segments: list[tuple[tuple[float, float, float], tuple[float, float, float], int,
-                             int]]) -> None:
+        segments: list[Segment]) -> None:
     """`crosses_opposite_prism_sides_many`, each segment against its own hex and heights
     (the flanking lines around many targets in one call), gives the scalar test's answer
     segment by segment: on the flat map Shapely's (`crosses_opposite_sides`), above or
     below it the prism's."""
-    p = np.array([s[0] for s in segments])
-    q = np.array([s[1] for s in segments])
-    rings = np.array([RINGS[s[2]] for s in segments])
-    z0 = np.array([ZS[s[3]][0] for s in segments])
-    z1 = np.array([ZS[s[3]][1] for s in segments])
-    got = crosses_opposite_prism_sides_many(p, q, rings, z0, z1)
+    got = crosses_opposite_prism_sides_many(*_each_against_its_own(segments, RINGS))
     want = [crosses_opposite_prism_sides(a, b, RINGS[r], *ZS[z]) for a, b, r, z in segments]
     assert got.tolist() == want
 
@@ -233,16 +240,10 @@ def test_prism_segments_between_hex_centres_are_each_segment_alone() -> None:
 @given(st.lists(st.tuples(near_point, near_point, st.integers(0, len(BOXES) - 1),
                           st.integers(0, len(ZS) - 1)), min_size=1, max_size=60))
 def test_cube_segments_each_against_its_own_box_are_each_segment_alone(
-        segments: list[tuple[tuple[float, float, float], tuple[float, float, float], int,
-                             int]]) -> None:
+        segments: list[Segment]) -> None:
     """`crosses_opposite_faces_many` with a box and heights per segment answers as the
     scalar test does for that segment's own."""
-    p = np.array([s[0] for s in segments])
-    q = np.array([s[1] for s in segments])
-    boxes = np.array([BOXES[s[2]] for s in segments])
-    z0 = np.array([ZS[s[3]][0] for s in segments])
-    z1 = np.array([ZS[s[3]][1] for s in segments])
-    got = crosses_opposite_faces_many(p, q, boxes, z0, z1)
+    got = crosses_opposite_faces_many(*_each_against_its_own(segments, BOXES))
     want = [crosses_opposite_faces(a, b, BOXES[k], *ZS[z]) for a, b, k, z in segments]
     assert got.tolist() == want
 
