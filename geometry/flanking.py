@@ -15,6 +15,9 @@ import shapely
 from geometry.square import Box
 
 _EPS = 1e-9
+#: Distances to a polygon's side below this share of its coordinates are rounding: the
+#: point is on the side.
+_HAIR = 1e-14
 
 
 def crosses_opposite_borders(p: tuple[float, float], q: tuple[float, float], box: Box) -> bool:
@@ -302,7 +305,15 @@ def crosses_opposite_prism_sides_many(p: np.ndarray, q: np.ndarray, rings: np.nd
         t = gap / along
     t0 = np.where(use & (along > 0), t, 0.0).max(axis=1, initial=0.0)
     t1 = np.where(use & (along < 0), t, 1.0).min(axis=1, initial=1.0)
-    ok &= ~((t1 - t0 <= _EPS) | (t0 <= _EPS) | (t1 >= 1 - _EPS))
+    # On the flat map Shapely's test asks only that both ends be outside the polygon (a
+    # hair outside counts) and that the stretch inside cross its interior; above or below
+    # it, the prism's test keeps the ends a fraction _EPS of the way from its faces.
+    gap_q = po - (px * q[:, 0, None] + py * q[:, 1, None] + pz * q[:, 2, None])
+    # (Outside by more than rounding: an end on a corner is on the polygon for Shapely.)
+    hair = _HAIR * np.maximum(1.0, np.abs(r).max(axis=(1, 2)))[:, None]
+    outside = ((use & (gap > hair)).any(axis=1) & (use & (gap_q > hair)).any(axis=1)
+               & (t1 - t0 > _EPS))
+    ok &= np.where(flat, outside, ~((t1 - t0 <= _EPS) | (t0 <= _EPS) | (t1 >= 1 - _EPS)))
     opposite = np.array([(k + n // 2) % n for k in range(n)] + [n + 1, n])
     # Three dimensions: each end of the stretch on a face's plane, within the scalar test's
     # tolerance for that face.

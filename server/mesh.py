@@ -660,12 +660,18 @@ class MeshWorker:
                     # own first write may be what came first.)
                     mine = await self._last_logged_is(owned, rid)
                     if mine is None:
+                        self._tasks.append(asyncio.create_task(self._reclaim(owned.sid)))
                         return await self._not_logged(owned, exc, lose=True)
                     seq = mine
                     break
-                else:
+                elif not unknown:
                     return await self._not_logged(owned, exc, lose=exc.err_code == _WRONG_LAST,
                                                   before=before)
+                else:
+                    # A refusal of a later write says nothing of an earlier one, which may
+                    # be stored: never `unavailable` then, on until the log decides.
+                    log.warning("change of scene %r: JetStream refused a second write (%s)",
+                                owned.sid, exc)
             except nats.js.errors.NoStreamResponseError as exc:
                 # Nobody stored this write (no stream answered): an earlier one may have been.
                 if not unknown and time.monotonic() > deadline:
@@ -709,6 +715,8 @@ class MeshWorker:
         log.warning("change of scene %r not logged (%s)", owned.sid, exc)
         if lose:
             await self._lose(owned.tok)
+        elif owned.lost:
+            pass  # given up meanwhile: the scene is no longer this worker's to put back
         elif before is None:
             self.core.scenes.pop(owned.sid, None)
         else:

@@ -175,7 +175,7 @@ ZS = [(0.0, 5.0), (0.0, 10.0), (2.5, 7.5), (5.0, 5.0 + 1e-7)]
 # corners (at whole and half steps) and along their sides, and a hair off it.
 hex_coord = st.one_of(st.integers(-4, 12).map(lambda k: k * 25.0),
                       st.tuples(st.integers(-4, 12).map(lambda k: k * 25.0),
-                                st.sampled_from([-1e-5, 2e-6, 1e-5])).map(sum))
+                                st.sampled_from([-1e-5, 2e-6, 1e-5, -1e-10, 1e-10])).map(sum))
 hex_point = st.tuples(hex_coord, hex_coord, height)
 
 
