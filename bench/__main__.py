@@ -322,15 +322,14 @@ def _s(v: float | None) -> str:
 
 
 def _steadiness(e2e: dict[str, Any]) -> list[str]:
-    """The machine's steadiness measured before each end-to-end run, as a report line."""
-    steady = [m for m in [e2e.get("steadiness")] if m]
-    if not steady:
+    """The machine's steadiness measured before the end-to-end run, as a report line."""
+    m = e2e.get("steadiness")
+    if not m:
         return []
-    each = ", ".join(f"{_ms(m['p50_s'])} / {_ms(m['p99_s'])} ({m['p99_s'] / m['p50_s']:.2f}x)"
-                     for m in steady)
-    return [f"- the machine's steadiness just before each run (bench/live.py `steadiness`: "
-            f"one fixed ~2 ms pure-Python workload timed {steady[0]['samples']} times), "
-            f"p50 / p99: {each}"]
+    return [f"- the machine's steadiness just before the run (bench/live.py `steadiness`: "
+            f"one fixed ~2 ms pure-Python workload timed {m['samples']} times), "
+            f"p50 / p99: {_ms(m['p50_s'])} / {_ms(m['p99_s'])} "
+            f"({m['p99_s'] / m['p50_s']:.2f}x)"]
 
 
 def _warmup(e2e: dict[str, Any]) -> str:
@@ -813,8 +812,7 @@ def report(plan: Plan, elapsed: float, info: Result) -> str:
                 f"for where a move's time goes and for the throughput after it; the "
                 f"latency target is judged in the section 'One move to 50 subscribers, per "
                 f"ruleset' (median of three runs each). It runs before the matrices: "
-                f"minutes of both "
-                f"cores at full load slow this machine's CPU.", "",
+                f"minutes of both cores at full load slow this machine's CPU.", "",
                 f"- until **all {e2e['clients']}** subscribers have it: p50 "
                 f"{_ms(e2e['all_delivered_p50_s'])}, **p99 {_ms(e2e['all_delivered_p99_s'])}**, "
                 f"max {_ms(e2e['all_delivered_max_s'])}{_warmup(e2e)}",

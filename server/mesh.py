@@ -271,6 +271,9 @@ class MeshWorker:
         self._sys = 0
         self._fronts: dict[str, float] = {}  # front -> when last heard
         self._turns: dict[str, asyncio.Lock] = {}
+        # Scenes given up while their leases still name this worker: claimed again at the
+        # next renewal that succeeds (`_renew`).
+        self._given_up: dict[str, str] = {}
         self.stopping = False
 
     async def start(self) -> None:
@@ -322,7 +325,6 @@ class MeshWorker:
 
     async def _renew(self) -> None:
         last_ok = time.monotonic()
-        given_up: dict[str, str] = {}  # scenes left while the lease could not be renewed
         while True:
             await asyncio.sleep(RENEW_S)
             try:
@@ -334,15 +336,15 @@ class MeshWorker:
                     log.error("cannot renew the lease (%s): giving up %d scenes", exc,
                               len(self.owned))
                     for tok, owned in list(self.owned.items()):
-                        given_up[tok] = owned.sid
+                        self._given_up[tok] = owned.sid
                         await self._lose(tok)
                 continue
             # Renewing again: the scenes given up whose leases nobody took are ours again
             # (their leases still name this worker, so no other would take them).
-            for tok, sid in list(given_up.items()):
+            for tok, sid in list(self._given_up.items()):
                 with contextlib.suppress(Exception):
                     await self._claim(sid)
-                    del given_up[tok]
+                    del self._given_up[tok]
 
     async def _watch(self, kv: KeyValue, on: Callable[[Any], Awaitable[None]]) -> None:
         while True:
@@ -637,7 +639,7 @@ class MeshWorker:
           The same entry is written again, for LOG_RETRY_S: JetStream stores an entry once
           per Nats-Msg-Id (the request's rid) and answers a copy with the first one's
           sequence. Past that, the scene is given up and resumed from the log at once
-          (`_reclaim`): the log, not this owner, says whether the change was made, and the
+          (`_from_the_log`): the log, not this owner, says whether the change was made, and the
           request, sent again by its front, is answered from it. Saying `unavailable`
           ("not applied") there would be a guess; when the entry had been stored, the next
           owner would replay a change its client was told was refused."""
@@ -660,8 +662,9 @@ class MeshWorker:
                     # own first write may be what came first.)
                     mine = await self._last_logged_is(owned, rid)
                     if mine is None:
-                        self._tasks.append(asyncio.create_task(self._reclaim(owned.sid)))
-                        return await self._not_logged(owned, exc, lose=True)
+                        log.warning("change of scene %r: the log's last entry is not ours "
+                                    "(%s)", owned.sid, exc)
+                        return await self._from_the_log(owned)
                     seq = mine
                     break
                 elif not unknown:
@@ -683,11 +686,9 @@ class MeshWorker:
             if owned.lost:
                 return False
             if time.monotonic() > deadline:
-                log.warning("change of scene %r: JetStream gave no answer for %g s; the scene "
-                            "is resumed from its log", owned.sid, LOG_RETRY_S)
-                self._tasks.append(asyncio.create_task(self._reclaim(owned.sid)))
-                await self._lose(owned.tok)
-                return False
+                log.warning("change of scene %r: JetStream gave no answer for %g s", owned.sid,
+                            LOG_RETRY_S)
+                return await self._from_the_log(owned)
             await asyncio.sleep(0.1)
         owned.journal.logged(rid, answer, seq)
         if peek(frame).kind == "scene.focus":
@@ -723,20 +724,17 @@ class MeshWorker:
             self.core.scenes[owned.sid] = before
         return False
 
-    async def _reclaim(self, sid: str) -> None:
-        """Take back a scene given up while its lease is still this worker's, so that it is
-        resumed from its log (the fronts then send it their unanswered requests)."""
-        for _ in range(int(2 * LOG_RETRY_S / RENEW_S)):
-            await asyncio.sleep(RENEW_S)
-            if self.stopping:
-                return
-            try:
-                if await self._claim(sid):
-                    return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # JetStream still away: a front's claim may do it
-                log.warning("scene %r not taken back yet (%s)", sid, exc)
+    async def _from_the_log(self, owned: _Owned) -> bool:
+        """Give the scene up and take it back from its log at the next renewal (`_renew`),
+        its lease still this worker's: the log says whether a change was made, and the
+        fronts send the new owner their unanswered requests. Returns False (not logged
+        here)."""
+        log.warning("scene %r is resumed from its log", owned.sid)
+        await self._lose(owned.tok)
+        # (After: a renewal claiming it while it is still held here would find it held.
+        # `_lose` cancels this very task last, at its next await: there is none below.)
+        self._given_up[owned.tok] = owned.sid
+        return False
 
     async def _snapshot(self, owned: _Owned) -> None:
         scene = self.core.scenes.get(owned.sid)
