@@ -37,6 +37,8 @@ SCENE: dict[str, Any] = {
                 "disposition": 1 if k % 2 else -1} for k in range(8)],
 }
 
+HELLO = {"type": "hello", "protocol": 1, "client": "pytest"}
+
 
 class Deployment:
     def __init__(self, folder: Path) -> None:
@@ -361,7 +363,7 @@ def test_a_copy_of_a_refused_change_gets_the_same_refusal(deployment: Deployment
     sid = "s-copies"
     gm = deployment.peer(0)
     assert gm.request({"type": "scene.load", "scene": _scene(sid), "id": 0})["type"] == "ack"
-    hello = msgpack.packb({"type": "hello", "protocol": 1, "client": "pytest"})
+    hello = msgpack.packb(HELLO)
 
     async def play() -> list[dict[str, Any]]:
         nc = await nats_py.connect(deployment.cluster.url.split(","))
@@ -408,9 +410,17 @@ def test_a_copy_of_a_refused_change_gets_the_same_refusal(deployment: Deployment
 
 class _Flaky:
     """A worker's JetStream context whose writes to the change log can go unanswered, as
-    when the node holding the acknowledgement dies: with `mode` "once", the next write is
-    stored and then times out; with "always", the first write is stored and every write
-    times out (copies included)."""
+    when the node holding the acknowledgement dies. `go(mode)` arms the next change's
+    writes:
+
+    - "once": the first write is stored and times out; the copies are JetStream's own.
+    - "always": the first write is stored; every write times out (copies included).
+    - "refused": the first write is stored and times out; every copy is refused with a
+      503, as during an election.
+    - "single": the first write is stored and times out; the copy is refused on the log's
+      last sequence, as a single-node stream does (it checks that before the rid).
+    - "lost": the first write is not stored and times out; the copy is refused on the last
+      sequence, as if another owner had written meanwhile."""
 
     def __init__(self, js: Any) -> None:
         self.js = js
@@ -425,15 +435,24 @@ class _Flaky:
 
     async def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
                       stream: str | None = None, headers: dict[str, Any] | None = None) -> Any:
+        import nats.js.errors
+
         if not subject.startswith("cc.log.") or self.mode is None:
             return await self.js.publish(subject, payload, timeout=timeout, stream=stream,
                                          headers=headers)
         self.writes += 1
-        if self.mode == "once":
+        mode = self.mode
+        if mode == "once":
             self.mode = None
+        if self.writes == 1 and mode != "lost":
             await self.js.publish(subject, payload, timeout=timeout, headers=headers)
-        elif self.writes == 1:
-            await self.js.publish(subject, payload, timeout=timeout, headers=headers)
+        if self.writes > 1 and mode == "refused":
+            raise nats.js.errors.ServiceUnavailableError(
+                code=503, description="JetStream system temporarily unavailable")
+        if self.writes > 1 and mode in ("single", "lost"):
+            self.mode = None
+            raise nats.js.errors.BadRequestError(
+                code=400, err_code=10071, description="wrong last sequence")
         raise nats.errors.TimeoutError
 
 
@@ -479,6 +498,76 @@ class _InProcessWorker:
         self.loop.close()
 
 
+class _Front:
+    """A stand-in front on NATS, named `name`: sends one scene's requests, hears its
+    answers, and sees when the scene is announced (resumed by an owner). Its request ids
+    are "name.k": unique to the front, as a real front's are (JetStream drops a log entry
+    whose id it saw in the last two minutes, whatever the scene)."""
+
+    def __init__(self, url: str, sid: str, name: str) -> None:
+        from server.routing import subject_token
+
+        self.url, self.sid, self.tok, self.name = url, sid, subject_token(sid), name
+
+    async def __aenter__(self) -> _Front:
+        import msgpack
+        import nats as nats_py
+
+        self.nc = await nats_py.connect(self.url.split(","))
+        self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.resumed = asyncio.Event()
+
+        async def out(msg: Any) -> None:
+            _, items = msgpack.unpackb(msg.data, raw=False)
+            for item in items:
+                await self.answers.put(msgpack.unpackb(item[2], raw=False))
+
+        async def owner(msg: Any) -> None:
+            self.resumed.set()
+
+        await self.nc.subscribe(f"cc.out.{self.name}", cb=out)
+        await self.nc.subscribe(f"cc.owner.{self.tok}", cb=owner)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def send(self, k: int, frame: dict[str, Any]) -> None:
+        """Send request `k` (again, when it was sent before)."""
+        import msgpack
+
+        await self.nc.request(f"cc.req.{self.tok}", msgpack.packb(
+            [f"{self.name}.s", self.name, f"{self.name}.{k}", msgpack.packb(HELLO),
+             msgpack.packb(frame)], use_bin_type=True), timeout=5)
+
+    async def ask(self, k: int, frame: dict[str, Any]) -> dict[str, Any]:
+        await self.send(k, frame)
+        return await asyncio.wait_for(self.answers.get(), 15)
+
+    def move(self, k: int) -> dict[str, Any]:
+        """Token t3 to x = 11 k, request id k."""
+        return {"type": "token.update", "scene": self.sid, "id": k,
+                "tokens": [{"id": "t3", "x": 11 * k}]}
+
+    async def logged(self) -> list[str]:
+        """The request ids in the scene's change log, in order."""
+        import msgpack
+
+        from server import mesh
+
+        rids: list[str] = []
+        seq = 0
+        while True:
+            try:
+                msg = await self.nc.jetstream().get_msg(mesh.LOG, seq=seq + 1,
+                                                        subject=f"cc.log.{self.tok}", next=True)
+            except nats.js.errors.NotFoundError:
+                return rids
+            rids.append(msgpack.unpackb(msg.data, raw=False)[0])
+            assert msg.seq is not None
+            seq = msg.seq
+
+
 def test_a_change_whose_log_write_went_unanswered_is_made_once(
         deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
     """An owner writes a change to its log and hears nothing back: JetStream may have stored
@@ -487,73 +576,28 @@ def test_a_change_whose_log_write_went_unanswered_is_made_once(
     LOG_RETRY_S it gives the scene up and resumes it from the log, which answers the
     request's copy. Never `unavailable` for a change the log holds, never a change made
     twice, and the log holds each change once."""
-    import msgpack
-    import nats as nats_py
-
     from server import mesh
-    from server.routing import subject_token
 
     monkeypatch.setattr(mesh, "LOG_RETRY_S", 2.0)
     sid = "s-unanswered"
-    tok = subject_token(sid)
     w = _InProcessWorker(deployment.cluster.url, "w-flaky")
     try:
         assert w.run(w.worker._claim(sid)) is True
-        hello = msgpack.packb({"type": "hello", "protocol": 1, "client": "pytest"})
 
         async def play() -> tuple[list[dict[str, Any]], list[str]]:
-            nc = await nats_py.connect(deployment.cluster.url.split(","))
-            answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-            resumed = asyncio.Event()
-
-            async def out(msg: Any) -> None:
-                _, items = msgpack.unpackb(msg.data, raw=False)
-                for item in items:
-                    await answers.put(msgpack.unpackb(item[2], raw=False))
-
-            async def owner(msg: Any) -> None:
-                resumed.set()
-
-            await nc.subscribe("cc.out.flaky", cb=out)
-            await nc.subscribe(f"cc.owner.{tok}", cb=owner)
-
-            async def send(rid: str, frame: dict[str, Any]) -> None:
-                await nc.request(f"cc.req.{tok}", msgpack.packb(
-                    ["flaky.s", "flaky", rid, hello, msgpack.packb(frame)],
-                    use_bin_type=True), timeout=5)
-
-            async def ask(rid: str, frame: dict[str, Any]) -> dict[str, Any]:
-                await send(rid, frame)
-                return await asyncio.wait_for(answers.get(), 15)
-
-            def move(k: int) -> dict[str, Any]:
-                return {"type": "token.update", "scene": sid, "id": k,
-                        "tokens": [{"id": "t3", "x": 11 * k}]}
-
-            got = [await ask("flaky.1", {"type": "scene.load", "scene": _scene(sid),
-                                         "id": 0})]
-            w.js.go("once")  # stored, its acknowledgement lost
-            got.append(await ask("flaky.2", move(2)))
-            got.append(await ask("flaky.3", move(3)))
-            w.js.go("always")  # stored once, and no answer to any write of it
-            await send("flaky.4", move(4))
-            await asyncio.wait_for(resumed.wait(), 20)  # given up, resumed from the log
-            assert answers.empty()
-            w.js.go(None)
-            got.append(await ask("flaky.4", move(4)))  # the front's copy
-            got.append(await ask("flaky.5", {"type": "scene.get", "scene": sid, "id": "g"}))
-            rids, seq = [], 0
-            while True:
-                try:
-                    msg = await nc.jetstream().get_msg(mesh.LOG, seq=seq + 1,
-                                                       subject=f"cc.log.{tok}", next=True)
-                except nats.js.errors.NotFoundError:
-                    break
-                rids.append(msgpack.unpackb(msg.data, raw=False)[0])
-                assert msg.seq is not None
-                seq = msg.seq
-            await nc.close()
-            return got, rids
+            async with _Front(deployment.cluster.url, sid, "flaky") as f:
+                got = [await f.ask(1, {"type": "scene.load", "scene": _scene(sid), "id": 0})]
+                w.js.go("once")  # stored, its acknowledgement lost
+                got.append(await f.ask(2, f.move(2)))
+                got.append(await f.ask(3, f.move(3)))
+                w.js.go("always")  # stored once, and no answer to any write of it
+                await f.send(4, f.move(4))
+                await asyncio.wait_for(f.resumed.wait(), 20)  # given up, resumed
+                assert f.answers.empty()
+                w.js.go(None)
+                got.append(await f.ask(4, f.move(4)))  # the front's copy
+                got.append(await f.ask(5, {"type": "scene.get", "scene": sid, "id": "g"}))
+                return got, await f.logged()
 
         got, rids = asyncio.run(play())
         assert [g["type"] for g in got] == ["ack", "ack", "ack", "ack", "scene"], got
@@ -561,9 +605,69 @@ def test_a_change_whose_log_write_went_unanswered_is_made_once(
         t3 = next(t for t in got[4]["scene"]["tokens"] if t["id"] == "t3")
         assert t3["x"] == 44
         assert rids == ["flaky.1", "flaky.2", "flaky.3", "flaky.4"]
-        assert tok in w.worker.owned
+        assert tok_of(sid) in w.worker.owned
     finally:
         w.close()
+
+
+def test_a_refusal_after_an_unanswered_write_lets_the_log_decide(
+        deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paths after an unanswered write where JetStream answers a copy with a refusal:
+
+    - a 503 (an election): the first write may be stored, so the change is never refused
+      `unavailable`; at LOG_RETRY_S the scene is resumed from its log, which holds it;
+    - "wrong last sequence" from a single-node stream, which checks that before the rid:
+      the log's last entry is this change's, so it is acked at once, not resumed;
+    - "wrong last sequence" when the first write was not stored: the last entry is not
+      this change's, the scene is resumed from the log, and the front's copy is applied
+      there, once."""
+    from server import mesh
+
+    monkeypatch.setattr(mesh, "LOG_RETRY_S", 2.0)
+    sid = "s-refused"
+    w = _InProcessWorker(deployment.cluster.url, "w-refused")
+    try:
+        assert w.run(w.worker._claim(sid)) is True
+
+        async def play() -> tuple[list[dict[str, Any]], list[bool], list[str]]:
+            async with _Front(deployment.cluster.url, sid, "refused") as f:
+                got = [await f.ask(1, {"type": "scene.load", "scene": _scene(sid), "id": 0})]
+                resumed = []
+                for k, mode in ((2, "refused"), (3, "single"), (4, "lost")):
+                    f.resumed.clear()
+                    w.js.go(mode)
+                    await f.send(k, f.move(k))
+                    done = asyncio.ensure_future(f.answers.get())
+                    await asyncio.wait([done, asyncio.ensure_future(f.resumed.wait())],
+                                       timeout=15, return_when=asyncio.FIRST_COMPLETED)
+                    resumed.append(f.resumed.is_set())
+                    writes = w.js.writes
+                    if f.resumed.is_set():
+                        # What went out before the scene was given up, and the copy after.
+                        assert not done.done(), done.result()
+                        w.js.go(None)
+                        await f.send(k, f.move(k))
+                    got.append(await asyncio.wait_for(done, 15))
+                    assert writes >= 2, mode  # the path under test: a copy was written
+                    w.js.go(None)
+                got.append(await f.ask(5, {"type": "scene.get", "scene": sid, "id": "g"}))
+                return got, resumed, await f.logged()
+
+        got, resumed, rids = asyncio.run(play())
+        assert [g["type"] for g in got] == ["ack", "ack", "ack", "ack", "scene"], got
+        assert [g.get("revision") for g in got] == [1, 2, 3, 4, 4]
+        assert resumed == [True, False, True]
+        t3 = next(t for t in got[4]["scene"]["tokens"] if t["id"] == "t3")
+        assert t3["x"] == 44
+        assert rids == ["refused.1", "refused.2", "refused.3", "refused.4"]
+    finally:
+        w.close()
+
+
+def tok_of(sid: str) -> str:
+    from server.routing import subject_token
+
+    return subject_token(sid)
 
 
 def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
