@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import itertools
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -361,6 +362,17 @@ def pair_indices(n: int, index: Mapping[str, int],
     if pairs is None:
         return [(a, t) for a in range(n) for t in range(n) if a != t]
     return [(index[a], index[t]) for a, t in pairs]
+
+
+def pair_rows(n: int, index: Mapping[str, int],
+              pairs: Sequence[tuple[str, str]] | None) -> npt.NDArray[np.intp]:
+    """`pair_indices` as rows (attacker, target) of an array, made without a Python step
+    per pair: every ordered pair of n creatures is 9,900 of them at 100 tokens."""
+    if pairs is None:
+        return np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1).astype(np.intp)
+    flat = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(pairs)),
+                       dtype=np.intp, count=2 * len(pairs))
+    return flat.reshape(-1, 2)
 
 
 class UnknownRuleset(LookupError):

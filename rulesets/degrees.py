@@ -85,6 +85,7 @@ from rulesets.base import (
     attack_flags,
     in_reach_by_mode,
     pair_indices,
+    pair_rows,
 )
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles_3d
 
@@ -184,8 +185,7 @@ class CoverDegrees(Ruleset):
                  modes: Iterable[AttackMode] = tuple(AttackMode),
                  lines: bool = False) -> list[Annotation]:
         ctx = self._context(scene, options)
-        idx = pair_indices(len(ctx.cs), ctx.index, pairs)
-        return self._fast(ctx, idx, tuple(modes), lines)
+        return self._fast(ctx, pair_rows(len(ctx.cs), ctx.index, pairs), tuple(modes), lines)
 
     def reference(self, scene: SceneGeom, options: Any,
                   pairs: Sequence[tuple[str, str]] | None = None,
@@ -214,15 +214,14 @@ class CoverDegrees(Ruleset):
     def _context(self, scene: SceneGeom, options: Any, attack: bool = True) -> _Context:
         return _Context(scene, options, self)
 
-    def _fast(self, ctx: _Context, idx: Sequence[tuple[int, int]], modes: tuple[AttackMode, ...],
+    def _fast(self, ctx: _Context, idx: IntArray, modes: tuple[AttackMode, ...],
               want_lines: bool) -> list[Annotation]:
         """Every pair's facts as arrays (one traced batch, one reach computation), then one
         Outcome per distinct combination of facts, shared by the annotations that have it.
         On hex grids the same, with hex centres, footprints, samples and steps."""
-        if not idx:
+        if not len(idx):
             return []
-        a = np.array([p[0] for p in idx], dtype=np.intp)
-        t = np.array([p[1] for p in idx], dtype=np.intp)
+        a, t = np.ascontiguousarray(idx[:, 0]), np.ascontiguousarray(idx[:, 1])
         levels, lines = ctx.fast_rows(a, t, want_lines)
         sx, sy = ctx.steps_many(a, t)
         sz = vertical_steps_many(ctx.elev[a], ctx.side[a], ctx.elev[t], ctx.side[t])

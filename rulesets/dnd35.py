@@ -31,6 +31,7 @@ from rulesets.base import (
     Stat,
     attack_flags,
     pair_indices,
+    pair_rows,
 )
 from rulesets.corner import (
     CORNER_OPTION_DOCS,
@@ -118,8 +119,8 @@ class Dnd35(Ruleset):
         n = len(scene.creatures)
         if pairs is None and columnar:
             # Every ordered pair, as arrays; flanking's melee facts are all among them.
-            pa = np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1).astype(np.intp)
-            return self._annotate_columns(engine, pa, modes, [], options)
+            return self._annotate_columns(engine, pair_rows(n, engine.index, None), modes, [],
+                                          options)
         idx_pairs = pair_indices(n, engine.index, pairs)
         # Flanking needs melee facts for everyone who can reach a target, asked for or not.
         melee = AttackMode.MELEE in modes

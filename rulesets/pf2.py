@@ -34,7 +34,7 @@ from rulesets.base import (
     ModKind,
     Stat,
     attack_flags,
-    pair_indices,
+    pair_rows,
 )
 from rulesets.degrees import (
     GREATER,
@@ -309,7 +309,7 @@ class Pf2(CoverDegrees):
         targets = [c.id for c in geom.creatures if inside(region, c, scene.grid)]
         full = replace(scene, creatures=(*scene.creatures, point))
         ctx = self._context(full, options, attack=False)
-        idx = pair_indices(len(ctx.cs), ctx.index, [(origin_id, t) for t in targets])
+        idx = pair_rows(len(ctx.cs), ctx.index, [(origin_id, t) for t in targets])
         hits = []
         for ann in self._fast(ctx, idx, (AttackMode.RANGED,), False):
             if not ann.loe:

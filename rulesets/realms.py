@@ -60,7 +60,7 @@ from rulesets.base import (
     Stat,
     TracedLine,
     in_reach_by_mode,
-    pair_indices,
+    pair_rows,
 )
 from rulesets.obstacles import wall_roles
 from rulesets.shadows import (
@@ -183,20 +183,22 @@ class Realms(Ruleset):
                   lines: bool, reference: bool) -> list[Annotation]:
         ctx = RealmsContext(scene, options, reference=reference)
         modes = tuple(modes)
-        idx = pair_indices(len(scene.creatures), ctx.index, pairs)
-        if not idx:
+        at = pair_rows(len(scene.creatures), ctx.index, pairs)
+        if not len(at):
             return []
-        at = np.array(idx, dtype=np.intp)
         sx, sy, sz = ctx.steps(at[:, 0], at[:, 1])
-        reach = np.array([scene.creatures[a].reach for a, _ in idx], dtype=np.float64)
+        reach = np.array([c.reach for c in scene.creatures], dtype=np.float64)[at[:, 0]]
         by_mode = in_reach_by_mode(sx, sy, reach, sz)
         # Per pair, which modes reach: bit j for modes[j].
         reach_bits = sum((by_mode[mode].astype(np.int64) << j
-                          for j, mode in enumerate(modes)), np.zeros(len(idx), dtype=np.int64))
+                          for j, mode in enumerate(modes)), np.zeros(len(at), dtype=np.int64))
         reach_l = reach_bits.tolist()
         adjacent = (np.maximum(np.maximum(sx, sy), sz) <= 1).tolist()
+        # (As tuples of ints, for the steps that go pair by pair: lines, obscurement.)
+        idx: list[tuple[int, int]] = (list(map(tuple, at.tolist())) if lines or ctx.obscuring
+                                      else [])
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
-                    else ctx.measures_of(idx))
+                    else ctx.measures_of(at))
         degrees, unseen = self._degrees(ctx, at, measures)
         # Each pair's obscurement (the worst penalty and its regions), measured once: the
         # columns read the penalty, the lines the regions.
@@ -400,7 +402,8 @@ class Realms(Ruleset):
                 and (only is None or (ids[a], ids[t]) in only)]
         if not todo:
             return pairs
-        degrees, _ = self._degrees(ctx, np.array(todo, dtype=np.intp), ctx.measures_of(todo))
+        rows = np.array(todo, dtype=np.intp)
+        degrees, _ = self._degrees(ctx, rows, ctx.measures_of(rows))
         return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
                         if d is Degree.THREE_QUARTERS}
 
@@ -432,7 +435,11 @@ class Realms(Ruleset):
 # context): a dict lookup then hashes two ints, not two dataclasses of thirteen fields.
 # Numbers are never reused, not even after the tables are emptied, so a context holding
 # numbers from before reads nothing of another creature.
-CreaturePair = tuple[int, int]
+#: A pair of creature states, attacker then target: (number of the attacker's state << 32)
+#: | the target's (`_numbered`), an int so that a table's keys are made in one array step.
+CreaturePair = int
+#: Bits of a pair key's target number.
+_PAIR_SHIFT = 32
 _NUMBERS = itertools.count()
 
 
@@ -549,6 +556,7 @@ class RealmsContext:
         numbers: dict[CreatureGeom, int] = {} if kept is None else kept.numbers
         #: Per creature, the number its state is known by in the tables above.
         self.number = _numbered(self.cs, numbers, kept)
+        self._numbers = np.array(self.number, dtype=np.int64).reshape(-1)
         cols = columns(self.cs, self.grid)
         self._tall, self._elev = cols.tall, cols.elev
         tr = self.tracer
@@ -689,108 +697,105 @@ class RealmsContext:
     def best_measure(self, a: int, t: int, named: bool = True) -> Measure:
         """The attacker shoots from whichever of its cells sees most of the target (with
         `named`, the walls and regions that cover it named too)."""
-        key = (self.number[a], self.number[t])
+        key = self.number[a] << _PAIR_SHIFT | self.number[t]
         found = self._measures.get(key)
         if found is None or (named and not found.named):
             found = self._measures[key] = self._best_measure(a, t)
         return found
 
-    def measures_of(self, pairs: Sequence[tuple[int, int]]) -> list[Measure]:
-        """`best_measure` of each pair, without names: those not measured yet are measured
-        all at once (`measure_pairs`), the others read back."""
+    def measures_of(self, pairs: IntArray) -> list[Measure]:
+        """`best_measure` of each pair (pairs[k]: attacker, target), without names: those
+        not measured yet are measured all at once (`measure_pairs`), the others read
+        back."""
         if self.reference:
-            return [self.best_measure(a, t, named=False) for a, t in pairs]
-        number = self.number.__getitem__
-        keys = list(zip(map(number, [a for a, _ in pairs]), map(number, [t for _, t in pairs]),
-                        strict=True))
+            return [self.best_measure(a, t, named=False) for a, t in pairs.tolist()]
+        keys = self._pair_keys(pairs)
         got: list[Measure | None] = list(map(self._measures.get, keys))
-        missing = [k for k, m in enumerate(got) if m is None]
-        if missing:
-            self.measure_pairs([pairs[k] for k in missing])
-            for k in missing:
-                got[k] = self._measures[keys[k]]
+        if None in got:
+            missing = np.flatnonzero(np.fromiter(map(operator.not_, got), dtype=bool,
+                                                 count=len(got)))
+            self.measure_pairs(pairs[missing])
+            got = list(map(self._measures.__getitem__, keys))
         return cast(list[Measure], got)
 
-    def measure_pairs(self, pairs: Sequence[tuple[int, int]]) -> None:
-        """Measure the covered fraction of every pair not measured yet, all at once
-        (`covered_many`), for `best_measure` to read back."""
+    def measure_pairs(self, pairs: IntArray | Sequence[tuple[int, int]]) -> None:
+        """Measure the covered fraction of every pair (attacker, target) not measured yet,
+        all at once (`covered_many`), for `best_measure` to read back."""
         if self.reference:
             return
-        number, measures = self.number, self._measures
-        todo = {}
-        for a, t in pairs:
-            key = (number[a], number[t])
-            if key not in measures:
-                todo[key] = (a, t)
-        if not todo:
+        rows = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+        measures = self._measures
+        # Each pair of states once, the measured left out.
+        key_arr, first = np.unique(self._key_array(rows), return_index=True)
+        todo = np.fromiter(map(measures.__contains__, key_arr.tolist()), dtype=bool,
+                           count=len(key_arr))
+        rows, key_arr = rows[first[~todo]], key_arr[~todo]
+        if not len(rows):
             return
-        sealed = self.sealed(np.array(list(todo.values()), dtype=np.intp).reshape(-1, 2))
+        sealed = self.sealed(rows)
         # Wholly in one plain wall's shadow from every viewpoint, and no line of effect at
         # all.
         shut: dict[int, Measure] = {}
-        rest, closed = self._at_full_cover(todo, sealed.tolist(), shut)
+        closed = self._at_full_cover(rows, key_arr, sealed, shut)
         self._seen.update(dict.fromkeys(closed, False))
-        if not rest:
+        rows, key_arr = rows[~sealed], key_arr[~sealed]
+        if not len(rows):
             return
         # Then from each viewpoint on its own (its lines to the target's corners): a pair
         # may be hidden from every viewpoint, yet see its target from another part of the
         # attacker's space (asked below, as for every pair at full cover).
-        hidden, dark = self.hidden_from_viewpoints(np.array(list(rest.values()),
-                                                            dtype=np.intp))
-        left, _ = self._at_full_cover(rest, hidden.tolist(), shut)
-        if left:
+        hidden, dark = self.hidden_from_viewpoints(rows)
+        self._at_full_cover(rows, key_arr, hidden, shut)
+        left = ~hidden
+        if left.any():
             # The viewpoints found dark are not measured again: the target is wholly
             # hidden from each (a covered fraction of 1), and a pair left has a viewpoint
             # that is not, which gives its least covered fraction (a third of the hex
             # scene's viewpoints: their cells, times the target's, are covered_many's
             # work).
-            of_view = np.repeat(hidden, self._shapes.view_count[
-                np.array([a for a, _ in rest.values()], dtype=np.intp)])
-            measures.update(zip(left, self.covered_many(list(left.values()),
-                                                        dark[~of_view]), strict=True))
+            of_view = np.repeat(hidden, self._shapes.view_count[rows[:, 0]])
+            measures.update(zip(key_arr[left].tolist(),
+                                self.covered_many(rows[left], dark[~of_view]), strict=True))
+        keys = key_arr.tolist()
+        covered = np.fromiter(map(_COVERED, map(measures.__getitem__, keys)),
+                              dtype=np.float64, count=len(keys))
+        unknown = ~np.fromiter(map(self._seen.__contains__, keys), dtype=bool,
+                               count=len(keys))
         # Those at full cover are asked for a line of effect next (`_degrees`): asked here,
         # the kernel's walk for one plain wall sealing them is not done twice (it was done
         # above, on rings holding the lines' spaces; on a hex grid the exact test's rings
         # are the hexes, which that walk did not look at).
-        full = [key for key in rest if measures[key].covered >= _FULL and key not in self._seen]
+        full = np.flatnonzero((covered >= _FULL) & unknown)
         # So are those partly covered whose every line from their viewpoint may be stopped
         # (`sight_blocked`; the others have a line of effect): in the same call, whose
         # fixed costs are paid once (a second call was 10 ms of a hex scene's 150).
-        part = [key for key in left if measures[key].covered < _FULL
-                and key not in self._seen]
-        if part:
-            blocked = self.sight_blocked(
-                np.array([rest[key] for key in part], dtype=np.intp).reshape(-1, 2),
-                np.array([measures[key].origin for key in part],
-                         dtype=np.float64).reshape(-1, 2)).tolist()
-            self._seen.update((key, True) for key, b in zip(part, blocked, strict=True)
-                              if not b)
-            full += [key for key, b in zip(part, blocked, strict=True) if b]
-        if full:
-            rows = np.array([rest[key] for key in full], dtype=np.intp)
-            seen = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, rows[:, 0],
-                                                 rows[:, 1], walked=self.hex is None)
-            self._seen.update(zip(full, seen.tolist(), strict=True))
+        part = np.flatnonzero(left & (covered < _FULL) & unknown)
+        if len(part):
+            origins = np.array([measures[k].origin for k in key_arr[part].tolist()],
+                               dtype=np.float64).reshape(-1, 2)
+            blocked = self.sight_blocked(rows[part], origins)
+            self._seen.update(dict.fromkeys(key_arr[part[~blocked]].tolist(), True))
+            full = np.concatenate([full, part[blocked]])
+        if len(full):
+            seen = openings.pairs_line_of_effect(self.tracer, self.loe_spaces,
+                                                 rows[full, 0], rows[full, 1],
+                                                 walked=self.hex is None)
+            self._seen.update(zip(key_arr[full].tolist(), seen.tolist(), strict=True))
 
-    def _at_full_cover(self, pairs: dict[CreaturePair, tuple[int, int]], full: list[bool],
-                       shut: dict[int, Measure]
-                       ) -> tuple[dict[CreaturePair, tuple[int, int]], list[CreaturePair]]:
-        """Of these pairs, those `full` are measured at full cover now: the measure a batch
-        gives, from the attacker's first viewpoint (one per attacker, shared in `shut`).
-        Returns the others, and the keys of those measured."""
-        rest: dict[CreaturePair, tuple[int, int]] = {}
-        done: list[CreaturePair] = []
-        for (key, (a, t)), at_full in zip(pairs.items(), full, strict=True):
-            if not at_full:
-                rest[key] = (a, t)
-                continue
-            m = shut.get(a)
-            if m is None:
-                x, y = self.viewpoints[a][0]
-                m = shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
-            self._measures[key] = m
-            done.append(key)
-        return rest, done
+    def _at_full_cover(self, rows: IntArray, keys: npt.NDArray[np.int64],
+                       full: npt.NDArray[np.bool_], shut: dict[int, Measure]) -> list[int]:
+        """Of these pairs (rows[k]: attacker, target; keys[k] its key), those `full` are
+        measured at full cover now: the measure a batch gives, from the attacker's first
+        viewpoint (one per attacker, shared in `shut`). Returns the keys of those
+        measured."""
+        at_full = np.flatnonzero(full)
+        attackers = rows[at_full, 0].tolist()
+        for a in set(attackers).difference(shut):
+            x, y = self.viewpoints[a][0]
+            shut[a] = Measure(1.0, (float(x), float(y)), (), (), named=False)
+        done: list[int] = keys[at_full].tolist()
+        self._measures.update(zip(done, map(shut.__getitem__, attackers), strict=True))
+        return done
 
     def sealed(self, pairs: IntArray) -> npt.NDArray[np.bool_]:
         """Per pair (pairs[k]: attacker, target): whether one plain wall (or a run of them
@@ -875,11 +880,16 @@ class RealmsContext:
             lambda todo: openings.ring_list(*openings.hull_rings(
                 spaces.take(np.array(todo, dtype=np.intp))))))
 
-    def _pair_keys(self, pairs: IntArray) -> list[CreaturePair]:
+    def _key_array(self, pairs: IntArray) -> npt.NDArray[np.int64]:
         """Per pair (pairs[k]: attacker, target): the key its facts are kept by."""
-        number = self.number.__getitem__
-        return list(zip(map(number, pairs[:, 0].tolist()), map(number, pairs[:, 1].tolist()),
-                        strict=True))
+        out: npt.NDArray[np.int64] = (self._numbers[pairs[:, 0]] << _PAIR_SHIFT
+                                      | self._numbers[pairs[:, 1]])
+        return out
+
+    def _pair_keys(self, pairs: IntArray) -> list[CreaturePair]:
+        """`_key_array` as a list (dict keys)."""
+        out: list[CreaturePair] = self._key_array(pairs).tolist()
+        return out
 
     def known_lines(self, pairs: IntArray) -> list[bool | None]:
         """Per pair (pairs[k]: attacker, target): whether it has a line of effect, if that
@@ -1124,7 +1134,7 @@ class RealmsContext:
         self._area = shapely.area(self.bodies) if self.cs else np.empty(0)
         self._cell_area = shapely.area(shapely.polygons(self._cells))
 
-    def covered_many(self, pairs: Sequence[tuple[int, int]],
+    def covered_many(self, pairs: IntArray | Sequence[tuple[int, int]],
                      dark: npt.NDArray[np.bool_] | None = None) -> list[Measure]:
         """`_best_measure` of many (attacker, target) pairs at once, the covered fraction
         only (walls and regions not named), `dark`: per viewpoint of each pair in turn,
@@ -1138,8 +1148,8 @@ class RealmsContext:
         target (stacked tokens) or a point target is measured by `measure` itself."""
         self._prepared()
         tr = self.tracer
-        pa = np.array([a for a, _ in pairs], dtype=np.intp)
-        pt = np.array([t for _, t in pairs], dtype=np.intp)
+        rows = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+        pa, pt = rows[:, 0], rows[:, 1]
         counts = self._shapes.view_count[pa]
         pair = np.repeat(np.arange(len(pairs)), counts)
         view = self._shapes.view_start[pa[pair]] + kernel.within_runs(counts)

@@ -639,9 +639,10 @@ class MeshWorker:
           The same entry is written again, for LOG_RETRY_S: JetStream stores an entry once
           per Nats-Msg-Id (the request's rid) and answers a copy with the first one's
           sequence. (It does so for any entry of the stream in its duplicate window, two
-          minutes, whatever the scene: rids carry their front's random id to be unique.) Past that, the scene is given up and resumed from the log at once
-          (`_from_the_log`): the log, not this owner, says whether the change was made, and the
-          request, sent again by its front, is answered from it. Saying `unavailable`
+          minutes, whatever the scene: rids carry their front's random id to be unique.)
+          Past that, the scene is given up and resumed from the log at once
+          (`_from_the_log`): the log, not this owner, says whether the change was made,
+          and the request, sent again by its front, is answered from it. Saying `unavailable`
           ("not applied") there would be a guess; when the entry had been stored, the next
           owner would replay a change its client was told was refused."""
         subject = f"cc.log.{owned.tok}"

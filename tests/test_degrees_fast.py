@@ -39,7 +39,7 @@ from geometry import openings
 from geometry.model import GridKind, SceneGeom
 from geometry.square import INSET_PX, centre, corners, inset
 from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Degree, Flag
+from rulesets.base import Annotation, AttackMode, Degree, Flag, pair_rows
 from rulesets.degrees import CoverDegrees, DegreesOptions
 from rulesets.pf2 import Pf2Options
 from tests.test_properties import PROPS, Doc, load
@@ -174,9 +174,8 @@ def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(ctx, "_covered", spy_covered)
     monkeypatch.setattr(ctx, "_open_lines", spy_open)
-    n = len(geom.creatures)
-    idx = [(a, t) for a in range(n) for t in range(n) if a != t]
-    ruleset._fast(ctx, idx, tuple(AttackMode), False)
+    ruleset._fast(ctx, pair_rows(len(geom.creatures), ctx.index, None), tuple(AttackMode),
+                  False)
     assert seen["walled in"] > 0 and seen["lines traced"] > 0, seen
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
 from rulesets import REGISTRY
-from rulesets.base import Annotation, AttackMode, Degree
+from rulesets.base import Annotation, AttackMode, Degree, pair_indices, pair_rows
 from server import messages
 from server import scene as scenes
 from server.errors import ClientError
@@ -613,3 +613,17 @@ def test_dnd5e_adding_a_wall_never_reduces_cover(doc: Doc, wall: Doc, options: D
         new = after[key]
         assert ladder.index(new.cover) >= ladder.index(ann.cover), (key, ann.cover, new.cover)
         assert not (new.loe and not ann.loe), key
+
+
+@given(st.integers(0, 12), st.data())
+def test_pair_rows_are_pair_indices(n: int, data: st.DataObject) -> None:
+    """The rows a ruleset evaluates, made as an array, are the pairs the list gives, in
+    its order: every ordered pair, or those asked for (repeats and all)."""
+    ids = [f"c{k}" for k in range(n)]
+    index = {c: k for k, c in enumerate(ids)}
+    assert pair_rows(n, index, None).tolist() == [list(p) for p in pair_indices(n, index, None)]
+    asked = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)))
+                      if ids else st.just([]))
+    rows = pair_rows(n, index, asked)
+    assert rows.shape == (len(asked), 2)
+    assert rows.tolist() == [list(p) for p in pair_indices(n, index, asked)]
