@@ -440,7 +440,9 @@ class Realms(Ruleset):
 CreaturePair = int
 #: Bits of a pair key's target number.
 _PAIR_SHIFT = 32
-_NUMBERS = itertools.count()
+#: Creature states numbered per table at most before it starts again (a pair key holds
+#: two numbers of 32 bits; a token dragged about for days makes a state a step).
+_STATES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -471,7 +473,7 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
     hit = _MEASURES.get(id(scene.walls))
     if hit is not None and hit.walls is scene.walls and hit.regions == scene.regions \
             and hit.grid == scene.grid and hit.options == options:
-        if len(hit.measures) + len(hit.seen) > _MEASURE_PAIRS:
+        if len(hit.measures) + len(hit.seen) > _MEASURE_PAIRS or len(hit.numbers) > _STATES:
             hit.measures.clear()
             hit.seen.clear()
             hit.numbers.clear()
@@ -506,7 +508,9 @@ def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
         if held is not None and held[0] is c:
             out.append(held[1])
             continue
-        k = numbers[c] if c in numbers else numbers.setdefault(c, next(_NUMBERS))
+        # (Numbered in the order first seen: a number is given again only after the table
+        # was emptied, with every key that held it.)
+        k = numbers[c] if c in numbers else numbers.setdefault(c, len(numbers))
         by_id[id(c)] = (c, k)
         out.append(k)
     return out

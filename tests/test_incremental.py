@@ -754,3 +754,29 @@ def test_realms_numbers_creature_states_alike_after_letting_go_of_their_objects(
         assert again[1:] == first[1:] and again[0] not in first
     finally:
         realms._BY_ID_KEPT = bound
+
+
+def test_realms_starts_its_table_again_past_its_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table of measures numbers the creature states it sees (a pair's key holds two of
+    those numbers, 32 bits each); past `_STATES` of them it is emptied and numbers from 0
+    again, and what is measured after that is measured afresh: a token dragged about for
+    days never overflows a key, nor finds another pair's measure."""
+    from dataclasses import replace
+
+    from bench.scenes import generate
+    from rulesets import REGISTRY, forget_kept, realms
+
+    forget_kept()
+    monkeypatch.setattr(realms, "_STATES", 12)
+    ruleset = REGISTRY.get("realms")
+    opts = ruleset.Options()
+    geom = generate(8, 60, 3).geom
+    for step in range(20):  # each step a new state of the mover: 8 + 20 states in all
+        c0 = geom.creatures[0]
+        geom = replace(geom, creatures=(replace(c0, x=c0.x + 50 * (step % 3 + 1)),
+                                        *geom.creatures[1:]))
+        kept = realms._measure_cache(geom, opts)
+        assert len(kept.numbers) <= 12 + len(geom.creatures)
+        assert max(kept.numbers.values(), default=0) < 12 + len(geom.creatures)
+        assert ruleset.evaluate(geom, opts) == ruleset.reference(geom, opts), step
+    forget_kept()
