@@ -769,7 +769,8 @@ def test_realms_starts_its_table_again_past_its_states(monkeypatch: pytest.Monke
     forget_kept()
     monkeypatch.setattr(realms, "_STATES", 12)
     ruleset = REGISTRY.get("realms")
-    opts = ruleset.Options()
+    assert isinstance(ruleset, realms.Realms)
+    opts = realms.RealmsOptions()
     geom = generate(8, 60, 3).geom
     for step in range(20):  # each step a new state of the mover: 8 + 20 states in all
         c0 = geom.creatures[0]
