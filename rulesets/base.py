@@ -371,7 +371,9 @@ def pair_rows(n: int, index: Mapping[str, int],
     if pairs is None:
         return np.stack(np.nonzero(~np.eye(n, dtype=bool)), axis=1).astype(np.intp)
     flat = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(pairs)),
-                       dtype=np.intp, count=2 * len(pairs))
+                       dtype=np.intp)
+    if len(flat) != 2 * len(pairs):
+        raise ValueError("pairs must be (attacker, target) pairs")
     return flat.reshape(-1, 2)
 
 

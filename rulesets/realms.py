@@ -431,10 +431,11 @@ class Realms(Ruleset):
 # effect through openings. Both are kept across revisions, per wall tuple (by identity;
 # token-only changes keep the tuple), so a move re-measures only the pairs of the creature
 # that moved.
-# Pairs are keyed by a number per creature state (its CreatureGeom, interned once per
-# context): a dict lookup then hashes two ints, not two dataclasses of thirteen fields.
-# Numbers are never reused, not even after the tables are emptied, so a context holding
-# numbers from before reads nothing of another creature.
+# Pairs are keyed by a number per creature state (its CreatureGeom, numbered once per
+# table): a dict lookup then hashes one int, not two dataclasses of thirteen fields. A full
+# table is replaced by an empty one, never emptied in place: a context keeps the table it
+# started with (the ahead thread builds contexts beside the Core's, server/ahead.py), so
+# numbers given by the new table never meet keys made by an older context.
 #: A pair of creature states, attacker then target: (number of the attacker's state << 32)
 #: | the target's (`_numbered`), an int so that a table's keys are made in one array step.
 CreaturePair = int
@@ -455,11 +456,14 @@ class _Kept:
     regions: tuple[RegionGeom, ...]
     grid: Grid
     options: RealmsOptions
-    measures: dict[CreaturePair, Measure]
-    seen: dict[CreaturePair, bool]
-    numbers: dict[CreatureGeom, int]
+    measures: dict[CreaturePair, Measure] = field(default_factory=dict)
+    seen: dict[CreaturePair, bool] = field(default_factory=dict)
+    numbers: dict[CreatureGeom, int] = field(default_factory=dict)
     #: The creature objects numbered, by id (`_numbered`).
     by_id: dict[int, tuple[CreatureGeom, int]] = field(default_factory=dict)
+    #: The next numbers to give (one step of the interpreter: two threads never get one
+    #: number).
+    count: Iterator[int] = field(default_factory=itertools.count)
 
 
 _MEASURES: dict[int, _Kept] = {}
@@ -472,17 +476,15 @@ def _measure_cache(scene: SceneGeom, options: RealmsOptions) -> _Kept:
     # options are compared too (scenes without walls all share the empty tuple).
     hit = _MEASURES.get(id(scene.walls))
     if hit is not None and hit.walls is scene.walls and hit.regions == scene.regions \
-            and hit.grid == scene.grid and hit.options == options:
-        if len(hit.measures) + len(hit.seen) > _MEASURE_PAIRS or len(hit.numbers) > _STATES:
-            hit.measures.clear()
-            hit.seen.clear()
-            hit.numbers.clear()
-            hit.by_id.clear()
+            and hit.grid == scene.grid and hit.options == options \
+            and len(hit.measures) + len(hit.seen) <= _MEASURE_PAIRS \
+            and len(hit.numbers) <= _STATES:
         return hit
+    # (A full table is replaced like another scene's: an empty one in its place.)
     _MEASURES.pop(id(scene.walls), None)
     if len(_MEASURES) >= _MEASURE_SCENES:
         drop_oldest(_MEASURES)
-    kept = _Kept(scene.walls, scene.regions, scene.grid, options, {}, {}, {})
+    kept = _Kept(scene.walls, scene.regions, scene.grid, options)
     _MEASURES[id(scene.walls)] = kept
     return kept
 
@@ -493,11 +495,13 @@ _BY_ID_KEPT = 20_000
 
 def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
               kept: _Kept | None) -> list[int]:
-    """Each creature's number in `numbers` (given one the first time its state is seen).
+    """Each creature's number in `numbers` (given one the first time its state is seen,
+    from `kept`'s count: from 0 in each table).
     A creature object numbered before is found by its identity (it is held, so its id is
     not reused), without hashing its thirteen fields: a move keeps every other creature's
     object."""
     by_id = kept.by_id if kept is not None else {}
+    count = kept.count if kept is not None else itertools.count()
     if len(by_id) > _BY_ID_KEPT:
         # Objects of many snapshots (a token dragged to and fro makes one per step, of
         # few states): let go of them; the numbers stay, found again by their state.
@@ -508,9 +512,7 @@ def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
         if held is not None and held[0] is c:
             out.append(held[1])
             continue
-        # (Numbered in the order first seen: a number is given again only after the table
-        # was emptied, with every key that held it.)
-        k = numbers[c] if c in numbers else numbers.setdefault(c, len(numbers))
+        k = numbers[c] if c in numbers else numbers.setdefault(c, next(count))
         by_id[id(c)] = (c, k)
         out.append(k)
     return out
@@ -715,7 +717,7 @@ class RealmsContext:
             return [self.best_measure(a, t, named=False) for a, t in pairs.tolist()]
         keys = self._pair_keys(pairs)
         got: list[Measure | None] = list(map(self._measures.get, keys))
-        if None in got:
+        if not all(got):  # (a Measure is never false; `None in` would call __eq__ each)
             missing = np.flatnonzero(np.fromiter(map(operator.not_, got), dtype=bool,
                                                  count=len(got)))
             self.measure_pairs(pairs[missing])

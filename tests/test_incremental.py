@@ -781,3 +781,32 @@ def test_realms_starts_its_table_again_past_its_states(monkeypatch: pytest.Monke
         assert max(kept.numbers.values(), default=0) < 12 + len(geom.creatures)
         assert ruleset.evaluate(geom, opts) == ruleset.reference(geom, opts), step
     forget_kept()
+
+
+def test_realms_context_from_before_a_full_table_keeps_its_own() -> None:
+    """A context built before its table filled up (the ahead thread's, beside the Core's)
+    goes on writing into the table it started with: the next one's numbers start from 0
+    again, and its keys must never meet the older context's."""
+    from dataclasses import replace
+
+    from bench.scenes import generate
+    from rulesets import forget_kept, realms
+    from rulesets.base import pair_rows
+
+    forget_kept()
+    bound = realms._STATES
+    try:
+        realms._STATES = 3
+        opts = realms.RealmsOptions()
+        geom = generate(8, 60, 3).geom
+        older = realms.RealmsContext(geom, opts)  # 8 states: the table is full
+        turned = replace(geom, creatures=tuple(reversed(geom.creatures)))
+        newer = realms.RealmsContext(turned, opts)  # a new table, numbered from 0
+        rows = pair_rows(8, older.index, None)
+        older.measures_of(rows)
+        got = [m.covered for m in newer.measures_of(rows)]
+        ref = realms.RealmsContext(turned, opts, reference=True)
+        assert got == [ref.best_measure(a, t, named=False).covered for a, t in rows.tolist()]
+    finally:
+        realms._STATES = bound
+        forget_kept()

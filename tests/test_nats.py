@@ -584,7 +584,7 @@ def test_a_change_whose_log_write_went_unanswered_is_made_once(
     try:
         assert w.run(w.worker._claim(sid)) is True
 
-        async def play() -> tuple[list[dict[str, Any]], list[str]]:
+        async def play() -> tuple[list[dict[str, Any]], list[str], _Front]:
             async with _Front(deployment.cluster.url, sid, "flaky") as f:
                 got = [await f.ask(1, {"type": "scene.load", "scene": _scene(sid), "id": 0})]
                 w.js.go("once")  # stored, its acknowledgement lost
@@ -597,15 +597,15 @@ def test_a_change_whose_log_write_went_unanswered_is_made_once(
                 w.js.go(None)
                 got.append(await f.ask(4, f.move(4)))  # the front's copy
                 got.append(await f.ask(5, {"type": "scene.get", "scene": sid, "id": "g"}))
-                return got, await f.logged()
+                return got, await f.logged(), f
 
-        got, rids = asyncio.run(play())
+        got, rids, f = asyncio.run(play())
         assert [g["type"] for g in got] == ["ack", "ack", "ack", "ack", "scene"], got
         assert [g.get("revision") for g in got] == [1, 2, 3, 4, 4]
         t3 = next(t for t in got[4]["scene"]["tokens"] if t["id"] == "t3")
         assert t3["x"] == 44
         assert rids == ["flaky.1", "flaky.2", "flaky.3", "flaky.4"]
-        assert tok_of(sid) in w.worker.owned
+        assert f.tok in w.worker.owned
     finally:
         w.close()
 
@@ -638,8 +638,10 @@ def test_a_refusal_after_an_unanswered_write_lets_the_log_decide(
                     w.js.go(mode)
                     await f.send(k, f.move(k))
                     done = asyncio.ensure_future(f.answers.get())
-                    await asyncio.wait([done, asyncio.ensure_future(f.resumed.wait())],
-                                       timeout=15, return_when=asyncio.FIRST_COMPLETED)
+                    waiting = asyncio.ensure_future(f.resumed.wait())
+                    await asyncio.wait([done, waiting], timeout=15,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    waiting.cancel()
                     resumed.append(f.resumed.is_set())
                     writes = w.js.writes
                     if f.resumed.is_set():
@@ -662,12 +664,6 @@ def test_a_refusal_after_an_unanswered_write_lets_the_log_decide(
         assert rids == ["refused.1", "refused.2", "refused.3", "refused.4"]
     finally:
         w.close()
-
-
-def tok_of(sid: str) -> str:
-    from server.routing import subject_token
-
-    return subject_token(sid)
 
 
 def test_json_clients_and_unknown_scenes(deployment: Deployment) -> None:
