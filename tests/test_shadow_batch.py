@@ -529,3 +529,38 @@ def test_realms_vicinities_measured_in_blocks_are_the_same(
         assert [ctx.feet(int(p), int(q)) for p, q in zip(a[:40], t[:40], strict=True)] == [
             realms.RealmsContext(geom, RealmsOptions()).feet(int(p), int(q))
             for p, q in zip(a[:40], t[:40], strict=True)]
+
+
+@pytest.mark.parametrize("kind", [None, *HEX_KINDS])
+@given(st.lists(st.sampled_from([-2.0, -1.0, 0.0, 0.25, 0.5, 1.0, 1.5, 3.0]), min_size=1,
+                max_size=40), st.integers(0, 2**31))
+def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
+                                              seed: int) -> None:
+    """The hull of a viewpoint and its target's body, built from the target's hull ring
+    (`_view_hulls`), is the region Shapely's hull of the point and every cell corner is:
+    from each creature's viewpoints to random targets, and from points on the rings'
+    corners, on their sides, inside them, and on their sides' lines beyond the corners."""
+    geom = dress(generate(24, 120, 5).geom, 5)
+    if kind is not None:
+        geom = on_hex(geom, kind, 5)
+    ctx = realms.RealmsContext(geom, RealmsOptions())
+    ctx._prepared()
+    rng = np.random.default_rng(seed)
+    n = len(ctx.cs)
+    views = ctx._shapes.views
+    rings, counts, _ = ctx._ccw_rings
+    t_side = rng.integers(0, n, len(along))
+    corner = rng.integers(0, counts[t_side])
+    nxt = np.where(corner + 1 < counts[t_side], corner + 1, 0)
+    a, b = rings[t_side, corner], rings[t_side, nxt]
+    inside = kernel.over_points(np.add, rings[t_side]) / rings.shape[1]
+    p = np.concatenate([views, a + (b - a) * np.array(along)[:, None], inside])
+    t = np.concatenate([rng.integers(0, n, len(views)), t_side, t_side])
+    got = ctx._view_hulls(p, t)
+    cells = [ctx._cells[ctx._cell_start[k]:ctx._cell_start[k] + ctx._cell_count[k]]
+             .reshape(-1, 2) for k in range(n)]
+    want = shapely.convex_hull(shapely.multipoints(
+        np.concatenate([np.concatenate([cells[k], q[None]])
+                        for k, q in zip(t, p, strict=True)]),
+        indices=np.repeat(np.arange(len(p)), [len(cells[k]) + 1 for k in t])))
+    assert shapely.equals(got, want).all()
