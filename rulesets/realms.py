@@ -66,7 +66,9 @@ from rulesets.obstacles import wall_roles
 from rulesets.shadows import (
     front_sides,
     hidden_areas,
+    hulls_with_points,
     meeting,
+    polygons_of,
     repaired,
     shadow_polygons,
     wall_lines,
@@ -1306,11 +1308,11 @@ class RealmsContext:
 
     def _view_hulls(self, p: FloatArray, t: IntArray) -> npt.NDArray[np.object_]:
         """Per request k: the convex hull of viewpoint p[k] and target t[k]'s body (the
-        walls that can shade it from there are those meeting it), as a polygon. The
-        target's hull ring with the sides p sees replaced by the two lines from p to its
-        ends: the same region as Shapely's hull of p and every cell corner, built without
-        a geometry per point (at 200 tokens and 5,000 walls that hull was 50 ms). A target
-        that bounds no area has Shapely's hull."""
+        walls that can shade it from there are those meeting it), as a polygon: the same
+        region as Shapely's hull of p and every cell corner, built from the target's hull
+        ring (`rulesets.shadows.hulls_with_points`) without a geometry per point (at 200
+        tokens and 5,000 walls that hull was 50 ms). A target that bounds no area has
+        Shapely's hull."""
         rings, counts, ok = self._ccw_rings
         out = np.empty(len(p), dtype=object)
         flat = np.flatnonzero(~ok[t])
@@ -1320,30 +1322,8 @@ class RealmsContext:
             out[flat] = shapely.convex_hull(shapely.multipoints(
                 pts.reshape(-1, 2), indices=np.repeat(np.arange(len(flat)), pts.shape[1])))
         req = np.flatnonzero(ok[t])
-        if not len(req):
-            return out
-        r, c, q = rings[t[req]], counts[t[req]], p[req]
-        v = r.shape[1]
-        col = np.arange(v)[None, :]
-        own = col < c[:, None]
-        nxt = np.where(col + 1 < c[:, None], col + 1, 0)
-        prv = np.where(col > 0, col - 1, c[:, None] - 1)
-        ex = np.take_along_axis(r[..., 0], nxt, axis=1) - r[..., 0]
-        ey = np.take_along_axis(r[..., 1], nxt, axis=1) - r[..., 1]
-        # Side k (corner k to the next) is seen from p when p lies strictly outside it.
-        seen = own & (ex * (q[:, 1:2] - r[..., 1]) - ey * (q[:, 0:1] - r[..., 0]) < 0)
-        seen_before = np.take_along_axis(seen, prv, axis=1)
-        # A corner between two seen sides is inside the hull; p comes after the corner
-        # where the seen sides start.
-        keep = own & ~(seen & seen_before)
-        start = seen & ~seen_before
-        rows, cols = np.nonzero(keep)
-        p_rows, p_cols = np.nonzero(start)
-        which = np.concatenate([rows, p_rows])
-        place = np.concatenate([2 * cols, 2 * p_cols + 1])
-        order = np.lexsort((place, which))
-        coords = np.concatenate([r[rows, cols], q[p_rows]])[order]
-        out[req] = shapely.polygons(shapely.linearrings(coords, indices=which[order]))
+        if len(req):
+            out[req] = polygons_of(*hulls_with_points(rings[t[req]], counts[t[req]], p[req]))
         return out
 
     def _spans_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],

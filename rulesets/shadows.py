@@ -160,6 +160,53 @@ def hulls(points: FloatArray, corners: FloatArray) -> npt.NDArray[np.object_]:
     return out
 
 
+def hulls_with_points(rings: FloatArray, counts: IntArray, p: FloatArray,
+                      ) -> tuple[FloatArray, IntArray]:
+    """Per row: the convex hull of point p[k] and the convex ring rings[k] (counterclockwise,
+    its first counts[k] corners, with area), as corners (N, V + 1, 2, counterclockwise,
+    padded by the last) and their number: the ring with the sides p sees (p strictly
+    outside them) replaced by the lines from p to their ends. The corners are the ring's
+    and p as they are: the region is Shapely's hull of them, to the last bit."""
+    n, v = rings.shape[0], rings.shape[1]
+    if n == 0:
+        return np.zeros((0, v + 1, 2)), np.zeros(0, dtype=np.intp)
+    col = np.arange(v)[None, :]
+    own = col < counts[:, None]
+    nxt = np.where(col + 1 < counts[:, None], col + 1, 0)
+    prv = np.where(col > 0, col - 1, counts[:, None] - 1)
+    ex = np.take_along_axis(rings[..., 0], nxt, axis=1) - rings[..., 0]
+    ey = np.take_along_axis(rings[..., 1], nxt, axis=1) - rings[..., 1]
+    seen = own & (ex * (p[:, 1:2] - rings[..., 1]) - ey * (p[:, 0:1] - rings[..., 0]) < 0)
+    seen_before = np.take_along_axis(seen, prv, axis=1)
+    # A corner between two seen sides is inside the hull; p comes after the corner where
+    # the seen sides start.
+    keep = own & ~(seen & seen_before)
+    start = seen & ~seen_before
+    rows, cols = np.nonzero(keep)
+    p_rows, p_cols = np.nonzero(start)
+    which = np.concatenate([rows, p_rows])
+    place = np.concatenate([2 * cols, 2 * p_cols + 1])
+    order = np.lexsort((place, which))
+    coords = np.concatenate([rings[rows, cols], p[p_rows]])[order]
+    which = which[order]
+    count = np.bincount(which, minlength=n).astype(np.intp)
+    at = kernel.within_runs(count)
+    out = np.empty((n, v + 1, 2))
+    out[which, at] = coords
+    last = np.maximum(count - 1, 0)
+    pad = np.arange(v + 1)[None, :] >= count[:, None]
+    out[pad] = np.repeat(out[np.arange(n), last], v + 1 - count, axis=0)
+    return out, count
+
+
+def polygons_of(corners: FloatArray, counts: IntArray) -> npt.NDArray[np.object_]:
+    """Per row: the polygon of its first counts[k] corners (`hulls_with_points`)."""
+    own = np.arange(corners.shape[1])[None, :] < counts[:, None]
+    out: npt.NDArray[np.object_] = shapely.polygons(shapely.linearrings(
+        corners[own], indices=np.repeat(np.arange(len(counts)), counts)))
+    return out
+
+
 def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_]) -> tuple[IntArray, IntArray]:
     """(row, item) pairs of the tree's items that meet each area, sorted by row then item
     (the order a per-row computation sees them in); the areas are prepared first."""
