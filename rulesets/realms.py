@@ -1309,7 +1309,9 @@ class RealmsContext:
     def _view_hulls(self, p: FloatArray, t: IntArray) -> npt.NDArray[np.object_]:
         """Per request k: the convex hull of viewpoint p[k] and target t[k]'s body (the
         walls that can shade it from there are those meeting it), as a polygon: the same
-        region as Shapely's hull of p and every cell corner, built from the target's hull
+        region as Shapely's hull of p and every cell corner (up to rounding, where p lies
+        on a side's line: a wall only a few ulps from the body casts no shadow on it worth
+        a covered fraction's 9 digits), built from the target's hull
         ring (`rulesets.shadows.hulls_with_points`) without a geometry per point (at 200
         tokens and 5,000 walls that hull was 50 ms). A target that bounds no area has
         Shapely's hull."""

@@ -166,7 +166,9 @@ def hulls_with_points(rings: FloatArray, counts: IntArray, p: FloatArray,
     its first counts[k] corners, with area), as corners (N, V + 1, 2, counterclockwise,
     padded by the last) and their number: the ring with the sides p sees (p strictly
     outside them) replaced by the lines from p to their ends. The corners are the ring's
-    and p as they are: the region is Shapely's hull of them, to the last bit."""
+    and p as they are: the region is Shapely's hull of them, up to rounding where p lies
+    within a few ulps of a side's line (Shapely decides that side exactly; here it may be
+    taken as seen, adding a sliver of that width, or not)."""
     n, v = rings.shape[0], rings.shape[1]
     if n == 0:
         return np.zeros((0, v + 1, 2)), np.zeros(0, dtype=np.intp)

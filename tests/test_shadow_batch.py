@@ -537,7 +537,8 @@ def test_realms_vicinities_measured_in_blocks_are_the_same(
 def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
                                               seed: int) -> None:
     """The hull of a viewpoint and its target's body, built from the target's hull ring
-    (`_view_hulls`), is the region Shapely's hull of the point and every cell corner is:
+    (`_view_hulls`), is the region Shapely's hull of the point and every cell corner is
+    (up to rounding):
     from each creature's viewpoints to random targets, and from points on the rings'
     corners, on their sides, inside them, and on their sides' lines beyond the corners."""
     geom = dress(generate(24, 120, 5).geom, 5)
@@ -563,4 +564,8 @@ def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
         np.concatenate([np.concatenate([cells[k], q[None]])
                         for k, q in zip(t, p, strict=True)]),
         indices=np.repeat(np.arange(len(p)), [len(cells[k]) + 1 for k in t])))
-    assert shapely.equals(got, want).all()
+    # The same regions, up to rounding where a point lies on a side's line (as the hex
+    # lattice puts many viewpoints): a sliver a few ulps wide at most.
+    differ = shapely.area(shapely.symmetric_difference(got, want))
+    assert (differ <= 1e-9 * shapely.area(want)).all(), differ.max()
+    assert (shapely.hausdorff_distance(got, want) <= 1e-9).all()
