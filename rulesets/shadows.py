@@ -153,10 +153,26 @@ def warm_wall_lines(scene: SceneGeom) -> None:
 
 
 def hulls(points: FloatArray, corners: FloatArray) -> npt.NDArray[np.object_]:
-    """Per row: the convex hull of a viewpoint (R, 2) and a body's corners (R, k, 2), the
-    only place a segment can stand to shade that body from that point."""
-    pts = np.concatenate([corners, points[:, None, :]], axis=1)
-    out: npt.NDArray[np.object_] = shapely.convex_hull(shapely.multipoints(pts))
+    """Per row: the convex hull of a viewpoint (R, 2) and a body's corners (R, k, 2, a
+    convex ring either way round), the only place a segment can stand to shade that body
+    from that point (`hulls_with_points`; a body of no area: Shapely's hull)."""
+    n, k = corners.shape[0], corners.shape[1]
+    out = np.empty(n, dtype=object)
+    if n == 0:
+        return out
+    x, y = corners[..., 0], corners[..., 1]
+    twice_area = (x * np.roll(y, -1, axis=1) - np.roll(x, -1, axis=1) * y).sum(axis=1)
+    ok = twice_area != 0
+    flat = np.flatnonzero(~ok)
+    if len(flat):
+        pts = np.concatenate([corners[flat], points[flat][:, None, :]], axis=1)
+        out[flat] = shapely.convex_hull(shapely.multipoints(pts))
+    rows = np.flatnonzero(ok)
+    if len(rows):
+        ring = np.where((twice_area[rows] < 0)[:, None, None], corners[rows, ::-1],
+                        corners[rows])
+        out[rows] = polygons_of(*hulls_with_points(ring, np.full(len(rows), k, dtype=np.intp),
+                                                   points[rows]))
     return out
 
 

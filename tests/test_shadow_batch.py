@@ -569,3 +569,26 @@ def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
     differ = shapely.area(shapely.symmetric_difference(got, want))
     assert (differ <= 1e-9 * shapely.area(want)).all(), differ.max()
     assert (shapely.hausdorff_distance(got, want) <= 1e-9).all()
+
+
+@given(st.lists(st.tuples(st.integers(-20, 60), st.integers(-20, 60),
+                          st.sampled_from([0, 1, 25, 50, 100, 250]),
+                          st.sampled_from([0, 1, 50, 100, 300]),
+                          st.floats(-3000, 9000), st.floats(-3000, 9000)),
+                min_size=1, max_size=40), st.booleans())
+def test_hulls_of_boxes_and_points_are_shapelys(rows: list[tuple[Any, ...]],
+                                                on_grid: bool) -> None:
+    """`hulls` of a viewpoint and a box (pf1's visible fraction: a box's corners either way
+    round, boxes of no width or height too) is Shapely's hull of the five points: the
+    same region, viewpoints on the grid's lines (the box's side lines) included."""
+    from geometry.square import corners_many
+    from rulesets.shadows import hulls
+
+    xy = np.array(rows, dtype=np.float64)
+    boxes = np.column_stack([xy[:, 0] * 50, xy[:, 1] * 50, xy[:, 0] * 50 + xy[:, 2],
+                             xy[:, 1] * 50 + xy[:, 3]])
+    p = np.round(xy[:, 4:6] / 50) * 50 if on_grid else xy[:, 4:6]
+    corners = corners_many(boxes)
+    corners[1::2] = corners[1::2, ::-1]  # every other one clockwise
+    want = shapely.convex_hull(shapely.multipoints(np.concatenate([corners, p[:, None]], 1)))
+    assert shapely.equals(hulls(p, corners), want).all()
