@@ -31,7 +31,7 @@ import shapely
 
 from geometry import kernel, openings, rooms
 from geometry.columns import columns
-from geometry.flanking import any_crosses_opposite_faces
+from geometry.flanking import any_crosses_opposite_faces, crosses_opposite_faces_many
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
 from geometry.square import (
@@ -510,6 +510,13 @@ class Rows(Sequence[tuple[int, int, AttackMode]]):
 #: Creature x wall slots up to which `CornerEngine._distances` finds its distinct keys by
 #: marking a table of every slot (the benchmark's 100 x 1,000: cheaper than sorting).
 _DENSE_DISTANCE_SLOTS = 1 << 20
+
+
+#: Lines (squares' centres of two allies) up to which `CornerEngine.flankers_many` leaves
+#: all of its rows to `flankers` (a move's: the arrays' fixed costs outweigh them), and
+#: past which one ally of a row is `flankers`' own (two big allies: its test prunes).
+FLANK_FEW = 48
+FLANK_LINES = 256
 
 
 class CornerEngine:
@@ -1853,3 +1860,94 @@ class CornerEngine:
             if any_crosses_opposite_faces(a_centres, b_centres, target_box, et, et + st):
                 found.append(other.id)
         return found
+
+    def flankers_many(self, a: IntArray, t: IntArray, who: IntArray,
+                      whom: IntArray) -> list[list[str]]:
+        """`flankers` of rows (a[k], t[k]) at once; (who[j], whom[j]): the creatures that
+        threaten each target. Every line between the two allies' squares' centres, around
+        every target, in one array test (geometry.flanking's `_many` test, the same
+        answer line by line); two allies with more than FLANK_LINES lines between them are
+        `flankers`' own (its test skips the lines that cannot cross: two huge allies are
+        millions of them), and so are all when they are few (a move's rows). `flankers`
+        is the reference this is held to."""
+        n_rows = len(a)
+        if n_rows == 0:
+            return []
+        # Each target's threateners, in creature order.
+        key = np.unique(whom.astype(np.int64) * len(self.cs) + who)
+        by_t, by_b = key // len(self.cs), key % len(self.cs)
+        lo = np.searchsorted(by_t, t, side="left")
+        cnt = np.searchsorted(by_t, t, side="right") - lo
+        row = np.repeat(np.arange(n_rows), cnt)
+        b = by_b[np.repeat(lo, cnt) + kernel.within_runs(cnt)]
+        ra, rt = a[row], t[row]
+        side = self._dispositions
+        ok = (b != ra) & (b != rt) & (side[b] == side[ra])
+        row, b, ra, rt = row[ok], b[ok], ra[ok], rt[ok]
+        # The squares' centres of the creatures here only (a move's few rows in a scene of
+        # a thousand creatures).
+        who_here = np.unique(np.concatenate([ra, b]))
+        count = np.zeros(len(self.cs), dtype=np.intp)
+        count[who_here] = np.fromiter(map(len, map(self.squares.__getitem__,
+                                                   who_here.tolist())),
+                                      dtype=np.intp, count=len(who_here))
+        lines = count[ra] * count[b]
+        if int(lines.sum()) <= FLANK_FEW:
+            threatens = dict.fromkeys(zip(who.tolist(), whom.tolist(), strict=True), True)
+            return [self.flankers(int(x), int(y), threatens)
+                    for x, y in zip(a.tolist(), t.tolist(), strict=True)]
+        hit = np.zeros(len(b), dtype=bool)
+        big = np.flatnonzero(lines > FLANK_LINES)
+        for k in big.tolist():
+            x, y, z = int(ra[k]), int(b[k]), int(rt[k])
+            hit[k] = bool(self._flank_test(x, y, z))
+        small = np.flatnonzero(lines <= FLANK_LINES)
+        if len(small):
+            cand = np.repeat(small, lines[small])
+            within = kernel.within_runs(lines[small])
+            cb = count[b[cand]]
+            start = np.cumsum(count) - count
+            boxes = np.array([sq for k in who_here.tolist() for sq in self.squares[k]],
+                             dtype=np.float64).reshape(-1, 4)
+            first = np.column_stack([(boxes[:, 0] + boxes[:, 2]) / 2,
+                                     (boxes[:, 1] + boxes[:, 3]) / 2])
+            i = start[ra[cand]] + within // cb
+            j = start[b[cand]] + within % cb
+            tt = rt[cand]
+            et, st = self._elev[tt], self._side[tt]
+            middle = et + st / 2
+
+            def height(c: IntArray) -> FloatArray:
+                # `flank_height`, every line at once (the same arithmetic).
+                low, up = self._elev[c], self._side[c]
+                out: FloatArray = np.where((low <= middle) & (middle <= low + up), middle,
+                                           low + up / 2)
+                return out
+
+            p = np.column_stack([first[i], height(ra[cand])])
+            q = np.column_stack([first[j], height(b[cand])])
+            crossed = crosses_opposite_faces_many(p, q, self._space_arr[tt], et, et + st)
+            hit[small] = np.bincount(cand, weights=crossed, minlength=len(b))[small] > 0
+        out: list[list[str]] = [[] for _ in range(n_rows)]
+        ids = self._ids
+        for r, y in zip(row[hit].tolist(), b[hit].tolist(), strict=True):
+            out[r].append(ids[y])
+        return out
+
+    def _flank_test(self, a: int, b: int, t: int) -> bool:
+        """Whether a and b, allies, stand across t (`flankers`' test of one ally)."""
+        et, st = float(self._elev[t]), float(self._side[t])
+        za = flank_height(float(self._elev[a]), float(self._side[a]), et, st)
+        zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)
+        return any_crosses_opposite_faces([(*centre(sq), za) for sq in self.squares[a]],
+                                          [(*centre(sq), zb) for sq in self.squares[b]],
+                                          self.spaces[t], et, et + st)
+
+    @functools.cached_property
+    def _dispositions(self) -> npt.NDArray[np.int64]:
+        return np.fromiter((c.disposition for c in self.cs), dtype=np.int64,
+                           count=len(self.cs))
+
+    @functools.cached_property
+    def _ids(self) -> list[str]:
+        return [c.id for c in self.cs]

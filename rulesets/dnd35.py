@@ -225,12 +225,16 @@ class Dnd35(Ruleset):
             all_melee = np.flatnonzero(code == MODE_CODE[AttackMode.MELEE])
             threat = all_melee[self._threatens(rf.in_reach[all_melee], rf.adjacent[all_melee],
                                                rf.level[all_melee])]
-            who, whom = rows_a[threat].tolist(), rows_t[threat].tolist()
-            threatens = dict.fromkeys(zip(who, whom, strict=True), True)
+            who, whom = rows_a[threat], rows_t[threat]
+            # The allies across each flanking row's target, all rows at once (a row's
+            # `_annotation` reads them if its degree leaves it a line of effect).
+            at_flank = np.flatnonzero(flank)
+            partners = dict(zip(at_flank.tolist(), engine.flankers_many(
+                a[at_flank], t[at_flank], who, whom), strict=True))
             for i in special.tolist():
                 f = PairFacts(int(level[i]), bool(adj[i]), bool(reach[i]), None)
                 out[i] = self._annotation(engine, int(a[i]), int(t[i]), mode_of[i], f,
-                                          threatens, options, known.get(i))
+                                          {}, options, known.get(i), partners.get(i, []))
         return out
 
     def sight_points(self) -> SightPoints:
@@ -322,10 +326,11 @@ class Dnd35(Ruleset):
     def _annotation(self, engine: CornerEngine, a: int, t: int, mode: AttackMode,
                     f: PairFacts, threatens: Mapping[tuple[int, int], bool],
                     options: Any, known: tuple[Degree, float | None] | None = None,
-                    ) -> Annotation:
+                    partners: Sequence[str] | None = None) -> Annotation:
         """One row's annotation: its degree (floored by the GM's override), the flags and
         modifiers of that degree (`_outcome`), and flanking for melee and reach attacks.
-        `known`: the degree and visible fraction `_degree` gives, already worked out."""
+        `known`: the degree and visible fraction `_degree` gives, already worked out;
+        `partners`: the flanking allies (`CornerEngine.flankers`), already worked out."""
         degree, visible = known or self._degree(engine, a, t, f, options)
         floor = engine.cs[t].cover_floor
         if floor is not None:
@@ -336,7 +341,9 @@ class Dnd35(Ruleset):
         flankers: tuple[str, ...] = ()
         if (melee and loe and self._threatens(f.in_reach, f.adjacent, f.level)
                 and self._can_flank(engine, a)):
-            flankers = tuple(fl for fl in engine.flankers(a, t, threatens)
+            if partners is None:
+                partners = engine.flankers(a, t, threatens)
+            flankers = tuple(fl for fl in partners
                              if self._can_flank(engine, engine.index[fl]))
             if flankers:
                 flags = flags | self.FLANKING_FLAGS

@@ -279,3 +279,45 @@ def test_partners_of_every_target_at_once_are_each_targets_own(kind: GridKind) -
     assert many == one_by_one
     assert sum(1 for bonus, _ in many if bonus) >= 15
     assert sum(1 for bonus, _ in many if bonus >= 2) >= 3
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_corner_flankers_of_many_rows_are_each_rows_own(seed: int) -> None:
+    """The corner engine's flanking allies of many rows at once (`flankers_many`, every
+    ally's lines in one array test) are `flankers`' row by row: the same allies in the same
+    order. 49 creatures of two sides alternate on a board two squares apart, big and small
+    ones (some Colossal: their lines go one ally at a time), some flying, some a step
+    higher; the rows are every ordered pair, each target threatened by those in reach."""
+    from geometry.model import Size
+    from rulesets.corner import FLANK_LINES, CornerEngine, CornerOptions
+
+    base = dress(generate(49, 0, seed).geom, seed)
+    g = base.grid.size
+    geom = replace(base, creatures=tuple(
+        replace(c, x=g * (10 + 2 * (k % 7)), y=g * (10 + 2 * (k // 7)),
+                disposition=1 if (k % 7 + k // 7) % 2 else -1,
+                elevation=c.elevation + (10.0 if k % 5 == 0 else 0.0))
+        for k, c in enumerate(base.creatures)))
+    # Two Colossal allies (6 x 6 squares: 1,296 lines between them) across one target.
+    cs = list(geom.creatures)
+    for k in (16, 30):
+        cs[k] = replace(cs[k], size=Size.COLOSSAL, width=6.0, height=6.0, disposition=1,
+                        elevation=0.0)
+    cs[23] = replace(cs[23], disposition=-1, elevation=0.0, x=g * 16, y=g * 15)
+    geom = replace(geom, creatures=tuple(cs))
+    engine = CornerEngine(geom, CornerOptions())
+    n = len(geom.creatures)
+    pairs = np.array([(a, t) for a in range(n) for t in range(n) if a != t], dtype=np.intp)
+    near = [(b, t) for b, t in pairs.tolist()
+            if abs(geom.creatures[b].x - geom.creatures[t].x) <= 3 * g
+            and abs(geom.creatures[b].y - geom.creatures[t].y) <= 3 * g]
+    who = np.array([b for b, _ in near], dtype=np.intp)
+    whom = np.array([t for _, t in near], dtype=np.intp)
+    threatens = dict.fromkeys(near, True)
+    many = engine.flankers_many(pairs[:, 0], pairs[:, 1], who, whom)
+    one_by_one = [engine.flankers(a, t, threatens) for a, t in pairs.tolist()]
+    assert many == one_by_one
+    assert sum(1 for f in many if f) >= 50
+    # Both ways are taken: allies' lines in arrays, and a big pair's one ally at a time.
+    sizes = sorted(len(sq) for sq in engine.squares)
+    assert sizes[0] * sizes[1] <= FLANK_LINES < sizes[-1] * sizes[-2]
