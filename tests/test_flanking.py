@@ -248,6 +248,19 @@ def test_cube_segments_each_against_its_own_box_are_each_segment_alone(
     assert got.tolist() == want
 
 
+def _crowded_board(seed: int) -> Any:
+    """49 dressed creatures of two sides alternating on a board two squares apart (allies
+    crowd each target), big and small ones, some flying or under water and every fifth a
+    step higher."""
+    base = dress(generate(49, 0, seed).geom, seed)
+    g = base.grid.size
+    return replace(base, creatures=tuple(
+        replace(c, x=g * (10 + 2 * (k % 7)), y=g * (10 + 2 * (k // 7)),
+                disposition=1 if (k % 7 + k // 7) % 2 else -1,
+                elevation=c.elevation + (10.0 if k % 5 == 0 else 0.0))
+        for k, c in enumerate(base.creatures)))
+
+
 @pytest.mark.parametrize("kind", [GridKind.SQUARE, *HEX_KINDS], ids=lambda k: k.name)
 def test_partners_of_every_target_at_once_are_each_targets_own(kind: GridKind) -> None:
     """The degrees procedure's flanking partners, matched around every target at once
@@ -256,13 +269,7 @@ def test_partners_of_every_target_at_once_are_each_targets_own(kind: GridKind) -
     same partners in the same order. 49 creatures of two sides alternate on a board two
     squares apart (allies crowd each target), big and small ones, some flying or under
     water (bench/dressing.py) and some a step higher."""
-    base = dress(generate(49, 0, 3).geom, 3)
-    g = base.grid.size
-    base = replace(base, creatures=tuple(
-        replace(c, x=g * (10 + 2 * (k % 7)), y=g * (10 + 2 * (k // 7)),
-                disposition=1 if (k % 7 + k // 7) % 2 else -1,
-                elevation=c.elevation + (10.0 if k % 5 == 0 else 0.0))
-        for k, c in enumerate(base.creatures)))
+    base = _crowded_board(3)
     geom = base if kind is GridKind.SQUARE else on_hex(base, kind, 3)
     rules = REGISTRY.get("degrees")
     assert isinstance(rules, CoverDegrees)
@@ -291,13 +298,8 @@ def test_corner_flankers_of_many_rows_are_each_rows_own(seed: int) -> None:
     from geometry.model import Size
     from rulesets.corner import FLANK_LINES, CornerEngine, CornerOptions
 
-    base = dress(generate(49, 0, seed).geom, seed)
-    g = base.grid.size
-    geom = replace(base, creatures=tuple(
-        replace(c, x=g * (10 + 2 * (k % 7)), y=g * (10 + 2 * (k // 7)),
-                disposition=1 if (k % 7 + k // 7) % 2 else -1,
-                elevation=c.elevation + (10.0 if k % 5 == 0 else 0.0))
-        for k, c in enumerate(base.creatures)))
+    geom = _crowded_board(seed)
+    g = geom.grid.size
     # Two Colossal allies (6 x 6 squares: 1,296 lines between them) across one target.
     cs = list(geom.creatures)
     for k in (16, 30):
