@@ -1846,18 +1846,12 @@ class CornerEngine:
         the line between centres crosses opposite borders or corners; big creatures may use
         any square they occupy)."""
         found = []
-        target_box = self.spaces[t]
-        et, st = float(self._elev[t]), float(self._side[t])
-        za = flank_height(float(self._elev[a]), float(self._side[a]), et, st)
-        a_centres = [(*centre(sq), za) for sq in self.squares[a]]
         for b, other in enumerate(self.cs):
             if b in (a, t) or other.disposition != self.cs[a].disposition:
                 continue
             if not threatens.get((b, t), False):
                 continue
-            zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)
-            b_centres = [(*centre(sq), zb) for sq in self.squares[b]]
-            if any_crosses_opposite_faces(a_centres, b_centres, target_box, et, et + st):
+            if self._flank_test(a, b, t):
                 found.append(other.id)
         return found
 
@@ -1935,7 +1929,9 @@ class CornerEngine:
         return out
 
     def _flank_test(self, a: int, b: int, t: int) -> bool:
-        """Whether a and b, allies, stand across t (`flankers`' test of one ally)."""
+        """Whether a and b, allies, stand across t: any line between their squares'
+        centres, each at its `flank_height`, crosses t's cube from a face to the opposite
+        one."""
         et, st = float(self._elev[t]), float(self._side[t])
         za = flank_height(float(self._elev[a]), float(self._side[a]), et, st)
         zb = flank_height(float(self._elev[b]), float(self._side[b]), et, st)

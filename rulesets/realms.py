@@ -66,9 +66,8 @@ from rulesets.obstacles import wall_roles
 from rulesets.shadows import (
     front_sides,
     hidden_areas,
-    hulls_with_points,
+    hulls,
     meeting,
-    polygons_of,
     repaired,
     shadow_polygons,
     wall_lines,
@@ -1171,7 +1170,9 @@ class RealmsContext:
         cc = self._cell_count[rt]
         cell_req = np.repeat(np.arange(n), cc)
         cell_at = np.repeat(self._cell_start[rt], cc) + kernel.within_runs(cc)
-        hull = self._view_hulls(p, rt)
+        # (Each target's hull ring for its body: the hull of its cells, `seal_rings`.)
+        rings, corners = self.seal_rings
+        hull = hulls(p, rings[rt], corners[rt])
         slow = self._speck[rt] | shapely.intersects(self.bodies[rt], points)
         req: list[IntArray] = []
         segs: list[FloatArray] = []
@@ -1282,50 +1283,6 @@ class RealmsContext:
                 best = m
         if best is not None:
             out.append(best)
-        return out
-
-    @functools.cached_property
-    def _ccw_rings(self) -> tuple[FloatArray, IntArray, npt.NDArray[np.bool_]]:
-        """Per creature, `seal_rings` (the hull of its cells: some of their corners, as
-        they are) counterclockwise, padded by its last corner; its number of corners; and
-        whether it bounds an area (not a point or a line)."""
-        rings, counts = self.seal_rings
-        if len(rings) == 0:
-            return rings, counts, np.zeros(0, dtype=bool)
-        v = rings.shape[1]
-        col = np.arange(v)[None, :]
-        own = col < counts[:, None]
-        nxt = np.where(col + 1 < counts[:, None], col + 1, 0)
-        x, y = rings[..., 0], rings[..., 1]
-        x1 = np.take_along_axis(x, nxt, axis=1)
-        y1 = np.take_along_axis(y, nxt, axis=1)
-        twice_area = np.where(own, x * y1 - x1 * y, 0.0).sum(axis=1)
-        # Clockwise rings read backwards (the padding stays the last corner).
-        back = np.where(twice_area[:, None] < 0, counts[:, None] - 1 - col, col)
-        order = np.where(own, back, np.take_along_axis(back, counts[:, None] - 1, axis=1))
-        out: FloatArray = np.take_along_axis(rings, order[..., None], axis=1)
-        return out, counts, twice_area != 0
-
-    def _view_hulls(self, p: FloatArray, t: IntArray) -> npt.NDArray[np.object_]:
-        """Per request k: the convex hull of viewpoint p[k] and target t[k]'s body (the
-        walls that can shade it from there are those meeting it), as a polygon: the same
-        region as Shapely's hull of p and every cell corner (up to rounding, where p lies
-        on a side's line: a wall only a few ulps from the body casts no shadow on it worth
-        a covered fraction's 9 digits), built from the target's hull
-        ring (`rulesets.shadows.hulls_with_points`) without a geometry per point (at 200
-        tokens and 5,000 walls that hull was 50 ms). A target that bounds no area has
-        Shapely's hull."""
-        rings, counts, ok = self._ccw_rings
-        out = np.empty(len(p), dtype=object)
-        flat = np.flatnonzero(~ok[t])
-        if len(flat):
-            # (Its corners and p: a point or a segment; `slow` measures its requests.)
-            pts = np.concatenate([rings[t[flat]], p[flat][:, None, :]], axis=1)
-            out[flat] = shapely.convex_hull(shapely.multipoints(
-                pts.reshape(-1, 2), indices=np.repeat(np.arange(len(flat)), pts.shape[1])))
-        req = np.flatnonzero(ok[t])
-        if len(req):
-            out[req] = polygons_of(*hulls_with_points(rings[t[req]], counts[t[req]], p[req]))
         return out
 
     def _spans_rows(self, walls: npt.NDArray[np.intp], t: npt.NDArray[np.intp],

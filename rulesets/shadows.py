@@ -152,76 +152,54 @@ def warm_wall_lines(scene: SceneGeom) -> None:
         wall_lines(tracer.walls, tracer.wall_xy)
 
 
-def hulls(points: FloatArray, corners: FloatArray) -> npt.NDArray[np.object_]:
-    """Per row: the convex hull of a viewpoint (R, 2) and a body's corners (R, k, 2, a
-    convex ring either way round), the only place a segment can stand to shade that body
-    from that point (`hulls_with_points`; a body of no area: Shapely's hull)."""
-    n, k = corners.shape[0], corners.shape[1]
+def hulls(points: FloatArray, corners: FloatArray,
+          counts: IntArray | None = None) -> npt.NDArray[np.object_]:
+    """Per row: the convex hull of a viewpoint (R, 2) and a body's convex ring (R, V, 2,
+    either way round; its first counts[k] corners, the rest repeating the last), the only
+    place a segment can stand to shade that body from that point. Built as the ring with
+    the sides the point sees (it lies strictly outside them) replaced by the lines from the
+    point to their ends, without a geometry per point (one Shapely hull per sight, of every
+    cell corner, was 50 ms of a 200-token hex table). The corners are the ring's and the
+    point as they are: the region is Shapely's hull of them, up to rounding where the point
+    lies within a few ulps of a side's line (Shapely decides that side exactly; here it
+    may be taken as seen, adding a sliver of that width, or not). A body of no area (a
+    point, a line) has Shapely's hull."""
+    n, v = corners.shape[0], corners.shape[1]
     out = np.empty(n, dtype=object)
     if n == 0:
         return out
-    x, y = corners[..., 0], corners[..., 1]
-    twice_area = (x * np.roll(y, -1, axis=1) - np.roll(x, -1, axis=1) * y).sum(axis=1)
-    ok = twice_area != 0
-    flat = np.flatnonzero(~ok)
-    if len(flat):
-        pts = np.concatenate([corners[flat], points[flat][:, None, :]], axis=1)
-        out[flat] = shapely.convex_hull(shapely.multipoints(pts))
-    rows = np.flatnonzero(ok)
-    if len(rows):
-        ring = np.where((twice_area[rows] < 0)[:, None, None], corners[rows, ::-1],
-                        corners[rows])
-        out[rows] = polygons_of(*hulls_with_points(ring, np.full(len(rows), k, dtype=np.intp),
-                                                   points[rows]))
-    return out
-
-
-def hulls_with_points(rings: FloatArray, counts: IntArray, p: FloatArray,
-                      ) -> tuple[FloatArray, IntArray]:
-    """Per row: the convex hull of point p[k] and the convex ring rings[k] (counterclockwise,
-    its first counts[k] corners, with area), as corners (N, V + 1, 2, counterclockwise,
-    padded by the last) and their number: the ring with the sides p sees (p strictly
-    outside them) replaced by the lines from p to their ends. The corners are the ring's
-    and p as they are: the region is Shapely's hull of them, up to rounding where p lies
-    within a few ulps of a side's line (Shapely decides that side exactly; here it may be
-    taken as seen, adding a sliver of that width, or not)."""
-    n, v = rings.shape[0], rings.shape[1]
-    if n == 0:
-        return np.zeros((0, v + 1, 2)), np.zeros(0, dtype=np.intp)
+    if counts is None:
+        counts = np.full(n, v, dtype=np.intp)
     col = np.arange(v)[None, :]
     own = col < counts[:, None]
     nxt = np.where(col + 1 < counts[:, None], col + 1, 0)
     prv = np.where(col > 0, col - 1, counts[:, None] - 1)
-    ex = np.take_along_axis(rings[..., 0], nxt, axis=1) - rings[..., 0]
-    ey = np.take_along_axis(rings[..., 1], nxt, axis=1) - rings[..., 1]
-    seen = own & (ex * (p[:, 1:2] - rings[..., 1]) - ey * (p[:, 0:1] - rings[..., 0]) < 0)
+    x, y = corners[..., 0], corners[..., 1]
+    x1, y1 = np.take_along_axis(x, nxt, axis=1), np.take_along_axis(y, nxt, axis=1)
+    twice_area = np.where(own, x * y1 - x1 * y, 0.0).sum(axis=1)
+    flat = np.flatnonzero(twice_area == 0)
+    if len(flat):
+        pts = np.concatenate([corners[flat], points[flat][:, None, :]], axis=1)
+        out[flat] = shapely.convex_hull(shapely.multipoints(pts))
+    # Side k (corner k to the next) is seen from p when p lies strictly outside it: to its
+    # right on a counterclockwise ring, to its left on a clockwise one.
+    side = (x1 - x) * (points[:, 1:2] - y) - (y1 - y) * (points[:, 0:1] - x)
+    body = np.flatnonzero(twice_area != 0)
+    own &= (twice_area != 0)[:, None]
+    seen = own & (np.where(twice_area[:, None] > 0, side, -side) < 0)
     seen_before = np.take_along_axis(seen, prv, axis=1)
-    # A corner between two seen sides is inside the hull; p comes after the corner where
-    # the seen sides start.
+    # A corner between two seen sides is inside the hull; the point comes after the corner
+    # where the seen sides start (the ring's own order, either way round).
     keep = own & ~(seen & seen_before)
     start = seen & ~seen_before
     rows, cols = np.nonzero(keep)
     p_rows, p_cols = np.nonzero(start)
     which = np.concatenate([rows, p_rows])
-    place = np.concatenate([2 * cols, 2 * p_cols + 1])
-    order = np.lexsort((place, which))
-    coords = np.concatenate([rings[rows, cols], p[p_rows]])[order]
-    which = which[order]
-    count = np.bincount(which, minlength=n).astype(np.intp)
-    at = kernel.within_runs(count)
-    out = np.empty((n, v + 1, 2))
-    out[which, at] = coords
-    last = np.maximum(count - 1, 0)
-    pad = np.arange(v + 1)[None, :] >= count[:, None]
-    out[pad] = np.repeat(out[np.arange(n), last], v + 1 - count, axis=0)
-    return out, count
-
-
-def polygons_of(corners: FloatArray, counts: IntArray) -> npt.NDArray[np.object_]:
-    """Per row: the polygon of its first counts[k] corners (`hulls_with_points`)."""
-    own = np.arange(corners.shape[1])[None, :] < counts[:, None]
-    out: npt.NDArray[np.object_] = shapely.polygons(shapely.linearrings(
-        corners[own], indices=np.repeat(np.arange(len(counts)), counts)))
+    order = np.lexsort((np.concatenate([2 * cols, 2 * p_cols + 1]), which))
+    coords = np.concatenate([corners[rows, cols], points[p_rows]])[order]
+    if len(body):
+        out[body] = shapely.polygons(shapely.linearrings(
+            coords, indices=np.searchsorted(body, which[order])))
     return out
 
 

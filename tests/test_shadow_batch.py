@@ -32,7 +32,7 @@ from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
 from rulesets.pf1 import Pf1, Pf1Options
 from rulesets.realms import Realms, RealmsOptions
-from rulesets.shadows import hidden_areas, shadow_polygons
+from rulesets.shadows import hidden_areas, hulls, shadow_polygons
 from tests.test_degrees_fast import hex_scene_docs, mounted_scene_docs
 from tests.test_properties import PROPS, Doc, load
 
@@ -537,8 +537,8 @@ def test_realms_vicinities_measured_in_blocks_are_the_same(
 def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
                                               seed: int) -> None:
     """The hull of a viewpoint and its target's body, built from the target's hull ring
-    (`_view_hulls`), is the region Shapely's hull of the point and every cell corner is
-    (up to rounding):
+    (`rulesets.shadows.hulls` of `seal_rings`, as realms' `covered_many` builds it), is
+    the region Shapely's hull of the point and every cell corner is (up to rounding):
     from each creature's viewpoints to random targets, and from points on the rings'
     corners, on their sides, inside them, and on their sides' lines beyond the corners."""
     geom = dress(generate(24, 120, 5).geom, 5)
@@ -549,7 +549,7 @@ def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
     rng = np.random.default_rng(seed)
     n = len(ctx.cs)
     views = ctx._shapes.views
-    rings, counts, _ = ctx._ccw_rings
+    rings, counts = ctx.seal_rings
     t_side = rng.integers(0, n, len(along))
     corner = rng.integers(0, counts[t_side])
     nxt = np.where(corner + 1 < counts[t_side], corner + 1, 0)
@@ -557,7 +557,7 @@ def test_realms_view_hulls_are_shapelys_hulls(kind: Any, along: list[float],
     inside = kernel.over_points(np.add, rings[t_side]) / rings.shape[1]
     p = np.concatenate([views, a + (b - a) * np.array(along)[:, None], inside])
     t = np.concatenate([rng.integers(0, n, len(views)), t_side, t_side])
-    got = ctx._view_hulls(p, t)
+    got = hulls(p, rings[t], counts[t])
     cells = [ctx._cells[ctx._cell_start[k]:ctx._cell_start[k] + ctx._cell_count[k]]
              .reshape(-1, 2) for k in range(n)]
     want = shapely.convex_hull(shapely.multipoints(
@@ -582,7 +582,6 @@ def test_hulls_of_boxes_and_points_are_shapelys(rows: list[tuple[Any, ...]],
     round, boxes of no width or height too) is Shapely's hull of the five points: the
     same region, viewpoints on the grid's lines (the box's side lines) included."""
     from geometry.square import corners_many
-    from rulesets.shadows import hulls
 
     xy = np.array(rows, dtype=np.float64)
     boxes = np.column_stack([xy[:, 0] * 50, xy[:, 1] * 50, xy[:, 0] * 50 + xy[:, 2],
