@@ -9,6 +9,8 @@ thread changes it in between.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
@@ -31,5 +33,6 @@ def changed_positions(values: Sequence[Any], held: Sequence[Any]) -> list[int]:
     old states at the end). By identity: an equal value in another object counts as
     changed, never wrongly kept."""
     m = min(len(values), len(held))
-    return [*(k for k, (v, was) in enumerate(zip(values[:m], held[:m], strict=True))
-              if v is not was), *range(m, len(values))]
+    # (compress and map run in C: a generator's loop was 0.1 ms per call at 1,000.)
+    return [*itertools.compress(range(m), map(operator.is_not, values[:m], held[:m])),
+            *range(m, len(values))]

@@ -13,12 +13,14 @@ a creature in the way changes only what creatures in the way count for.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from geometry.columns import columns, upper_pairs
+from geometry.columns import columns, ids_of, upper_pairs
 from geometry.kernel import (
     BoolArray,
     FloatArray,
@@ -34,6 +36,7 @@ Pair = tuple[str, str]
 
 # Pixels of slack on the slanted separating axis (rounding must never drop a pair).
 _SLACK = 1e-6
+_MOUNT = operator.attrgetter("mount")
 
 
 #: For creatures with these ids, in this order: an (n, n) array, [i, j] true when a creature
@@ -88,14 +91,23 @@ def affected(old: SceneGeom, new: SceneGeom,
             or old.underwater != new.underwater):
         return None
     grid = new.grid
-    before = {c.id: c for c in old.creatures}
-    after = {c.id: c for c in new.creatures}
+    old_ids, new_ids = ids_of(old.creatures), ids_of(new.creatures)
+    before = dict(zip(old_ids, old.creatures, strict=True))
+    after = dict(zip(new_ids, new.creatures, strict=True))
     # A scene keeps the creature of every unchanged token (the same object): equality is
     # asked only of the few that are new objects.
-    changed = {i for i in before.keys() | after.keys()
-               if (b := before.get(i)) is not (c := after.get(i)) and b != c}
+    if old_ids == new_ids:
+        # The same creatures in the same order (a move): the new objects found by position,
+        # in C (a loop over a 1,000-creature scene's ids was a tenth of a millisecond).
+        changed = {new_ids[k] for k in itertools.compress(
+            range(len(new_ids)), map(operator.is_not, old.creatures, new.creatures))
+            if old.creatures[k] != new.creatures[k]}
+    else:
+        changed = {i for i in before.keys() | after.keys()
+                   if (b := before.get(i)) is not (c := after.get(i)) and b != c}
     # A rider fights from its mount's squares: it changes whenever its mount does.
-    changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
+    if changed and not changed.isdisjoint(map(_MOUNT, new.creatures)):
+        changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     present = changed & after.keys()
     if only and present and all(p[0] in present or p[1] in present for p in only):
         # Every pair asked about has a creature that changed (a filtered table of the one
@@ -108,7 +120,7 @@ def affected(old: SceneGeom, new: SceneGeom,
         walls = [w for i in old_walls.keys() | new_walls.keys()
                  for w in (old_walls.get(i), new_walls.get(i))
                  if old_walls.get(i) != new_walls.get(i) and w is not None]
-    ids = [c.id for c in new.creatures]
+    ids = new_ids
     n = len(ids)
     out: set[Pair] = set()
     in_the_way: set[Pair] = set()
@@ -215,7 +227,7 @@ def _close_pairs(spaces: FloatArray, reach: FloatArray,
     return np.minimum(i, j), np.maximum(i, j)
 
 
-def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, ids: list[str],
+def _threatened(grid: Grid, spaces: FloatArray, reach: FloatArray, ids: Sequence[str],
                 a: IntArray, t: IntArray) -> set[str]:
     """Targets of the pairs (a[k], t[k]) (positions in the scene's creatures, whose
     `spaces`, `reach` and `ids` these are) whose attacker is within twice its natural
@@ -368,7 +380,7 @@ def _near(creatures: tuple[CreatureGeom, ...], spaces: FloatArray,
     return {creatures[k % n].id for k in np.flatnonzero(near).tolist()}
 
 
-def _reaching(ids: list[str], spaces: FloatArray, reach: FloatArray, index: dict[str, int],
+def _reaching(ids: Sequence[str], spaces: FloatArray, reach: FloatArray, index: dict[str, int],
               targets: set[str], grid: Grid) -> set[Pair]:
     """(a, t) for each target and every creature within twice its natural reach of it
     (every target against every creature at once)."""

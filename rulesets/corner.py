@@ -269,6 +269,7 @@ _Stack = tuple[npt.NDArray[Any], IntArray]
 _LAST_STACKS: list[tuple[Grid, tuple[CreatureGeom, ...], dict[tuple[str, tuple[int, ...]],
                                                               _Stack], _Lists]] = []
 _LAST_STACKS_KEPT = 4
+_MOUNT = operator.attrgetter("mount")
 
 
 @dataclass(frozen=True, slots=True)
@@ -580,8 +581,10 @@ class CornerEngine:
         self._side = cols.side
         #: Each creature's room (geometry.rooms), found when first asked.
         self._room: IntArray | None = None
+        # (Most scenes have no rider: asked in C first, a loop body per creature only then.)
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
-                  if c.mount is not None and c.mount in self.index}
+                  if c.mount is not None and c.mount in self.index} \
+            if any(map(_MOUNT, self.cs)) else {}
         self._partner: IntArray | None = None
         if riders:
             self._partner = np.full(len(self.cs), -1, dtype=np.intp)

@@ -39,7 +39,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns, hex_footprints, per_creature, upper_pairs
+from geometry.columns import columns, hex_footprints, ids_of, per_creature, upper_pairs
 from geometry.flanking import (
     any_crosses_opposite_faces,
     any_crosses_opposite_prism_sides,
@@ -277,7 +277,7 @@ class CoverDegrees(Ruleset):
                                                o.flankers), strict=True):
                 column[u] = value
         which = which.reshape(-1)
-        ids = np.array([c.id for c in ctx.cs], dtype=object)
+        ids = np.array(ids_of(ctx.cs), dtype=object)
         traced: Iterable[Any] = (itertools.repeat(None) if lines is None else
                                  (line for line in lines for _ in modes))
         return list(map(Annotation, np.repeat(np.take(ids, a), n_modes).tolist(),

@@ -28,7 +28,7 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns, hex_footprints, per_creature
+from geometry.columns import columns, hex_footprints, ids_of, per_creature
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
     CreatureGeom,
@@ -272,7 +272,7 @@ class Realms(Ruleset):
         visible = list(map(rounded.__getitem__, covered))
         for k in unseen:
             visible[k] = 0.0  # no line reaches it: nothing of it shows
-        ids = np.array([c.id for c in ctx.cs], dtype=object)
+        ids = np.array(ids_of(ctx.cs), dtype=object)
         loe, mods, flags = (np.take(col, which, axis=0).reshape(-1).tolist() for col in cols)
         return list(map(
             Annotation, np.repeat(np.take(ids, at[:, 0]), n_modes).tolist(),

@@ -8,6 +8,8 @@ as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -420,6 +422,16 @@ def to_geometry(scene: Scene,
     flags = scene.doc.flags.covercast if scene.doc.flags is not None else None
     if before is not None:
         geom, docs = before
+        tokens = list(scene.tokens.values())
+        if len(tokens) == len(docs) == len(geom.creatures) and list(scene.tokens) == list(docs):
+            # The same tokens in the same order (a move, a token's flags): creature k is
+            # token k's, kept unless its document changed. Found with the loops in C: at
+            # 1,000 tokens a Python loop over them was a tenth of a walking step's work.
+            creatures = list(geom.creatures)
+            for k in itertools.compress(range(len(tokens)),
+                                        map(operator.is_not, tokens, docs.values())):
+                creatures[k] = _creature(tokens[k], grid)
+            return replace(geom, creatures=tuple(creatures))
         kept = {c.id: c for c in geom.creatures}
         return replace(geom, creatures=tuple(
             kept[t.id] if docs.get(t.id) is t else _creature(t, grid)

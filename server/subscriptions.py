@@ -17,6 +17,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from geometry.columns import ids_of
 from geometry.model import CreatureGeom
 from rulesets.base import AttackMode
 from server import focus as focusing
@@ -62,18 +63,22 @@ class Filter:
     def everything(self) -> bool:
         return self.attackers is None and self.targets is None and self.sides is None
 
-    def ends(self, creatures: Iterable[CreatureGeom]) -> tuple[list[str], list[str]]:
-        """The creatures the filter takes as attackers, and as targets."""
-        attackers, targets = [], []
-        for c in creatures:
-            if ((self.attackers is None or c.id in self.attackers)
-                    and (self.sides is None or c.disposition in self.sides)):
-                attackers.append(c.id)
-            if self.targets is None or c.id in self.targets:
-                targets.append(c.id)
+    def ends(self, creatures: tuple[CreatureGeom, ...]
+             ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The creatures the filter takes as attackers, and as targets, in the scene's
+        order."""
+        ids = ids_of(creatures)
+        if self.sides is not None:
+            sides = self.sides
+            attackers = tuple(c.id for c in creatures if c.disposition in sides
+                              and (self.attackers is None or c.id in self.attackers))
+        else:
+            attackers = ids if self.attackers is None else tuple(
+                filter(self.attackers.__contains__, ids))
+        targets = ids if self.targets is None else tuple(filter(self.targets.__contains__, ids))
         return attackers, targets
 
-    def count(self, creatures: Sequence[CreatureGeom]) -> int:
+    def count(self, creatures: tuple[CreatureGeom, ...]) -> int:
         """How many ordered pairs of these creatures the filter selects."""
         attackers, targets = self.ends(creatures)
         return len(attackers) * len(targets) - len(set(attackers).intersection(targets))
@@ -93,8 +98,10 @@ class Filter:
 EVERYTHING = Filter()
 
 # The pairs of a filter among a revision's creatures, for the last creature tuple each
-# filter was asked about (a scene's deltas and its table ask it several times a revision).
-_PAIRS: dict[Filter, tuple[tuple[CreatureGeom, ...], frozenset[Pair]]] = {}
+# filter was asked about (a scene's deltas and its table ask it several times a revision),
+# with the attackers and targets they were made of.
+_PAIRS: dict[Filter, tuple[tuple[CreatureGeom, ...], frozenset[Pair], tuple[str, ...],
+                           tuple[str, ...]]] = {}
 _PAIRS_HELD = 256
 
 
@@ -104,10 +111,15 @@ def pairs_of(flt: Filter, creatures: tuple[CreatureGeom, ...]) -> frozenset[Pair
     if held is not None and held[0] is creatures:
         return held[1]
     attackers, targets = flt.ends(creatures)
-    pairs = frozenset((a, t) for a in attackers for t in targets if a != t)
+    if held is not None and held[2] == attackers and held[3] == targets:
+        # A move keeps the ids: the very same set, so that subscribers' pairs compare by
+        # identity (a thousand pairs a revision were built and compared before).
+        pairs = held[1]
+    else:
+        pairs = frozenset((a, t) for a in attackers for t in targets if a != t)
     if len(_PAIRS) >= _PAIRS_HELD:
         _PAIRS.clear()
-    _PAIRS[flt] = (creatures, pairs)
+    _PAIRS[flt] = (creatures, pairs, attackers, targets)
     return pairs
 
 
@@ -166,7 +178,7 @@ def _sized(given: Sequence[str], path: str, what: str, one: str) -> None:
                           "as a scene may have tokens, welcome.limits.maxTokens)", path=path)
 
 
-def refuse_too_large(flt: Filter, creatures: Sequence[CreatureGeom], scene_id: str,
+def refuse_too_large(flt: Filter, creatures: tuple[CreatureGeom, ...], scene_id: str,
                      path: str) -> None:
     """Refuse (too_large) a subscription whose table would pass `maxTablePairs`, saying
     how big it is and which filter to use instead."""
@@ -241,7 +253,7 @@ class Subscription:
 
 
 def open_subscription(request: Subscribe, scene_id: str, tokens: Mapping[str, TokenDoc],
-                      creatures: Sequence[CreatureGeom], viewer: bool,
+                      creatures: tuple[CreatureGeom, ...], viewer: bool,
                       binary: bool, compact: bool = False) -> Subscription:
     """The subscription a `subscribe` asks for (`creatures`: the scene as the subscriber
     sees it), refused whole (nothing changed) when its filter is bad or its table too big.

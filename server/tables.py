@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from geometry.columns import ids_of
 from geometry.incremental import Affected
 from geometry.incremental import affected as affected_by
 from geometry.model import SceneGeom
@@ -375,7 +376,7 @@ class Tables:
             # `prepare` has usually made it already, between the last change and this one
             # (a copy of this very table: not of another view's, nor of an older one).
             table = spare[1] if spare is not None and spare[0] is cached else cached.table.copy()
-            gone = {c.id for c in cached.geom.creatures} - {c.id for c in geom.creatures}
+            gone = set(ids_of(cached.geom.creatures)).difference(ids_of(geom.creatures))
             # Pairs only a creature in the way may have changed: only the modes where
             # creatures in the way count.
             in_the_way = set(affected.in_the_way)
@@ -479,7 +480,7 @@ class Tables:
         if not lines and need is None:
             can_change = {d.value: scene.ruleset.in_the_way_may_change(d) for d in Degree}
             known = settled_after(cached.settled if cached is not None else None,
-                                  tuple(c.id for c in geom.creatures), table, touched,
+                                  ids_of(geom.creatures), table, touched,
                                   way_values, can_change)
         replaced = self.cache.get(key)
         if replaced is not None:
