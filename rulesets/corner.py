@@ -22,7 +22,7 @@ import itertools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, overload
+from typing import Any, ClassVar, Literal, overload
 
 import msgspec
 import numpy as np
@@ -687,6 +687,45 @@ class CornerEngine:
         off = rooms.walled_off(room[a], room[t])
         return off if off.any() else None
 
+    #: Rows a call asks about from which `_sealed_rows` first looks for one plain wall
+    #: sealing their pairs (fewer: a move's pairs near the mover, traced as they are).
+    SEAL_FIRST_ROWS: ClassVar[int] = 64
+
+    def _sealed_rows(self, a: IntArray, t: IntArray,
+                     skip: BoolArray | None) -> BoolArray | None:
+        """Per row: whether one plain wall (or a run of them end to end) crosses every
+        line between the corners of the two creatures' `reach_box`es (kernel.
+        sealed_blocks), so that it stops every line between their spaces: the row is
+        total and no line of it is planned or traced. None when no row is. The rows of
+        `skip` are not looked at.
+
+        A creature walking across a big map has a thousand rows, nearly all sealed so:
+        the wall that sealed a pair at the last step is tried first, and seals most of
+        them again (a walking step at 1,000 creatures: the planning, tracing and reading
+        of those rows was most of its work)."""
+        tr = self.tracer
+        if len(a) < self.SEAL_FIRST_ROWS or not tr.wall_plain.any():
+            return None
+        todo = np.ones(len(a), dtype=bool) if skip is None else ~skip
+        n = len(self.cs)
+        lo, hi = np.minimum(a, t), np.maximum(a, t)
+        pair, back = np.unique((lo * n + hi)[todo], return_inverse=True)
+        if len(pair) == 0:
+            return None
+        who, inverse = np.unique(np.concatenate([pair // n, pair % n]), return_inverse=True)
+        layouts = self._layouts
+        boxes = np.array([layouts[k].reach_box for k in who.tolist()],
+                         dtype=np.float64).reshape(-1, 4)
+        rings = openings.box_rings(boxes, 0.0)
+        inverse = inverse.reshape(2, -1)
+        found = kernel.sealed_blocks(rings[inverse[0]], rings[inverse[1]], tr.wall_xy,
+                                     np.flatnonzero(tr.wall_plain))
+        if not found.any():
+            return None
+        out = np.zeros(len(a), dtype=bool)
+        out[np.flatnonzero(todo)] = found[back.reshape(-1)]
+        return out
+
     def _boxes(self, idx: IntArray) -> FloatArray:
         """The spaces (x0, y0, x1, y1) of these creatures."""
         return take_rows(self._space_arr, idx)
@@ -1342,6 +1381,9 @@ class CornerEngine:
         neither planned nor traced."""
         a, t, code = self._row_arrays(rows)
         off = self._walled_off(a, t)
+        sealed = self._sealed_rows(a, t, off)
+        if sealed is not None:
+            off = sealed if off is None else off | sealed
         if off is None:
             return self._traced_levels(rows, reach_too, held)
         live = np.flatnonzero(~off)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from geometry import openings, rooms
@@ -349,3 +349,36 @@ def test_rooms_change_no_answer(case: tuple[list[Doc], list[tuple[float, float, 
     finally:
         rooms.rooms = real
     assert with_rooms == without
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(room_scenes(), st.sampled_from(["dnd35", "pf1", "dnd5e"]))
+# A token of 1.5 squares in a room, its squares' corners on the room's wall: the wall seals
+# its space from the token outside, not the squares its lines start from.
+@example((_walls(*_box(1, 1, 4, 4)), [(2.4, 2.4, 1.5), (5, 2.4, 1)]), "dnd35")
+# A wall ending a pixel short of the line along two spaces' top sides: it seals the spaces
+# drawn a hair inside, not the spaces.
+@example(([{"id": "w", "c": [300, 101, 300, 300]}], [(1, 1, 1), (4, 1, 1)]), "pf1")
+def test_rows_sealed_first_change_no_answer(
+        case: tuple[list[Doc], list[tuple[float, float, float]]], ruleset: str) -> None:
+    """The corner rulesets' rows whose two spaces one plain wall seals are answered total
+    without planning or tracing them (`CornerEngine._sealed_rows`, asked when a call has
+    many rows): the same answers as tracing every row, for tokens of every size (those of
+    1.4 and 1.5 squares draw lines from squares outside their space), walls of every
+    kind, with rooms and without."""
+    walls, tokens = case
+    scene = _scene(walls, tokens, ruleset)
+    rules = scene.ruleset
+    answers = []
+    for first in (0, 10**9):
+        for use_rooms in (True, False):
+            real, held = rooms.rooms, CornerEngine.SEAL_FIRST_ROWS
+            try:
+                CornerEngine.SEAL_FIRST_ROWS = first
+                if not use_rooms:
+                    rooms.rooms = lambda tracer, build=True, max_walls=None: None
+                forget_kept()
+                answers.append(rules.annotate(scene.geometry, scene.options))
+            finally:
+                rooms.rooms, CornerEngine.SEAL_FIRST_ROWS = real, held
+    assert answers[0] == answers[1] == answers[2] == answers[3]
