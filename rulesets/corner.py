@@ -720,6 +720,11 @@ class CornerEngine:
         inverse = inverse.reshape(2, -1)
         found = kernel.sealed_blocks(rings[inverse[0]], rings[inverse[1]], tr.wall_xy,
                                      np.flatnonzero(tr.wall_plain))
+        # Boxes that touch or overlap (a rider on its mount, creatures side by side across
+        # a wall's end) are left to the tracer, as geometry.openings leaves such rings.
+        ba, bt = boxes[inverse[0]], boxes[inverse[1]]
+        found &= ((ba[:, 0] > bt[:, 2]) | (bt[:, 0] > ba[:, 2])
+                  | (ba[:, 1] > bt[:, 3]) | (bt[:, 1] > ba[:, 3]))
         if not found.any():
             return None
         out = np.zeros(len(a), dtype=bool)
