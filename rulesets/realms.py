@@ -465,6 +465,9 @@ class _Kept:
     #: The next numbers to give (one step of the interpreter: two threads never get one
     #: number).
     count: Iterator[int] = field(default_factory=itertools.count)
+    #: The last creatures tuple numbered and its numbers (one assignment: either thread
+    #: reads a whole pair), for the next snapshot to patch (`_numbered`).
+    last: tuple[tuple[CreatureGeom, ...], list[int]] = ((), [])
 
 
 _MEASURES: dict[int, _Kept] = {}
@@ -507,16 +510,30 @@ def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
         # Objects of many snapshots (a token dragged to and fro makes one per step, of
         # few states): let go of them; the numbers stay, found again by their state.
         by_id.clear()
-    out = []
-    for c in cs:
-        held = by_id.get(id(c))
-        if held is not None and held[0] is c:
-            out.append(held[1])
-            continue
-        k = numbers[c] if c in numbers else numbers.setdefault(c, next(count))
-        by_id[id(c)] = (c, k)
-        out.append(k)
+    last_cs, last_numbers = kept.last if kept is not None else ((), [])
+    if len(last_cs) == len(cs) and cs:
+        # The last snapshot's numbers, those of the creatures that are new objects (a
+        # move's one) looked up: found in C (a loop over 1,000 creatures was a fortieth of
+        # a walking step).
+        out = list(last_numbers)
+        for k in itertools.compress(range(len(cs)), map(operator.is_not, cs, last_cs)):
+            out[k] = _number(cs[k], numbers, by_id, count)
+    else:
+        out = [_number(c, numbers, by_id, count) for c in cs]
+    if kept is not None:
+        kept.last = (cs, out)
     return out
+
+
+def _number(c: CreatureGeom, numbers: dict[CreatureGeom, int],
+            by_id: dict[int, tuple[CreatureGeom, int]], count: Iterator[int]) -> int:
+    """`_numbered`'s number of one creature."""
+    held = by_id.get(id(c))
+    if held is not None and held[0] is c:
+        return held[1]
+    k = numbers[c] if c in numbers else numbers.setdefault(c, next(count))
+    by_id[id(c)] = (c, k)
+    return k
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,7 +568,7 @@ class RealmsContext:
         self.grid = scene.grid
         self.options = options
         self.cs = scene.creatures
-        self.index = {c.id: k for k, c in enumerate(self.cs)}
+        self.index = columns(self.cs, self.grid).index
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self._feet_columns: dict[int, npt.NDArray[np.int64]] = {}
         self.tracer = Tracer(scene)
@@ -566,6 +583,9 @@ class RealmsContext:
         self._numbers = np.array(self.number, dtype=np.int64).reshape(-1)
         cols = columns(self.cs, self.grid)
         self._tall, self._elev = cols.tall, cols.elev
+        #: Per viewpoint: whether `_views_near_wall` looked it up, and what it found.
+        self._near_known: npt.NDArray[np.bool_] | None = None
+        self._near: npt.NDArray[np.bool_] | None = None
         tr = self.tracer
         #: The obscuring regions and their polygons.
         self.obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
@@ -848,7 +868,7 @@ class RealmsContext:
         rings, _ = self.seal_rings
         p = self._shapes.views[view]
         dark = kernel.sealed_blocks(p[:, None, :], rings[t[pair]], tr.wall_xy, plain)
-        dark &= ~self._views_near_wall[view]
+        dark &= ~self._views_near_wall(view)
         dark &= ~shapely.intersects(self.bodies[t[pair]], shapely.points(p))
         flat = (kernel.over_points(np.maximum, rings)
                 - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
@@ -856,18 +876,28 @@ class RealmsContext:
         out = np.bincount(pair, weights=~dark, minlength=len(pairs)) == 0
         return out & ~flat[t], dark
 
-    @functools.cached_property
-    def _views_near_wall(self) -> npt.NDArray[np.bool_]:
-        """Per viewpoint (`_shapes.views`): within a hair (1e-6 px) of a plain wall."""
-        tr = self.tracer
+    def _views_near_wall(self, view: IntArray) -> npt.NDArray[np.bool_]:
+        """Per viewpoint asked (view[k]: a row of `_shapes.views`): within a hair (1e-6 px)
+        of a plain wall. Each viewpoint is looked up when first asked: a walking step at
+        1,000 creatures asks about a few, and looking up all of them was a twentieth of
+        its work."""
         views = self._shapes.views
-        near = np.zeros(len(views), dtype=bool)
-        if len(tr.walls) and len(views):
-            _, tree = wall_lines(tr.walls, tr.wall_xy)
-            r, w = tree.query(shapely.points(views), predicate="dwithin",
-                              distance=1e-6)
-            near[r[tr.wall_plain[w]]] = True
-        return near
+        if self._near_known is None:
+            self._near_known = np.zeros(len(views), dtype=bool)
+            self._near = np.zeros(len(views), dtype=bool)
+        known, near = self._near_known, self._near
+        assert near is not None
+        todo = np.unique(view[~known[view]])
+        if len(todo):
+            tr = self.tracer
+            if len(tr.walls):
+                _, tree = wall_lines(tr.walls, tr.wall_xy)
+                r, w = tree.query(shapely.points(views[todo]), predicate="dwithin",
+                                  distance=1e-6)
+                near[todo[r[tr.wall_plain[w]]]] = True
+            known[todo] = True
+        out: npt.NDArray[np.bool_] = near[view]
+        return out
 
     @functools.cached_property
     def seal_rings(self) -> tuple[FloatArray, IntArray]:
@@ -1240,7 +1270,7 @@ class RealmsContext:
             plain = np.flatnonzero(tr.wall_plain)
             if len(plain):
                 ask = np.flatnonzero(cell_ok & (self._cell_count[rt][cell_req] > 1)
-                                     & ~self._views_near_wall[view][cell_req])
+                                     & ~self._views_near_wall(view[cell_req]))
                 whole[ask] = kernel.sealed_blocks(p[cell_req[ask]][:, None, :],
                                                   self._cells[cell_at[ask]], tr.wall_xy,
                                                   plain)
