@@ -1381,7 +1381,7 @@ SEAL_GROUP_MERGE = 400
 
 
 def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
-                 t: IntArray) -> BoolArray | None:
+                 t: IntArray, room_rings: FloatArray | None = None) -> BoolArray | None:
     """Per pair (a[k], t[k]) of creatures: whether one plain wall, or a run of them end to
     end, crosses every line between the corners of their convex rings (rings (n, V, 2),
     creature c's first corners[c] corners; `hull_rings`), which separates the two rings
@@ -1392,7 +1392,10 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     go together in one call (each call has fixed costs), as do a move's few pairs. A wall
     that separates two rings separates them both ways: each unordered pair is tested
     once. Before any of it, pairs whose rings lie in two rooms of the plain walls are
-    sealed too, by the walls around either room (geometry.rooms)."""
+    sealed too, by the walls around either room (geometry.rooms); `room_rings`, if given,
+    are the rings the rooms are read from (each creature's space a hair inside, as the
+    lines between spaces start from it: a space flush against a room's wall is then in
+    the room, where a ring on the wall meets its border)."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
         return None
@@ -1407,7 +1410,8 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     a, t = np.where(flip, t, a), np.where(flip, a, t)
     # Pairs in two rooms of the plain walls are walled off (geometry.rooms): sealed, with
     # no wall to find; the kernel walks the others.
-    sealed = rooms.walled_off(*rooms.rooms_of(tracer, rings, len(a))[np.stack([a, t])])
+    sealed = rooms.walled_off(*rooms.rooms_of(
+        tracer, rings if room_rings is None else room_rings, len(a))[np.stack([a, t])])
     todo = np.flatnonzero(~sealed)
     a, t = a[todo], t[todo]
     if len(a) == 0:
