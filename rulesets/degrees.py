@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -93,6 +94,7 @@ M = Modifier
 LADDER = (Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER)
 NONE, LESSER, STANDARD, GREATER, TOTAL = 0, 1, 2, 3, 4
 _AREA = "vs area effects"
+_MOUNT = operator.attrgetter("mount")
 
 
 class DegreesOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
@@ -408,14 +410,20 @@ class _Context:
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self.centre_arr: FloatArray = cols.centre
         self.tall, self.elev = cols.tall, cols.elev
-        self.rank = np.array([c.size.rank for c in self.cs], dtype=np.intp)
+        # (Kept per creature object across snapshots, and riders looked for in C first:
+        # a walking step at 1,000 creatures read every creature here.)
+        cs = self.cs
+        self.rank = np.array(per_creature("degrees rank", cs, self.grid,
+                                          lambda todo: [cs[k].size.rank for k in todo]),
+                             dtype=np.intp).reshape(-1)
         self.side, self.reach = cols.side, cols.reach
         #: Rider and mount, each other's partner: never cover between or for each other.
         self.partner: dict[int, int] = {}
-        for k, c in enumerate(self.cs):
-            if c.mount is not None and c.mount in self.index:
-                self.partner[k] = self.index[c.mount]
-                self.partner[self.index[c.mount]] = k
+        if any(map(_MOUNT, cs)):
+            for k, c in enumerate(cs):
+                if c.mount is not None and c.mount in self.index:
+                    self.partner[k] = self.index[c.mount]
+                    self.partner[self.index[c.mount]] = k
         #: The same as an array (-1: none).
         self.partner_arr = np.full(len(self.cs), -1, dtype=np.intp)
         for k, p in self.partner.items():

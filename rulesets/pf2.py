@@ -12,6 +12,7 @@ mounted combat: a rider attacks and is attacked from every square of its mount.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
@@ -20,6 +21,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from geometry.columns import columns, ids_of
 from geometry.kernel import IntArray
 from geometry.model import CreatureGeom, SceneGeom, Size, point_creature
 from geometry.square import within_reach_many
@@ -51,6 +53,7 @@ from rulesets.degrees import (
 
 M = Modifier
 _AREA = "vs area effects"
+_MOUNT = operator.attrgetter("mount")
 _STEALTH = "to Hide, Sneak or otherwise avoid detection"
 #: Rider reach on a Large or larger mount, measured from the mount's space (seed 002).
 _BIG_MOUNT = Size.LARGE.rank
@@ -100,6 +103,8 @@ def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]
     mount (its footprint, elevation and cube), sitting on it (its drawn height reaches half
     the mount's up plus its own), with its reach from the mount's space. Also returns each
     rider's mount as it stands."""
+    if not any(map(_MOUNT, scene.creatures)):  # (asked in C: most scenes have no rider)
+        return scene, {}
     by_id = {c.id: c for c in scene.creatures}
     mounts: dict[str, CreatureGeom] = {}
     creatures = []
@@ -332,12 +337,20 @@ class _Pf2Context(_Context):
         self.attack = attack
         self.mounts = mounts
         self.ridden = {m.id for m in mounts.values()}
-        self.before = {c.id: c for c in before.creatures}
+        before_cs = before.creatures
+        self.before = dict(zip(ids_of(before_cs), before_cs, strict=True))
         #: Per creature index, its reach weapon's reach (feet), from the natural reach it
-        #: has before any mount cut.
-        self.weapon_reach = [weapon_reach(self.before[c.id].reach, mounts.get(c.id),
-                                          options.reach_weapon) for c in self.cs]
-        self.weapon_reach_arr = np.array(self.weapon_reach, dtype=np.float64)
+        #: has before any mount cut (`weapon_reach`, every creature at once: the riders in
+        #: the same order as before they mounted, `mounted_scene`).
+        natural = columns(before_cs, before.grid).reach
+        weapon = np.where(natural <= 0, natural,
+                          2 * natural if options.reach_weapon == "double"
+                          else np.maximum(10.0, natural + 5.0))
+        for rider, steed in mounts.items():
+            k = self.index[rider]
+            weapon[k] = rider_reach(float(weapon[k]), steed)
+        self.weapon_reach_arr: npt.NDArray[np.float64] = weapon
+        self.weapon_reach: list[float] = weapon.tolist()
 
     def from_ground(self, a: int, t: int) -> bool:
         """A rider (t) attacked from the ground: the attacker stands no higher than the
