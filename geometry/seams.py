@@ -66,17 +66,24 @@ def box_seams(boxes: FloatArray) -> Seams:
     if len(real) < 2:
         return _NONE
     # Candidates: a box's right (bottom) edge within twice TOL of another's left (top)
-    # edge, found by binary search in the sorted left (top) edges; the exact tests below
-    # then decide, on these pairs only, as on every pair.
+    # edge, found by binary search in the sorted left (top) edges, and overlapping it by
+    # more than TOL along that edge (a seam's length, as `_seams_of` requires: on a grid a
+    # right edge lies on the line of every left edge of its column, 30,000 pairs of a
+    # 1,000-creature scene for 64 seams); the exact tests below then decide, on these
+    # pairs only, as on every pair.
     codes = []
+    b = boxes[real]
     for axis in (0, 1):
-        near_edge, far_edge = boxes[real, axis], boxes[real, axis + 2]
+        near_edge, far_edge = b[:, axis], b[:, axis + 2]
         order = np.argsort(near_edge, kind="stable")
         edges = near_edge[order]
         first = np.searchsorted(edges, far_edge - 2 * TOL, side="left")
         count = np.searchsorted(edges, far_edge + 2 * TOL, side="right") - first
         one = np.repeat(np.arange(len(real)), count)
         other = order[np.repeat(first, count) + within_runs(count)]
+        lo, hi = 1 - axis, 3 - axis  # the other axis's sides
+        along = np.minimum(b[one, hi], b[other, hi]) - np.maximum(b[one, lo], b[other, lo])
+        one, other = one[along > TOL], other[along > TOL]
         codes.append(np.minimum(one, other) * len(real) + np.maximum(one, other))
     code = np.unique(np.concatenate(codes))
     ii, jj = code // len(real), code % len(real)
