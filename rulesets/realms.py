@@ -835,20 +835,38 @@ class RealmsContext:
         never taken as sealed (it is measured)."""
         rings, corners = self.seal_rings
         a, t = pairs[:, 0], pairs[:, 1]
-        # On a square grid the rooms are read from the spaces a hair inside: a body flush
-        # against the wall of a room is wholly hidden from the other rooms (the wall's
-        # shadow holds all of its area), and no line of effect leaves it (the
-        # line-of-effect spaces are a hair inside too). On the benchmark scene 1,453
-        # pairs of 4,950 are so walled off, 643 with the rings on their walls.
-        inset = None if self.hex is not None else openings.box_rings(
-            self.tracer.boxes.reshape(-1, 4), INSET_PX)
-        found = openings.sealed_pairs(self.tracer, rings, corners, a, t, inset)
+        found = openings.sealed_pairs(self.tracer, rings, corners, a, t, self._room_rings)
         if found is None:
             return np.zeros(len(pairs), dtype=bool)
         flat = (kernel.over_points(np.maximum, rings)
                 - kernel.over_points(np.minimum, rings)).min(axis=1) <= 0
         out: npt.NDArray[np.bool_] = found & ~flat[a] & ~flat[t]
         return out
+
+    @property
+    def _room_rings(self) -> FloatArray | None:
+        """On a square grid, the rings each creature's room is read from (geometry.rooms):
+        its space a hair inside, widened to hold each of its viewpoints. A body flush
+        against the wall of a room is then in the room: wholly hidden from the other
+        rooms (the wall's shadow holds all of its area), and no line of effect leaves it
+        (the line-of-effect spaces are a hair inside too). On the benchmark scene 1,453
+        pairs of 4,950 are so walled off, 643 with the rings on their walls. A token of
+        1.5 squares shoots from the centres of two squares, the second one's on its own
+        border: flush against a wall, that viewpoint is on the wall and sees out, and the
+        ring that holds it meets the room's border (found by a review). None on a hex
+        grid (the rings the sealing walk reads)."""
+        if self.hex is not None:
+            return None
+        sh = self._shapes
+        inset = openings.box_rings(self.tracer.boxes.reshape(-1, 4), INSET_PX)
+        lo, hi = inset[:, 0, :], inset[:, 2, :]
+        if len(sh.views):
+            start = sh.view_start
+            lo = np.minimum(lo, np.column_stack([np.minimum.reduceat(sh.views[:, 0], start),
+                                                 np.minimum.reduceat(sh.views[:, 1], start)]))
+            hi = np.maximum(hi, np.column_stack([np.maximum.reduceat(sh.views[:, 0], start),
+                                                 np.maximum.reduceat(sh.views[:, 1], start)]))
+        return openings.box_rings(np.concatenate([lo, hi], axis=1), 0.0)
 
     def hidden_from_viewpoints(self, pairs: IntArray
                                ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:

@@ -337,6 +337,9 @@ def room_scenes(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[float, float, fl
 # Realms reads the rooms from spaces a hair inside (a body flush against a room's wall is
 # in the room): one that straddles the wall, most of it inside, is in no room.
 @example((_walls(*_box(1, 1, 4, 4)), [(3.3, 2, 1), (5, 2, 1)]), "realms")
+# ...and a token of 1.5 squares flush against the wall from inside shoots from the centre
+# of a second square, on the wall: it sees out (found by a review).
+@example((_walls(*_box(1, 1, 4, 4)), [(2.5, 2, 1.5), (5, 2, 1)]), "realms")
 def test_rooms_change_no_answer(case: tuple[list[Doc], list[tuple[float, float, float]]],
                                 ruleset: str) -> None:
     walls, tokens = case
