@@ -55,6 +55,13 @@ _RECENT: list[Columns] = []
 #: (the ahead thread reads it too).
 _IDS: list[tuple[tuple[CreatureGeom, ...], tuple[str, ...]]] = []
 _ID = operator.attrgetter("id")
+_MOUNT = operator.attrgetter("mount")
+
+
+def has_riders(creatures: tuple[CreatureGeom, ...]) -> bool:
+    """Whether any of the creatures rides a mount (asked in C: most scenes have none, and a
+    loop body per creature of a 1,000-creature scene is not paid for nothing)."""
+    return any(map(_MOUNT, creatures))
 
 
 def ids_of(creatures: tuple[CreatureGeom, ...]) -> tuple[str, ...]:

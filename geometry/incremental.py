@@ -13,14 +13,13 @@ a creature in the way changes only what creatures in the way count for.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from geometry.columns import columns, ids_of, upper_pairs
+from geometry.caches import changed_positions
+from geometry.columns import columns, has_riders, ids_of, upper_pairs
 from geometry.kernel import (
     BoolArray,
     FloatArray,
@@ -36,7 +35,6 @@ Pair = tuple[str, str]
 
 # Pixels of slack on the slanted separating axis (rounding must never drop a pair).
 _SLACK = 1e-6
-_MOUNT = operator.attrgetter("mount")
 
 
 #: For creatures with these ids, in this order: an (n, n) array, [i, j] true when a creature
@@ -99,14 +97,13 @@ def affected(old: SceneGeom, new: SceneGeom,
     if old_ids == new_ids:
         # The same creatures in the same order (a move): the new objects found by position,
         # in C (a loop over a 1,000-creature scene's ids was a tenth of a millisecond).
-        changed = {new_ids[k] for k in itertools.compress(
-            range(len(new_ids)), map(operator.is_not, old.creatures, new.creatures))
-            if old.creatures[k] != new.creatures[k]}
+        changed = {new_ids[k] for k in changed_positions(new.creatures, old.creatures)
+                   if old.creatures[k] != new.creatures[k]}
     else:
         changed = {i for i in before.keys() | after.keys()
                    if (b := before.get(i)) is not (c := after.get(i)) and b != c}
     # A rider fights from its mount's squares: it changes whenever its mount does.
-    if changed and not changed.isdisjoint(map(_MOUNT, new.creatures)):
+    if changed and has_riders(new.creatures):
         changed |= {c.id for c in new.creatures if c.mount is not None and c.mount in changed}
     present = changed & after.keys()
     if only and present and all(p[0] in present or p[1] in present for p in only):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, overload
@@ -30,7 +29,8 @@ import numpy.typing as npt
 import shapely
 
 from geometry import kernel, openings, rooms
-from geometry.columns import columns
+from geometry.caches import changed_positions
+from geometry.columns import columns, has_riders
 from geometry.flanking import any_crosses_opposite_faces, crosses_opposite_faces_many
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import FEET_PER_SQUARE, CreatureGeom, Grid, RegionKind, SceneGeom
@@ -269,7 +269,6 @@ _Stack = tuple[npt.NDArray[Any], IntArray]
 _LAST_STACKS: list[tuple[Grid, tuple[CreatureGeom, ...], dict[tuple[str, tuple[int, ...]],
                                                               _Stack], _Lists]] = []
 _LAST_STACKS_KEPT = 4
-_MOUNT = operator.attrgetter("mount")
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,7 +538,7 @@ class CornerEngine:
             if grid != self.grid or len(cs) != len(self.cs):
                 continue
             # (A 1,000-creature scene on every move: compared in C, not a loop body each.)
-            moved = list(itertools.compress(range(len(cs)), map(operator.is_not, self.cs, cs)))
+            moved = changed_positions(self.cs, cs)
             # (As before the lists were kept: a candidate whose stacks are still empty is
             # replaced by any later one that qualifies.)
             if len(moved) * 4 <= len(self.cs) and (
@@ -584,7 +583,7 @@ class CornerEngine:
         # (Most scenes have no rider: asked in C first, a loop body per creature only then.)
         riders = {k: self.index[c.mount] for k, c in enumerate(self.cs)
                   if c.mount is not None and c.mount in self.index} \
-            if any(map(_MOUNT, self.cs)) else {}
+            if has_riders(self.cs) else {}
         self._partner: IntArray | None = None
         if riders:
             self._partner = np.full(len(self.cs), -1, dtype=np.intp)

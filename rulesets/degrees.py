@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,7 +39,14 @@ import shapely
 from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import drop_oldest
-from geometry.columns import columns, hex_footprints, ids_of, per_creature, upper_pairs
+from geometry.columns import (
+    columns,
+    has_riders,
+    hex_footprints,
+    ids_of,
+    per_creature,
+    upper_pairs,
+)
 from geometry.flanking import (
     any_crosses_opposite_faces,
     any_crosses_opposite_prism_sides,
@@ -94,7 +100,6 @@ M = Modifier
 LADDER = (Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER)
 NONE, LESSER, STANDARD, GREATER, TOTAL = 0, 1, 2, 3, 4
 _AREA = "vs area effects"
-_MOUNT = operator.attrgetter("mount")
 
 
 class DegreesOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
@@ -419,7 +424,7 @@ class _Context:
         self.side, self.reach = cols.side, cols.reach
         #: Rider and mount, each other's partner: never cover between or for each other.
         self.partner: dict[int, int] = {}
-        if any(map(_MOUNT, cs)):
+        if has_riders(cs):
             for k, c in enumerate(cs):
                 if c.mount is not None and c.mount in self.index:
                     self.partner[k] = self.index[c.mount]

@@ -13,8 +13,6 @@ lookup or a store is one dict operation.
 
 from __future__ import annotations
 
-import itertools
-import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from geometry.caches import drop_oldest
+from geometry.caches import changed_positions, drop_oldest
 from geometry.kernel import BoolArray, IntArray
 from geometry.model import CreatureGeom, SceneGeom
 
@@ -70,7 +68,7 @@ class Kept:
         # fortieth of a walking step).
         held_numbers, held_cs, held = table.last
         if held_numbers is numbers and len(held_cs) == len(cs) and len(cs):
-            todo = list(itertools.compress(range(len(cs)), map(operator.is_not, cs, held_cs)))
+            todo = changed_positions(cs, held_cs)
             number = held.copy()
         else:
             todo = list(range(len(cs)))

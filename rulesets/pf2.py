@@ -12,7 +12,6 @@ mounted combat: a rider attacks and is attacked from every square of its mount.
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
@@ -21,7 +20,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from geometry.columns import columns, ids_of
+from geometry.columns import columns, has_riders, ids_of
 from geometry.kernel import IntArray
 from geometry.model import CreatureGeom, SceneGeom, Size, point_creature
 from geometry.square import within_reach_many
@@ -53,7 +52,6 @@ from rulesets.degrees import (
 
 M = Modifier
 _AREA = "vs area effects"
-_MOUNT = operator.attrgetter("mount")
 _STEALTH = "to Hide, Sneak or otherwise avoid detection"
 #: Rider reach on a Large or larger mount, measured from the mount's space (seed 002).
 _BIG_MOUNT = Size.LARGE.rank
@@ -103,7 +101,7 @@ def mounted_scene(scene: SceneGeom) -> tuple[SceneGeom, dict[str, CreatureGeom]]
     mount (its footprint, elevation and cube), sitting on it (its drawn height reaches half
     the mount's up plus its own), with its reach from the mount's space. Also returns each
     rider's mount as it stands."""
-    if not any(map(_MOUNT, scene.creatures)):  # (asked in C: most scenes have no rider)
+    if not has_riders(scene.creatures):
         return scene, {}
     by_id = {c.id: c for c in scene.creatures}
     mounts: dict[str, CreatureGeom] = {}

@@ -27,7 +27,7 @@ import shapely
 
 from geometry import hex as hexgrid
 from geometry import kernel, openings
-from geometry.caches import drop_oldest
+from geometry.caches import changed_positions, drop_oldest
 from geometry.columns import columns, hex_footprints, ids_of, per_creature
 from geometry.kernel import FloatArray, IntArray
 from geometry.model import (
@@ -516,7 +516,7 @@ def _numbered(cs: tuple[CreatureGeom, ...], numbers: dict[CreatureGeom, int],
         # move's one) looked up: found in C (a loop over 1,000 creatures was a fortieth of
         # a walking step).
         out = list(last_numbers)
-        for k in itertools.compress(range(len(cs)), map(operator.is_not, cs, last_cs)):
+        for k in changed_positions(cs, last_cs):
             out[k] = _number(cs[k], numbers, by_id, count)
     else:
         out = [_number(c, numbers, by_id, count) for c in cs]
@@ -568,7 +568,8 @@ class RealmsContext:
         self.grid = scene.grid
         self.options = options
         self.cs = scene.creatures
-        self.index = columns(self.cs, self.grid).index
+        cols = columns(self.cs, self.grid)
+        self.index = cols.index
         self.hex = hexgrid.HexLayout.of(self.grid) if hexgrid.is_hex(self.grid) else None
         self._feet_columns: dict[int, npt.NDArray[np.int64]] = {}
         self.tracer = Tracer(scene)
@@ -581,11 +582,7 @@ class RealmsContext:
         #: Per creature, the number its state is known by in the tables above.
         self.number = _numbered(self.cs, numbers, kept)
         self._numbers = np.array(self.number, dtype=np.int64).reshape(-1)
-        cols = columns(self.cs, self.grid)
         self._tall, self._elev = cols.tall, cols.elev
-        #: Per viewpoint: whether `_views_near_wall` looked it up, and what it found.
-        self._near_known: npt.NDArray[np.bool_] | None = None
-        self._near: npt.NDArray[np.bool_] | None = None
         tr = self.tracer
         #: The obscuring regions and their polygons.
         self.obscuring = [(r, poly) for r, poly in zip(tr.regions, tr.region_polys,
@@ -906,23 +903,24 @@ class RealmsContext:
         of a plain wall. Each viewpoint is looked up when first asked: a walking step at
         1,000 creatures asks about a few, and looking up all of them was a twentieth of
         its work."""
-        views = self._shapes.views
-        if self._near_known is None:
-            self._near_known = np.zeros(len(views), dtype=bool)
-            self._near = np.zeros(len(views), dtype=bool)
-        known, near = self._near_known, self._near
-        assert near is not None
-        todo = np.unique(view[~known[view]])
+        views, near = self._shapes.views, self._near_wall
+        todo = np.unique(view[near[view] < 0])
         if len(todo):
+            near[todo] = 0
             tr = self.tracer
             if len(tr.walls):
                 _, tree = wall_lines(tr.walls, tr.wall_xy)
                 r, w = tree.query(shapely.points(views[todo]), predicate="dwithin",
                                   distance=1e-6)
-                near[todo[r[tr.wall_plain[w]]]] = True
-            known[todo] = True
-        out: npt.NDArray[np.bool_] = near[view]
+                near[todo[r[tr.wall_plain[w]]]] = 1
+        out: npt.NDArray[np.bool_] = near[view] > 0
         return out
+
+    @functools.cached_property
+    def _near_wall(self) -> npt.NDArray[np.int8]:
+        """Per viewpoint (`_shapes.views`): -1 until `_views_near_wall` looks it up, then
+        whether it is within a hair of a plain wall (1) or not (0)."""
+        return np.full(len(self._shapes.views), -1, dtype=np.int8)
 
     @functools.cached_property
     def seal_rings(self) -> tuple[FloatArray, IntArray]:

@@ -8,8 +8,6 @@ as it was. Documents become geometry (`SceneGeom`) here and nowhere else.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,6 +16,7 @@ import msgspec
 import shapely
 import shapely.affinity
 
+from geometry.caches import changed_positions
 from geometry.model import (
     CreatureGeom,
     Direction,
@@ -428,8 +427,7 @@ def to_geometry(scene: Scene,
             # token k's, kept unless its document changed. Found with the loops in C: at
             # 1,000 tokens a Python loop over them was a tenth of a walking step's work.
             creatures = list(geom.creatures)
-            for k in itertools.compress(range(len(tokens)),
-                                        map(operator.is_not, tokens, docs.values())):
+            for k in changed_positions(tokens, list(docs.values())):
                 creatures[k] = _creature(tokens[k], grid)
             return replace(geom, creatures=tuple(creatures))
         kept = {c.id: c for c in geom.creatures}
