@@ -39,7 +39,7 @@ pair's lines can cross its wall (`_band_fill`): filling the sheet there everywhe
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -1381,7 +1381,8 @@ SEAL_GROUP_MERGE = 400
 
 
 def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
-                 t: IntArray, room_rings: FloatArray | None = None) -> BoolArray | None:
+                 t: IntArray, room_rings: Callable[[], FloatArray] | None = None
+                 ) -> BoolArray | None:
     """Per pair (a[k], t[k]) of creatures: whether one plain wall, or a run of them end to
     end, crosses every line between the corners of their convex rings (rings (n, V, 2),
     creature c's first corners[c] corners; `hull_rings`), which separates the two rings
@@ -1393,9 +1394,11 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     that separates two rings separates them both ways: each unordered pair is tested
     once. Before any of it, pairs whose rings lie in two rooms of the plain walls are
     sealed too, by the walls around either room (geometry.rooms); `room_rings`, if given,
-    are the rings the rooms are read from (each creature's space a hair inside, as the
+    makes the rings the rooms are read from (each creature's space a hair inside, as the
     lines between spaces start from it: a space flush against a room's wall is then in
-    the room, where a ring on the wall meets its border)."""
+    the room, where a ring on the wall meets its border). It is only called when the walls
+    have rooms: a scene of 20,000 walls has none, and its creatures' rings are not made
+    for nothing at every move."""
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) == 0:
         return None
@@ -1410,8 +1413,11 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     a, t = np.where(flip, t, a), np.where(flip, a, t)
     # Pairs in two rooms of the plain walls are walled off (geometry.rooms): sealed, with
     # no wall to find; the kernel walks the others.
-    sealed = rooms.walled_off(*rooms.rooms_of(
-        tracer, rings if room_rings is None else room_rings, len(a))[np.stack([a, t])])
+    if rooms.rooms(tracer, len(a) >= rooms.BUILD_PAIRS) is None:
+        sealed = np.zeros(len(a), dtype=bool)
+    else:
+        sealed = rooms.walled_off(*rooms.rooms_of(
+            tracer, rings if room_rings is None else room_rings(), len(a))[np.stack([a, t])])
     todo = np.flatnonzero(~sealed)
     a, t = a[todo], t[todo]
     if len(a) == 0:

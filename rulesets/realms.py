@@ -468,6 +468,9 @@ class _Kept:
     #: The last creatures tuple numbered and its numbers (one assignment: either thread
     #: reads a whole pair), for the next snapshot to patch (`_numbered`).
     last: tuple[tuple[CreatureGeom, ...], list[int]] = ((), [])
+    #: The last creatures tuple whose bodies and viewpoints were made on a square grid, and
+    #: those (`RealmsContext._shapes`), for the next snapshot to patch.
+    shapes: tuple[tuple[CreatureGeom, ...], _Shapes] | None = None
 
 
 _MEASURES: dict[int, _Kept] = {}
@@ -559,6 +562,68 @@ class _Shapes:
         return (self[k] for k in range(len(self)))
 
 
+#: Of a snapshot's creatures, the share past which `_shapes` are made afresh rather than
+#: patched from the last snapshot's.
+_PATCH_SHARE = 0.25
+
+
+def _square_parts(box: FloatArray, cs: Sequence[CreatureGeom], size: float
+                  ) -> tuple[npt.NDArray[np.object_], FloatArray, FloatArray, IntArray]:
+    """Of these creatures (their spaces `box`, (n, 4)) on a square grid of `size` pixels:
+    bodies, centres (n, 2), viewpoints stacked and how many each has. Viewpoints are the
+    centre of each square the creature occupies (`squares`), row by row; a creature under
+    one square has its own space's centre."""
+    x0, y0, x1, y1 = box[:, 0], box[:, 1], box[:, 2], box[:, 3]
+    bodies = shapely.box(x0, y0, x1, y1).reshape(-1)
+    centre = np.column_stack([(x0 + x1) / 2, (y0 + y1) / 2]).reshape(-1, 2)
+    width = np.array([c.width for c in cs], dtype=np.float64)
+    height = np.array([c.height for c in cs], dtype=np.float64)
+    small = (width < 1) | (height < 1)
+    cols = np.where(small, 1, np.round(width)).astype(np.intp)
+    rows = np.where(small, 1, np.round(height)).astype(np.intp)
+    count = cols * rows
+    who = np.repeat(np.arange(len(cs)), count)
+    k = kernel.within_runs(count)
+    i, j = k % cols[who], k // cols[who]
+    # The same sums as `squares` makes, so the same numbers to the last bit.
+    sx0, sy0 = x0[who] + i * size, y0[who] + j * size
+    sx1, sy1 = x0[who] + (i + 1) * size, y0[who] + (j + 1) * size
+    views = np.column_stack([(sx0 + sx1) / 2, (sy0 + sy1) / 2]).reshape(-1, 2)
+    views[small[who]] = centre[who[small[who]]]
+    return bodies, centre, views, count
+
+
+def _square_shapes(box: FloatArray, cs: Sequence[CreatureGeom], size: float) -> _Shapes:
+    """`RealmsContext._shapes` on a square grid, every creature made afresh."""
+    bodies, centre, views, count = _square_parts(box, cs, size)
+    return _Shapes(bodies, [(x, y) for x, y in centre.tolist()], views,
+                   np.cumsum(count) - count, count)
+
+
+def _patched_shapes(last: _Shapes, box: FloatArray, cs: Sequence[CreatureGeom],
+                    changed: list[int], size: float) -> _Shapes | None:
+    """`_square_shapes` of `cs`, from `last` (those of a snapshot of as many creatures)
+    with the creatures at `changed` made afresh: a walking token's step remakes one body of
+    a thousand. None when too many changed, or one changed how many squares it covers
+    (every later creature's viewpoints would move along)."""
+    if not changed:
+        return last
+    if len(changed) > _PATCH_SHARE * len(cs):
+        return None
+    at = np.array(changed, dtype=np.intp)
+    bodies, centre, views, count = _square_parts(box[at], [cs[k] for k in changed], size)
+    if not np.array_equal(count, last.view_count[at]):
+        return None
+    out_bodies = last.bodies.copy()
+    out_bodies[at] = bodies
+    centres = list(last.centres)
+    for k, xy in zip(changed, centre.tolist(), strict=True):
+        centres[k] = (xy[0], xy[1])
+    out_views = last.views.copy()
+    out_views[np.repeat(last.view_start[at], count) + kernel.within_runs(count)] = views
+    return _Shapes(out_bodies, centres, out_views, last.view_start, last.view_count)
+
+
 class RealmsContext:
     """One scene snapshot, prepared for covered-fraction measurements."""
 
@@ -576,6 +641,7 @@ class RealmsContext:
         #: The reference measures every pair afresh, one by one.
         self.reference = reference
         kept = _measure_cache(scene, options) if not reference else None
+        self._kept = kept
         self._measures: dict[CreaturePair, Measure] = {} if kept is None else kept.measures
         self._seen: dict[CreaturePair, bool] = {} if kept is None else kept.seen
         numbers: dict[CreatureGeom, int] = {} if kept is None else kept.numbers
@@ -606,30 +672,19 @@ class RealmsContext:
             return _Shapes(np.array(bodies, dtype=object).reshape(-1), centres, stacked,
                            np.cumsum(count) - count, count)
         # A square grid: every creature at once (a thousand of them on a big scene, whose
-        # every move builds this).
+        # every move builds this), or only those not where the last snapshot had them.
         box = columns(self.cs, self.grid).spaces
-        x0, y0, x1, y1 = box[:, 0], box[:, 1], box[:, 2], box[:, 3]
-        bodies_arr = shapely.box(x0, y0, x1, y1).reshape(-1)
-        centre = np.column_stack([(x0 + x1) / 2, (y0 + y1) / 2]).reshape(-1, 2)
-        # Viewpoints: the centre of each square the creature occupies (`squares`), row by
-        # row; a creature under one square has its own space's centre.
-        width = np.array([c.width for c in self.cs], dtype=np.float64)
-        height = np.array([c.height for c in self.cs], dtype=np.float64)
-        small = (width < 1) | (height < 1)
-        cols = np.where(small, 1, np.round(width)).astype(np.intp)
-        rows = np.where(small, 1, np.round(height)).astype(np.intp)
-        count = cols * rows
-        who = np.repeat(np.arange(len(self.cs)), count)
-        k = kernel.within_runs(count)
-        i, j = k % cols[who], k // cols[who]
-        size = self.grid.size
-        # The same sums as `squares` makes, so the same numbers to the last bit.
-        sx0, sy0 = x0[who] + i * size, y0[who] + j * size
-        sx1, sy1 = x0[who] + (i + 1) * size, y0[who] + (j + 1) * size
-        views_arr = np.column_stack([(sx0 + sx1) / 2, (sy0 + sy1) / 2]).reshape(-1, 2)
-        views_arr[small[who]] = centre[who[small[who]]]
-        return _Shapes(bodies_arr, [(x, y) for x, y in centre.tolist()], views_arr,
-                       np.cumsum(count) - count, count)
+        kept = self._kept
+        last = kept.shapes if kept is not None else None
+        made: _Shapes | None = None
+        if last is not None and len(last[0]) == len(self.cs):
+            made = _patched_shapes(last[1], box, self.cs,
+                                   changed_positions(self.cs, last[0]), self.grid.size)
+        if made is None:
+            made = _square_shapes(box, self.cs, self.grid.size)
+        if kept is not None:
+            kept.shapes = (self.cs, made)  # (one assignment: either thread reads a pair)
+        return made
 
     @property
     def bodies(self) -> npt.NDArray[np.object_]:
@@ -832,7 +887,8 @@ class RealmsContext:
         never taken as sealed (it is measured)."""
         rings, corners = self.seal_rings
         a, t = pairs[:, 0], pairs[:, 1]
-        found = openings.sealed_pairs(self.tracer, rings, corners, a, t, self._room_rings)
+        found = openings.sealed_pairs(self.tracer, rings, corners, a, t,
+                                      None if self.hex is not None else self._room_rings)
         if found is None:
             return np.zeros(len(pairs), dtype=bool)
         flat = (kernel.over_points(np.maximum, rings)
@@ -840,8 +896,7 @@ class RealmsContext:
         out: npt.NDArray[np.bool_] = found & ~flat[a] & ~flat[t]
         return out
 
-    @property
-    def _room_rings(self) -> FloatArray | None:
+    def _room_rings(self) -> FloatArray:
         """On a square grid, the rings each creature's room is read from (geometry.rooms):
         its space a hair inside, widened to hold each of its viewpoints. A body flush
         against the wall of a room is then in the room: wholly hidden from the other
@@ -850,10 +905,8 @@ class RealmsContext:
         pairs of 4,950 are so walled off, 643 with the rings on their walls. A token of
         1.5 squares shoots from the centres of two squares, the second one's on its own
         border: flush against a wall, that viewpoint is on the wall and sees out, and the
-        ring that holds it meets the room's border (found by a review). None on a hex
-        grid (the rings the sealing walk reads)."""
-        if self.hex is not None:
-            return None
+        ring that holds it meets the room's border (found by a review). Square grids only:
+        on a hex grid the rooms are read from the rings the sealing walk reads."""
         sh = self._shapes
         inset = openings.box_rings(self.tracer.boxes.reshape(-1, 4), INSET_PX)
         lo, hi = inset[:, 0, :], inset[:, 2, :]

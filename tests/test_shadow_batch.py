@@ -591,3 +591,35 @@ def test_hulls_of_boxes_and_points_are_shapelys(rows: list[tuple[Any, ...]],
     corners[1::2] = corners[1::2, ::-1]  # every other one clockwise
     want = shapely.convex_hull(shapely.multipoints(np.concatenate([corners, p[:, None]], 1)))
     assert shapely.equals(hulls(p, corners), want).all()
+
+
+@PROPS
+@given(st.lists(st.lists(st.tuples(st.integers(0, 23), st.integers(-3, 3),
+                                   st.sampled_from([None, 0.5, 1.0, 1.5, 2.0, 3.0])),
+                         max_size=8), min_size=1, max_size=5))
+def test_realms_bodies_and_viewpoints_patched_are_made_afresh(
+        snapshots: list[list[tuple[int, int, float | None]]]) -> None:
+    """A snapshot's bodies, centres and viewpoints on a square grid are patched from the
+    last snapshot's where few creatures changed (a walking token's step): they equal those
+    made afresh, to the last bit, through moves, resizes (a creature covering more or fewer
+    squares moves every later creature's viewpoints), many creatures changed at once, and
+    snapshots where none did."""
+    geom = generate(24, 120, 7).geom
+    options = RealmsOptions()
+    size = geom.grid.size
+    for changes in snapshots:
+        cs = list(geom.creatures)
+        for k, step, side in changes:
+            c = cs[k]
+            cs[k] = replace(c, x=c.x + step * size / 2, y=c.y - step * size / 3,
+                            width=c.width if side is None else side,
+                            height=c.height if side is None else side)
+        geom = replace(geom, creatures=tuple(cs))
+        got = realms.RealmsContext(geom, options)._shapes
+        box = realms.columns(geom.creatures, geom.grid).spaces
+        want = realms._square_shapes(box, geom.creatures, size)
+        assert shapely.equals_exact(got.bodies, want.bodies, tolerance=0).all()
+        assert got.centres == want.centres
+        assert np.array_equal(got.views, want.views)
+        assert np.array_equal(got.view_start, want.view_start)
+        assert np.array_equal(got.view_count, want.view_count)
