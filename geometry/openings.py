@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -74,7 +75,14 @@ class Blockers:
     direction: npt.NDArray[np.int8]
     bottom: FloatArray
     top: FloatArray
+    #: Line of effect of pairs of spaces asked before (`line_of_effect_both`): per pair's
+    #: key (`_pair_keys`), its answers both ways.
+    known: dict[bytes, tuple[bool, bool]] = field(default_factory=dict, compare=False)
 
+
+#: Pairs of spaces whose line of effect a Blockers keeps at most, before it starts again
+#: (a key and its answers are about 200 bytes).
+KNOWN_PAIRS = 20_000
 
 # Per walls array (the tracer's, shared by every snapshot of the same walls: a token moving
 # keeps it) and regions: the array is held, so its id stays unique.
@@ -215,7 +223,60 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     `group`: per pair, the pair of spaces it is a part of (a hex of one creature and a hex
     of another: `pairs_line_of_effect`). A group with a free line each way has line of
     effect; its other pairs are then no longer searched, and may read False: read the
-    answers per group."""
+    answers per group.
+
+    Without groups, each pair's answers are kept with the walls' blockers, by the pair's
+    two rings and heights: the line of effect of two spaces depends on nothing else. A
+    pair asked again (a token back on a square it stood on; a pair recomputed because
+    someone else moved beside it) is read back, not searched again: its search has fixed
+    costs of about a millisecond a call."""
+    n = len(a_ring)
+    if n == 0 or group is not None:
+        return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
+                                    walked, group)
+    known = blockers(tracer).known
+    keys = _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
+    got = list(map(known.get, keys))
+    todo = [k for k, g in enumerate(got) if g is None]
+    fwd = np.fromiter((g[0] if g is not None else False for g in got), dtype=bool, count=n)
+    back = np.fromiter((g[1] if g is not None else False for g in got), dtype=bool, count=n)
+    if not todo:
+        return fwd, back
+    at = np.array(todo, dtype=np.intp)
+    f, b = _line_of_effect_both(tracer, a_ring[at], b_ring[at], a_elev[at], a_tall[at],
+                                t_elev[at], t_tall[at], walked)
+    fwd[at], back[at] = f, b
+    if len(known) + len(todo) > KNOWN_PAIRS:
+        known.clear()
+    known.update(zip([keys[k] for k in todo], zip(f.tolist(), b.tolist(), strict=True),
+                     strict=True))
+    return fwd, back
+
+
+def _pair_keys(a_ring: FloatArray, b_ring: FloatArray, a_elev: FloatArray, a_tall: FloatArray,
+               t_elev: FloatArray, t_tall: FloatArray) -> list[bytes]:
+    """Per pair: the bytes of its two rings (led by the search's budget, which a pair past
+    it depends on, and the first ring's number of corners, so that two splits of the same
+    numbers differ) and its heights."""
+    n = len(a_ring)
+    rows = np.concatenate([np.full((n, 1), float(SEARCH_WORK_CAP)),
+                           np.full((n, 1), float(a_ring.shape[1])),
+                           np.asarray(a_ring, dtype=np.float64).reshape(n, -1),
+                           np.asarray(b_ring, dtype=np.float64).reshape(n, -1),
+                           np.column_stack([a_elev, a_tall, t_elev, t_tall]).astype(np.float64)],
+                          axis=1)
+    rows = np.ascontiguousarray(rows)
+    out = cast("list[bytes]", rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
+               .tolist())
+    return out
+
+
+def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                         a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                         t_tall: FloatArray, walked: bool = False,
+                         group: IntArray | None = None,
+                         ) -> tuple[BoolArray, BoolArray]:
+    """`line_of_effect_both`, every pair searched."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -228,7 +289,7 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
         t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
         # (Without the groups: a swapped pair's two ways are its group's other two.)
-        f, b = line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
+        f, b = _line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
         return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
     back = fwd.copy()
@@ -1484,9 +1545,11 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
         a_elev, a_tall = tracer.elev[aa], tracer.tall[aa]
     else:
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
+    # (Pairs of one ring each, as on a square grid, are their own groups: asked without,
+    # their answers are kept for the next snapshots.)
     fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
                                    a_tall, tracer.elev[tt], tracer.tall[tt], walked,
-                                   group=pair)
+                                   group=pair if (per != 1).any() else None)
     seen_f = np.zeros(len(ua), dtype=bool)
     seen_b = np.zeros(len(ua), dtype=bool)
     seen_f[pair[fwd]] = True

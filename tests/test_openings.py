@@ -808,6 +808,8 @@ def test_walls_too_tangled_for_chains_leave_them_to_the_search(
     assert not _loe(shut) and chains == [1]
     monkeypatch.setattr(openings, "_NEAR_PAIRS_CAP", 1)
     openings._NEAR_WALLS.clear()
+    # (The pair's answer is kept: forgotten, so that it is worked out again.)
+    openings.blockers(Tracer(shut)).known.clear()
     chains.clear()
     assert not _loe(shut) and chains == [0]
     assert openings._near_walls(openings.blockers(Tracer(shut)).xy) is None
@@ -849,3 +851,75 @@ def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
         assert np.array_equal(answers[0], answers[1])
         proved += int(answers[0].sum())
     assert proved > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pairs_asked_again_are_read_back_as_searched(seed: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`line_of_effect_both` keeps each pair's answers with the walls' blockers, by the two
+    rings and the four heights: a pair asked again is read back, never searched again, and
+    reads what a search gives; a pair that differs in a height only (a wall band the
+    taller creature sees over) or in how its numbers split into two rings is its own.
+    Random walls with bands and one-way walls, creatures of three sizes at random places
+    and heights, asked in one call, then again shuffled among new pairs."""
+    rng = np.random.default_rng(seed)
+    walls = _random_walls(rng, 0.3)
+    # A wall 5 ft high between the first two: a 2-ft creature's lines are stopped, a
+    # 10-ft one's pass over it; the same rings at two heights.
+    walls.append(replace(_wall(99, (600.0, -400.0, 600.0, 900.0)), top=5.0))
+    boxes = [(0.0, 200.0, 1), (1000.0, 200.0, 1)] + [
+        (float(rng.integers(-2, 16) * 100), float(rng.integers(-4, 9) * 100),
+         int(rng.integers(1, 4))) for _ in range(10)]
+    scene = _scene(walls, boxes)
+    tr = Tracer(scene)
+    rings = openings.spaces_of(tr, INSET_PX).rings
+    n = len(boxes)
+    a, t = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n)))
+    a, t = a[a != t], t[a != t]
+    elev = rng.choice([0.0, 0.0, 4.0, 12.0], n)
+    tall = rng.choice([2.0, 6.0, 10.0], n)
+    elev[:2], tall[:2] = 0.0, 2.0
+
+    def ask(a: np.ndarray, t: np.ndarray, e: np.ndarray, h: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+        return openings.line_of_effect_both(tr, rings[a], rings[t], e[a], h[a], e[t], h[t])
+
+    def search(a: np.ndarray, t: np.ndarray, e: np.ndarray, h: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        return openings._line_of_effect_both(tr, rings[a], rings[t], e[a], h[a], e[t], h[t])
+
+    first = ask(a, t, elev, tall)
+    want = search(a, t, elev, tall)
+    assert np.array_equal(first[0], want[0]) and np.array_equal(first[1], want[1])
+    # Asked again, shuffled, with the same creatures at other heights too: only the new
+    # pairs are searched.
+    searched: list[int] = []
+    inner = openings._line_of_effect_both
+
+    def counting(tracer: Tracer, ar: np.ndarray, *rest: object, **kw: object
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        searched.append(len(ar))
+        return inner(tracer, ar, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openings, "_line_of_effect_both", counting)
+    taller = tall.copy()
+    taller[:2] = 10.0
+    order = rng.permutation(len(a))
+    again = ask(a[order], t[order], elev, tall)
+    assert searched == []
+    assert np.array_equal(again[0], want[0][order]) and np.array_equal(again[1], want[1][order])
+    raised = ask(a, t, elev, taller)
+    moved = (a < 2) | (t < 2)
+    assert searched == [int(moved.sum())]
+    monkeypatch.setattr(openings, "_line_of_effect_both", inner)
+    fresh = search(a, t, elev, taller)
+    assert np.array_equal(raised[0], fresh[0]) and np.array_equal(raised[1], fresh[1])
+    # The band makes the difference for the first two.
+    ab = np.flatnonzero((a == 0) & (t == 1))
+    assert not want[0][ab].any() and fresh[0][ab].all()
+    # Two splits of the same numbers into two rings are two pairs.
+    one = rings[:1]
+    wide = np.concatenate([one, one], axis=1)
+    split_a = openings._pair_keys(wide, one, *(np.zeros(1),) * 4)
+    split_b = openings._pair_keys(one, wide, *(np.zeros(1),) * 4)
+    assert split_a != split_b
