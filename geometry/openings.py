@@ -90,6 +90,12 @@ _BLOCKERS: dict[int, tuple[FloatArray, tuple[object, ...], Blockers]] = {}
 _BLOCKERS_KEPT = 8
 
 
+def forget_known() -> None:
+    """Forget the line of effect every kept `Blockers` holds (`line_of_effect_both`)."""
+    for held in list(_BLOCKERS.values()):
+        held[2].known.clear()
+
+
 def blockers(tracer: Tracer) -> Blockers:
     """The tracer's `Blockers`, built once per set of walls and regions (kept for the last
     few)."""

@@ -23,14 +23,16 @@ REGISTRY.register(Dnd5e())
 
 def forget_kept() -> None:
     """Forget what rulesets keep across revisions of a scene (realms' covered fractions,
-    degrees' and pf2's line of effect per pair of creature objects, the hexes between
-    hex footprints), so that the next evaluation is a first subscription's. Benchmarks
-    time first subscriptions so."""
+    degrees' and pf2's line of effect per pair of creature objects, the line of effect
+    of pairs of spaces kept with the walls, the hexes between hex footprints), so that the
+    next evaluation is a first subscription's. Benchmarks time first subscriptions so."""
     from geometry.hex import forget_measured
+    from geometry.openings import forget_known
     from rulesets import kept, realms
 
     realms._MEASURES.clear()
     kept.forget()
+    forget_known()
     forget_measured()
 
 
