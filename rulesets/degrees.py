@@ -659,8 +659,11 @@ class _Context:
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
         open_any = self._through_openings(a, t, open_any, sealed, ask)
-        if shut.size:
-            self._remember_open(a[shut], t[shut], open_any[shut])
+        # Every pair's answer not known before is kept, those whose centre line is open
+        # too: a token moved back where it stood then has nothing to look for.
+        new = np.flatnonzero(~known) if known is not None else np.arange(n)
+        if new.size:
+            self._remember_open(a[new], t[new], open_any[new])
         level[~open_any] = TOTAL
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None

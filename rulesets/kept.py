@@ -4,9 +4,11 @@ scene's later snapshots.
 Rule of this module: a table per scene's walls, terrain, grid, ruleset and options, of
 values that depend on two creatures and those alone (line of effect: creatures never stop
 it). A token's move keeps the wall tuple and every other creature's object, so after a
-move only the pairs of the creature that moved are worked out again. Creature objects are
-numbered by identity, and the table holds each object it numbers: a number is never a
-dead object's, its identity reused by a new one. The tables are shared by the Core's
+move only the pairs of the creature that moved are worked out again, and not even those
+when it stands as it stood before (a token moved back): creatures are numbered by state.
+A creature object numbered before is found by its identity, without hashing its fields;
+the table holds each object it numbers, so an identity is never a dead object's reused
+by a new one. The tables are shared by the Core's
 thread and the one that works ahead (server/ahead.py): numbers are given under a lock; a
 lookup or a store is one dict operation.
 """
@@ -35,6 +37,8 @@ class _Table:
     options: Any
     #: Per creature object (by identity): the object, held, and its number.
     numbers: dict[int, tuple[CreatureGeom, int]]
+    #: Per creature state: its number (objects of one state share it).
+    states: dict[CreatureGeom, int]
     #: Per pair of numbers (a << 32 | t): the value.
     values: dict[int, Any]
     #: The last snapshot's creatures and their numbers, with the numbers' dict they are
@@ -77,16 +81,17 @@ class Kept:
         if any(g is None or g[0] is not cs[k] for g, k in zip(got, todo, strict=True)):
             with _LOCK:
                 if len(table.numbers) + len(cs) > OBJECTS:
-                    table.numbers, table.values = {}, {}
+                    table.numbers, table.states, table.values = {}, {}, {}
                 if table.numbers is not numbers:
                     # Started again (here or by the other thread): every creature anew.
                     todo, got = list(range(len(cs))), [None] * len(cs)
                 numbers, self._values = table.numbers, table.values
+                states = table.states
                 for j, k in enumerate(todo):
                     c = cs[k]
                     g = numbers.get(id(c))
                     if g is None or g[0] is not c:
-                        g = numbers[id(c)] = (c, len(numbers))
+                        g = numbers[id(c)] = (c, states.setdefault(c, len(states)))
                     got[j] = g
         number[todo] = [g[1] for g in got if g is not None]
         table.last = (numbers, cs, number)
@@ -132,7 +137,7 @@ def table(scene: SceneGeom, rules: Any, options: Any) -> Kept:
         held = _TABLES[id(scene.walls)] = []
     if len(held) >= _SCENES:
         del held[0]
-    made = _Table(scene.walls, scene.regions, scene.grid, rules, options, {}, {})
+    made = _Table(scene.walls, scene.regions, scene.grid, rules, options, {}, {}, {})
     held.append(made)
     return Kept(made, scene.creatures)
 

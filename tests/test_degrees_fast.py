@@ -559,6 +559,66 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
         assert_same(ruleset.evaluate(current, other), rules(name).reference(current, other))
 
 
+@pytest.mark.parametrize("kind", [GridKind.SQUARE, GridKind.HEXODDR], ids=lambda k: k.name)
+def test_a_creature_back_where_it_stood_reads_its_line_of_effect_back(
+        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creatures are numbered by state (`rulesets.kept`): a token moved and moved back is a
+    new object in the state it had, and its pairs' line of effect is read back rather than
+    looked for again; the same token back at another height is another state, looked at
+    afresh. Every answer equals a fresh evaluation."""
+    from bench.hexbench import moved
+    from rulesets import degrees as degrees_mod
+    from rulesets import forget_kept
+
+    asked: list[int] = []
+    real = degrees_mod._Context._through_openings
+    sealed_asked: list[int] = []
+    real_sealed = degrees_mod._Context._sealed_pairs
+
+    def counting(self: Any, a: Any, t: Any, open_any: Any, sealed: Any = None,
+                 ask: Any = None) -> Any:
+        asked.append(int(ask.sum()) if ask is not None else len(a))
+        return real(self, a, t, open_any, sealed, ask)
+
+    def counting_sealed(self: Any, a: Any, t: Any) -> Any:
+        sealed_asked.append(len(a))
+        return real_sealed(self, a, t)
+
+    monkeypatch.setattr(degrees_mod._Context, "_through_openings", counting)
+    monkeypatch.setattr(degrees_mod._Context, "_sealed_pairs", counting_sealed)
+    geom = dressed(4) if kind is GridKind.SQUARE else hex_dressed(4, kind)
+    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
+    n = len(geom.creatures)
+    for name in OPTIONS:
+        ruleset = rules(name)
+        options = OPTIONS[name]["default"]
+        forget_kept()
+        ruleset.evaluate(geom, options)
+        for k in (0, n // 2):
+            c = geom.creatures[k]
+            pairs = sorted({(c.id, o.id) for o in geom.creatures if o is not c}
+                           | {(o.id, c.id) for o in geom.creatures if o is not c})
+            away = moved(geom, k)
+            ruleset.evaluate(away, options, pairs)
+            # Back where it stood: a new object, the old state.
+            back = replace(geom, creatures=tuple(
+                replace(o) if o is c else o for o in geom.creatures))
+            assert back.creatures[k] is not c and back.creatures[k] == c
+            asked.clear()
+            sealed_asked.clear()
+            got = ruleset.evaluate(back, options, pairs)
+            assert sum(asked) == 0 and sum(sealed_asked) == 0, (name, k, asked, sealed_asked)
+            assert_same(got, rules(name).reference(back, options, pairs))
+            # Back at another height: another state, its pairs looked at afresh.
+            higher = replace(geom, creatures=tuple(
+                replace(o, elevation=o.elevation + 15.0) if o is c else o
+                for o in geom.creatures))
+            sealed_asked.clear()
+            got = ruleset.evaluate(higher, options, pairs)
+            assert sum(sealed_asked) > 0, (name, k)
+            assert_same(got, rules(name).reference(higher, options, pairs))
+
+
 def test_a_rider_on_the_same_mount_is_the_same_object_snapshot_after_snapshot() -> None:
     """pf2 fights a rider from its mount's space (`mounted_scene`): the same rider and
     mount objects give the same rider object each time (so what is kept per creature
