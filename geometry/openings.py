@@ -78,6 +78,9 @@ class Blockers:
     #: Line of effect of pairs of spaces asked before (`line_of_effect_both`): per pair's
     #: key (`_pair_keys`), its answers both ways.
     known: dict[bytes, tuple[bool, bool]] = field(default_factory=dict, compare=False)
+    #: Whether one plain wall seals two rings from each other, per pair of rings asked
+    #: before (`sealed_known`).
+    sealed: dict[bytes, bool] = field(default_factory=dict, compare=False)
 
 
 #: Pairs of spaces whose line of effect a Blockers keeps at most, before it starts again
@@ -91,9 +94,41 @@ _BLOCKERS_KEPT = 8
 
 
 def forget_known() -> None:
-    """Forget the line of effect every kept `Blockers` holds (`line_of_effect_both`)."""
+    """Forget what every kept `Blockers` holds of pairs of spaces (`line_of_effect_both`,
+    `sealed_known`)."""
     for held in list(_BLOCKERS.values()):
         held[2].known.clear()
+        held[2].sealed.clear()
+
+
+#: Pairs of rings up to which `sealed_known` keeps them (past it, a first subscription's
+#: whole table: no pair of it was asked before, and keys cost a microsecond a pair).
+SEALED_KEPT_CALL = 512
+
+
+def sealed_known(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                 sealed: Callable[[FloatArray, FloatArray], BoolArray]) -> BoolArray:
+    """Per pair of rings (a_ring[k], b_ring[k]): `sealed` of them (whether one plain wall
+    separates them; it depends on the two rings and the walls alone), kept with the
+    walls' blockers for a call of few pairs: a token moved back where it stood has its
+    pairs' answers read back."""
+    n = len(a_ring)
+    if n == 0 or n > SEALED_KEPT_CALL:
+        return sealed(a_ring, b_ring)
+    known = blockers(tracer).sealed
+    zero = np.zeros(n)
+    keys = _pair_keys(a_ring, b_ring, zero, zero, zero, zero)
+    got = list(map(known.get, keys))
+    todo = [k for k, g in enumerate(got) if g is None]
+    out = np.fromiter((bool(g) for g in got), dtype=bool, count=n)
+    if todo:
+        at = np.array(todo, dtype=np.intp)
+        found = sealed(a_ring[at], b_ring[at])
+        out[at] = found
+        if len(known) + len(todo) > KNOWN_PAIRS:
+            known.clear()
+        known.update(zip([keys[k] for k in todo], found.tolist(), strict=True))
+    return out
 
 
 def blockers(tracer: Tracer) -> Blockers:

@@ -717,13 +717,21 @@ class CornerEngine:
                          dtype=np.float64).reshape(-1, 4)
         rings = openings.box_rings(boxes, 0.0)
         inverse = inverse.reshape(2, -1)
-        found = kernel.sealed_blocks(rings[inverse[0]], rings[inverse[1]], tr.wall_xy,
-                                     np.flatnonzero(tr.wall_plain))
-        # Boxes that touch or overlap (a rider on its mount, creatures side by side across
-        # a wall's end) are left to the tracer, as geometry.openings leaves such rings.
-        ba, bt = boxes[inverse[0]], boxes[inverse[1]]
-        found &= ((ba[:, 0] > bt[:, 2]) | (bt[:, 0] > ba[:, 2])
-                  | (ba[:, 1] > bt[:, 3]) | (bt[:, 1] > ba[:, 3]))
+
+        def sealed(ra: FloatArray, rt: FloatArray) -> BoolArray:
+            found = kernel.sealed_blocks(ra, rt, tr.wall_xy, np.flatnonzero(tr.wall_plain))
+            # Boxes that touch or overlap (a rider on its mount, creatures side by side
+            # across a wall's end) are left to the tracer, as geometry.openings leaves such
+            # rings (a ring's first and third corners are its box's).
+            ba, bt = ra[:, 0], rt[:, 0]
+            ea, et = ra[:, 2], rt[:, 2]
+            out: BoolArray = found & ((ba[:, 0] > et[:, 0]) | (bt[:, 0] > ea[:, 0])
+                                      | (ba[:, 1] > et[:, 1]) | (bt[:, 1] > ea[:, 1]))
+            return out
+
+        # (Kept with the walls for a move's few pairs: a token moved back where it stood
+        # reads them back.)
+        found = openings.sealed_known(tr, rings[inverse[0]], rings[inverse[1]], sealed)
         if not found.any():
             return None
         out = np.zeros(len(a), dtype=bool)

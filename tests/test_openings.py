@@ -923,3 +923,49 @@ def test_pairs_asked_again_are_read_back_as_searched(seed: int,
     split_a = openings._pair_keys(wide, one, *(np.zeros(1),) * 4)
     split_b = openings._pair_keys(one, wide, *(np.zeros(1),) * 4)
     assert split_a != split_b
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_sealed_rings_kept_are_read_back_as_found(seed: int) -> None:
+    """`sealed_known` keeps whether one plain wall seals two rings, with the walls'
+    blockers, for calls of few pairs: a pair asked again is read back (the walk is not
+    run for it) and reads what the walk found; a call past SEALED_KEPT_CALL pairs is
+    walked whole and keeps nothing; `forget_known` forgets it all."""
+    rng = np.random.default_rng(seed)
+    walls = _random_walls(rng, 0.0)
+    boxes = [(float(rng.integers(-2, 16) * 100), float(rng.integers(-4, 9) * 100),
+              int(rng.integers(1, 4))) for _ in range(12)]
+    tr = Tracer(_scene(walls, boxes))
+    rings = openings.box_rings(tr.boxes.reshape(-1, 4), 0.0)
+    a, t = (x.ravel() for x in np.meshgrid(np.arange(12), np.arange(12)))
+    a, t = a[a != t], t[a != t]
+    plain = np.flatnonzero(tr.wall_plain)
+    walked: list[int] = []
+
+    def walk(ra: np.ndarray, rt: np.ndarray) -> np.ndarray:
+        walked.append(len(ra))
+        return kernel.sealed_blocks(ra, rt, tr.wall_xy, plain)
+
+    want = kernel.sealed_blocks(rings[a], rings[t], tr.wall_xy, plain)
+    assert want.any() and not want.all()
+    openings.forget_known()
+    got = openings.sealed_known(tr, rings[a], rings[t], walk)
+    assert np.array_equal(got, want) and walked == [len(a)]
+    walked.clear()
+    order = rng.permutation(len(a))[:40]
+    again = openings.sealed_known(tr, rings[a[order]], rings[t[order]], walk)
+    assert np.array_equal(again, want[order]) and walked == []
+    # Rings moved a square: other pairs, walked.
+    moved = rings + np.array([100.0, 0.0])
+    openings.sealed_known(tr, moved[a[:5]], rings[t[:5]], walk)
+    assert walked == [5]
+    openings.forget_known()
+    walked.clear()
+    openings.sealed_known(tr, rings[a[:3]], rings[t[:3]], walk)
+    assert walked == [3]
+    big = np.arange(openings.SEALED_KEPT_CALL + 1) % len(a)
+    walked.clear()
+    assert np.array_equal(openings.sealed_known(tr, rings[a[big]], rings[t[big]], walk),
+                          want[big])
+    assert walked == [len(big)]
+    assert len(openings.blockers(tr).sealed) == 3
