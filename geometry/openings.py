@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -115,19 +115,11 @@ def sealed_known(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     n = len(a_ring)
     if n == 0 or n > SEALED_KEPT_CALL:
         return sealed(a_ring, b_ring)
-    known = blockers(tracer).sealed
     zero = np.zeros(n)
-    keys = _pair_keys(a_ring, b_ring, zero, zero, zero, zero)
-    got = list(map(known.get, keys))
-    todo = [k for k, g in enumerate(got) if g is None]
-    out = np.fromiter((bool(g) for g in got), dtype=bool, count=n)
-    if todo:
-        at = np.array(todo, dtype=np.intp)
-        found = sealed(a_ring[at], b_ring[at])
-        out[at] = found
-        if len(known) + len(todo) > KNOWN_PAIRS:
-            known.clear()
-        known.update(zip([keys[k] for k in todo], found.tolist(), strict=True))
+    got = _read_back(blockers(tracer).sealed,
+                     _pair_keys(a_ring, b_ring, zero, zero, zero, zero),
+                     lambda at: cast("list[bool]", sealed(a_ring[at], b_ring[at]).tolist()))
+    out: BoolArray = np.array(got, dtype=bool)
     return out
 
 
@@ -275,23 +267,36 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     if n == 0 or group is not None:
         return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
                                     walked, group)
-    known = blockers(tracer).known
-    keys = _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
+
+    def search(at: IntArray) -> list[tuple[bool, bool]]:
+        f, b = _line_of_effect_both(tracer, a_ring[at], b_ring[at], a_elev[at], a_tall[at],
+                                    t_elev[at], t_tall[at], walked)
+        return list(zip(f.tolist(), b.tolist(), strict=True))
+
+    got = _read_back(blockers(tracer).known,
+                     _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall), search)
+    both = np.array(got, dtype=bool).reshape(n, 2)
+    return both[:, 0].copy(), both[:, 1].copy()
+
+
+_T = TypeVar("_T")
+
+
+def _read_back(known: dict[bytes, _T], keys: list[bytes],
+               work: Callable[[IntArray], list[_T]]) -> list[_T]:
+    """Each key's value: read back from `known`, or worked out (`work` of the positions of
+    those not known, all at once) and kept there (`known` starts again past
+    KNOWN_PAIRS)."""
     got = list(map(known.get, keys))
     todo = [k for k, g in enumerate(got) if g is None]
-    fwd = np.fromiter((g[0] if g is not None else False for g in got), dtype=bool, count=n)
-    back = np.fromiter((g[1] if g is not None else False for g in got), dtype=bool, count=n)
-    if not todo:
-        return fwd, back
-    at = np.array(todo, dtype=np.intp)
-    f, b = _line_of_effect_both(tracer, a_ring[at], b_ring[at], a_elev[at], a_tall[at],
-                                t_elev[at], t_tall[at], walked)
-    fwd[at], back[at] = f, b
-    if len(known) + len(todo) > KNOWN_PAIRS:
-        known.clear()
-    known.update(zip([keys[k] for k in todo], zip(f.tolist(), b.tolist(), strict=True),
-                     strict=True))
-    return fwd, back
+    if todo:
+        values = work(np.array(todo, dtype=np.intp))
+        if len(known) + len(todo) > KNOWN_PAIRS:
+            known.clear()
+        known.update(zip([keys[k] for k in todo], values, strict=True))
+        for k, v in zip(todo, values, strict=True):
+            got[k] = v
+    return cast("list[_T]", got)
 
 
 def _pair_keys(a_ring: FloatArray, b_ring: FloatArray, a_elev: FloatArray, a_tall: FloatArray,
