@@ -26,6 +26,7 @@ from bench.dressing import dress
 from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import kernel, openings
+from geometry.columns import columns
 from geometry.model import RegionGeom, RegionKind, SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode, Degree, Flag
@@ -616,7 +617,7 @@ def test_realms_bodies_and_viewpoints_patched_are_made_afresh(
                             height=c.height if side is None else side)
         geom = replace(geom, creatures=tuple(cs))
         got = realms.RealmsContext(geom, options)._shapes
-        box = realms.columns(geom.creatures, geom.grid).spaces
+        box = columns(geom.creatures, geom.grid).spaces
         want = realms._square_shapes(box, geom.creatures, size)
         assert shapely.equals_exact(got.bodies, want.bodies, tolerance=0).all()
         assert got.centres == want.centres
