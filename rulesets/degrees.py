@@ -660,8 +660,12 @@ class _Context:
         level = np.minimum(level, GREATER)
         open_any = self._through_openings(a, t, open_any, sealed, ask)
         # Every pair's answer not known before is kept, those whose centre line is open
-        # too: a token moved back where it stood then has nothing to look for.
-        new = np.flatnonzero(~known) if known is not None else np.arange(n)
+        # too: a token moved back where it stood then has nothing to look for. (The sealed
+        # pairs `fast_rows` kept already.)
+        fresh = np.ones(n, dtype=bool) if known is None else ~known
+        if sealed is not None:
+            fresh &= ~sealed
+        new = np.flatnonzero(fresh)
         if new.size:
             self._remember_open(a[new], t[new], open_any[new])
         level[~open_any] = TOTAL
