@@ -730,6 +730,12 @@ _KEY_MULT = np.random.default_rng(20261206).integers(
     1, 1 << 62, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
+def forget_hints() -> None:
+    """Forget every run kept as the last to seal a block (`_SEALERS`): the next walk is a
+    first one's."""
+    _SEALERS.clear()
+
+
 def _point_keys(points: FloatArray) -> npt.NDArray[np.uint64]:
     """A 64-bit key per block of points (B, K, 2), from their coordinates' bits: equal
     points, equal keys; different points, almost surely different keys (a hint's key only

@@ -24,9 +24,11 @@ REGISTRY.register(Dnd5e())
 def forget_kept() -> None:
     """Forget what rulesets keep across revisions of a scene (realms' covered fractions,
     degrees' and pf2's line of effect per pair of creature objects, the line of effect
-    of pairs of spaces kept with the walls, the hexes between hex footprints), so that the
-    next evaluation is a first subscription's. Benchmarks time first subscriptions so."""
+    of pairs of spaces kept with the walls, the hexes between hex footprints, the walls
+    last found sealing pairs of spaces), so that the next evaluation is a first
+    subscription's. Benchmarks time first subscriptions so."""
     from geometry.hex import forget_measured
+    from geometry.kernel import forget_hints
     from geometry.openings import forget_known
     from rulesets import kept, realms
 
@@ -34,6 +36,7 @@ def forget_kept() -> None:
     kept.forget()
     forget_known()
     forget_measured()
+    forget_hints()
 
 
 __all__ = ["REGISTRY", "Registry", "Ruleset", "UnknownRuleset", "forget_kept"]

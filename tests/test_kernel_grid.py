@@ -468,3 +468,20 @@ def test_grid_of_merged_runs_found_by_identity() -> None:
     loose = runs.copy()
     kernel._wall_grid(loose)
     assert (id(loose), None) not in kernel._GRIDS_BY_ID
+
+
+def test_forget_kept_forgets_the_sealing_hints() -> None:
+    """`rulesets.forget_kept` makes the next evaluation a first subscription's: the runs
+    kept as the last to seal blocks (`kernel._SEALERS`) go too, so a timed first
+    subscription does not try the walls an earlier run found."""
+    from rulesets import forget_kept
+
+    kernel._SEALERS.clear()
+    # A square on each side of one long wall: the wall seals the block of corner lines.
+    starts = np.array([[[0, 0], [10, 0], [10, 10], [0, 10]]], dtype=np.float64)
+    ends = starts + np.array([40.0, 0.0])
+    w = np.array([[25.0, -50.0, 25.0, 60.0]])
+    assert kernel.sealed_blocks(starts, ends, w, np.array([0])).tolist() == [True]
+    assert kernel._SEALERS, "the call left its hint"
+    forget_kept()
+    assert not kernel._SEALERS
