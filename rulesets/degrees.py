@@ -855,7 +855,10 @@ class _Context:
         the tracer applies, so a line found blocked here is blocked in `reference_rows`.
         Lines not found blocked are traced (`_open_lines`)."""
         tr = self.tracer
-        covered = np.zeros((len(shut), self.samples.shape[1] ** 2), dtype=bool)
+        # A line from or to a padding slot (a hex footprint of fewer corners than the
+        # largest) is no line of the pair: counted covered, so that a pair whose own lines
+        # the first wall covers all is not tested against the last one too.
+        covered = ~self._valid_lines(a[shut], t[shut])
         plain = _plain_walls(tr)
         wl, wi = hits.wall_line, hits.wall_idx
         on_shut = np.zeros(hits.n, dtype=bool)

@@ -323,6 +323,44 @@ def test_hex_fast_path_is_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None
         assert own[k] == len(ctx._samples(k))
 
 
+@pytest.mark.parametrize("kind", [GridKind.HEXODDR, GridKind.HEXEVENQ], ids=lambda k: k.name)
+def test_a_hex_pair_covered_by_its_first_wall_is_not_tested_against_its_last(
+        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_covered` tests a blocked pair's sample lines against the first plain wall on its
+    centre line, then only the pairs with lines left against the last. On a hex grid the
+    samples are padded to the largest footprint's: a pair whose own lines the first wall
+    covers all is done, whatever its padding (its padding was taken for lines left, and
+    nearly every pair went through the second test)."""
+    from rulesets import degrees
+
+    geom = on_hex(generate(40, 200, 3).geom, kind, 3)
+    seconds: list[int] = []
+    calls = [0]
+    real_covered, real_cover = degrees._Context._covered, degrees._Context._cover
+
+    def covered(self: Any, *args: Any) -> Any:
+        calls[0] = 0
+        return real_covered(self, *args)
+
+    def cover(self: Any, done: np.ndarray, pos: np.ndarray, cl: np.ndarray, cw: np.ndarray,
+              a: np.ndarray, t: np.ndarray) -> None:
+        calls[0] += 1
+        if calls[0] > 1:
+            own = self._valid_lines(a[cl], t[cl])
+            finished = (done[pos[cl]] | ~own).all(axis=1)
+            seconds.append(int(finished.sum()))
+        real_cover(self, done, pos, cl, cw, a, t)
+
+    monkeypatch.setattr(degrees._Context, "_covered", covered)
+    monkeypatch.setattr(degrees._Context, "_cover", cover)
+    for name in OPTIONS:
+        ruleset = rules(name)
+        assert_same(ruleset.evaluate(geom, ruleset.Options()),
+                    ruleset.reference(geom, ruleset.Options()))
+    assert seconds, "no pair was tested against a second wall: the scene shows nothing"
+    assert sum(seconds) == 0, f"{sum(seconds)} pairs with every line covered tested again"
+
+
 @pytest.mark.parametrize("kind", HEX_KINDS, ids=lambda k: k.name)
 def test_hex_seal_rings_kept_per_footprint_are_the_rings_worked_out_afresh(
         kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
