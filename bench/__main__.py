@@ -974,10 +974,12 @@ def _parity_ratios(m: Result) -> list[tuple[str, str, float | None, float | None
         for name, res in rows.items():
             if layout == "SQUARE" and name == "dnd35":
                 continue
-            full = (res["full_s"] / base["full_s"]) if "full_s" in res and base.get("full_s") \
-                else None
-            move = (res["move_s"] / base["move_s"]) if "move_s" in res and base.get("move_s") \
-                else None
+            # Ratios timed run for run beside dnd35 (bench/parity.py `interleaved_full`);
+            # results of older runs carry only the times.
+            full = res.get("full_ratio", (res["full_s"] / base["full_s"])
+                           if "full_s" in res and base.get("full_s") else None)
+            move = res.get("move_ratio", (res["move_s"] / base["move_s"])
+                           if "move_s" in res and base.get("move_s") else None)
             out.append((layout, name, full, move))
     return out
 
@@ -1082,7 +1084,10 @@ def _parity_report(parity: list[Result]) -> list[str]:
         "`affected_pairs` names, widened by the ruleset, are evaluated on the scene after it "
         "(warm from the scene before it, as in the server), median of 3 movers. Ratios are "
         "to dnd35 on squares in the same worker on the same scene (dressed: bench/dressing.py, "
-        "GM floors left out). Equality: `evaluate` against the ruleset's pair-by-pair "
+        "GM floors left out), timed beside it: each run of a matrix right after or right "
+        "before a run of dnd35's (in turn), its ratio the median of the runs' ratios; a "
+        "ruleset's moves, then dnd35's same moves. dnd35's own figures are the medians of "
+        "all its runs. Equality: `evaluate` against the ruleset's pair-by-pair "
         "`reference` (pf1: each visible fraction from its own Shapely union; realms: each "
         "covered fraction from its own Shapely shadows), annotation by annotation, on every "
         "attacker against a sample of targets and on every move's pairs.", "",

@@ -265,3 +265,47 @@ def test_a_worker_that_judges_its_figures_wrong_keeps_them() -> None:
     assert t.verdict == "not met" and "dnd35 unfiltered subscription: None" in t.detail
     _, failed = b.problems(plan)
     assert any("limits: the worker's own checks failed" in f for f in failed), failed
+
+
+def test_parity_ratios_are_timed_run_for_run_beside_dnd35() -> None:
+    """A ruleset's full-matrix ratio is the median of its runs' ratios to a dnd35 run timed
+    right beside each: a machine that slows down for half the measurement (a shared host)
+    leaves the ratios as they are. Timed one after the other (dnd35's runs, then a
+    ruleset's), the slow half would have halved them."""
+    from bench import parity
+
+    # Seconds: quick runs (five rounds).
+    cost = {parity.BASE: 0.01, ("SQUARE", "pf1"): 0.012, ("HEXODDR", "realms"): 0.02}
+    calls: list[tuple[str, str]] = []
+
+    def timed(cell: tuple[str, str]) -> float:
+        calls.append(cell)
+        # The first ten runs on a host twice as slow.
+        return cost[cell] * (2.0 if len(calls) <= 10 else 1.0)
+
+    rows = parity.interleaved_full(list(cost), timed, max_runs=5)
+    assert len(calls) == 1 + 5 * 2 * 2
+    assert rows[("SQUARE", "pf1")]["full_ratio"] == pytest.approx(1.2)
+    assert rows[("HEXODDR", "realms")]["full_ratio"] == pytest.approx(2.0)
+    assert rows[parity.BASE]["full_ratio"] == 1.0
+    assert len(rows[parity.BASE]["full_times"]) == 11
+
+
+def test_parity_measures_every_cell_and_checks_it_against_its_reference() -> None:
+    """The parity bench on a small scene: every ruleset on squares and one hex layout has
+    a full matrix, a move and their ratios, and equals its pair-by-pair reference."""
+    from bench import parity
+    from geometry.model import GridKind
+
+    res = parity.measure(8, 20, 1, dressed=False, kinds=[GridKind.HEXODDR], max_runs=1,
+                         sample_targets=2)
+    assert "error" not in res, res.get("error")
+    layouts = res["layouts"]
+    assert set(layouts["SQUARE"]) == set(parity.SQUARE_RULESETS)
+    assert set(layouts["HEXODDR"]) == set(parity.HEX_RULESETS)
+    for layout, rows in layouts.items():
+        for name, row in rows.items():
+            assert "error" not in row, (layout, name, row)
+            assert row["full_ratio"] > 0 and row["move_ratio"] > 0, (layout, name)
+            if name != "dnd35":
+                assert row["mismatches"] == 0 and row["compared"] > 0, (layout, name)
