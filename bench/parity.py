@@ -229,6 +229,8 @@ def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequenc
         rows.update(interleaved_full(cells, lambda c: _timed_matrix(c[1], layouts[c[0]]),
                                      max_runs))
     except Exception as exc:
+        # (Without its layouts the report shows the scene FAILED with this error.)
+        del out["layouts"]
         out["error"] = _error(exc)
         out["where"] = _where(exc)
         return out
