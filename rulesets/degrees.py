@@ -634,9 +634,9 @@ class _Context:
             ask &= ~known
         shut = np.flatnonzero(ask)
         if shut.size:
-            # Padding samples (hex footprints of fewer corners) repeat a real line: skipped.
-            todo = ~self._covered(shut, hits, starts, ends, a, t) & self._valid_lines(
-                a[shut], t[shut])
+            # (Padding samples, hex footprints of fewer corners, repeat a real line:
+            # `_covered` counts them covered, so they are not traced.)
+            todo = ~self._covered(shut, hits, starts, ends, a, t)
             rows, cols = np.nonzero(todo)
             if rows.size:
                 open_any[shut] = self._open_lines(a[shut], t[shut], rows, cols)
