@@ -249,9 +249,9 @@ def measure(tokens: int, walls: int, seed: int, *, dressed: bool, kinds: Sequenc
             row.update(move_s=statistics.median(times), move_times=times, move_pairs=sizes)
             if cell != BASE:
                 b_times, _, _ = _moves(BASE[1], layouts[BASE[0]], movers)
-                base_moves.append(statistics.median(b_times))
-                row.update(move_base_s=statistics.median(b_times),
-                           move_ratio=row["move_s"] / statistics.median(b_times))
+                base_move = statistics.median(b_times)
+                base_moves.append(base_move)
+                row.update(move_base_s=base_move, move_ratio=row["move_s"] / base_move)
         except Exception as exc:
             rows[cell] = {"error": _error(exc), "where": _where(exc)}
     if "move_s" in rows.get(BASE, {}) and base_moves:
