@@ -203,16 +203,167 @@ def hulls(points: FloatArray, corners: FloatArray,
     return out
 
 
-def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_]) -> tuple[IntArray, IntArray]:
+def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_],
+            wedge: tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
+            | None = None,
+            ) -> tuple[IntArray, IntArray]:
     """(row, item) pairs of the tree's items that meet each area, sorted by row then item
-    (the order a per-row computation sees them in); the areas are prepared first."""
+    (the order a per-row computation sees them in); the areas are prepared first.
+
+    With `wedge` (`wedges` of the areas' viewpoints and bodies (each area their hull,
+    `hulls`), and the items' ends as rows x0, y0, x1, y1; the items segments): the same
+    answer, found by arithmetic. The items in an area's box wholly outside the narrowest
+    angle at its viewpoint that holds its body are left out first (the box of a far
+    sight's long thin hull holds five or six walls for each that meets it), then the
+    others are decided by separating axes (`_meets_hull`), GEOS deciding those within a
+    hair of touching. On realms' dressed hex scene: 107,600 boxes met, 18,873 walls
+    meeting; GEOS's prepared query took 40-70 ms."""
     if len(areas) == 0:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty
     shapely.prepare(areas)
-    row, item = tree.query(areas, predicate="intersects")
+    if wedge is None:
+        row, item = tree.query(areas, predicate="intersects")
+    else:
+        row, item = tree.query(areas)
+        p, left, right, corners, xy = wedge
+        near = ~_outside_wedge(row, item, p, left, right, xy)
+        row, item = row[near], item[near]
+        # The others by the separating axes of a segment and a convex ring, GEOS
+        # deciding only those within a hair of touching: the same answers, at a fifth
+        # of the cost (GEOS's prepared test costs about a microsecond a pair that meets).
+        met, unsure = _meets_hull(row, item, p, left, right, corners, xy)
+        if unsure.any():
+            met[unsure] = shapely.intersects(areas[row[unsure]],
+                                             tree.geometries[item[unsure]])
+        row, item = row[met], item[met]
     order = np.lexsort((item, row))
     return row[order].astype(np.intp), item[order].astype(np.intp)
+
+
+#: Pixels: how clearly both ends of a segment must lie beyond a side of a wedge for the
+#: segment to be taken as outside it (a hair, so that rounding never leaves out a segment
+#: that touches the hull).
+_WEDGE_SLACK = 1e-6
+
+
+def wedges(points: FloatArray, corners: FloatArray, counts: IntArray | None = None,
+           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Per row (a viewpoint (R, 2) and a body's convex ring (R, V, 2), its first counts[k]
+    corners, the rest repeating the last, as `hulls` takes them): the viewpoint, the
+    directions from it to the body's two outermost corners, left then right, seen from
+    the viewpoint (the sides of the narrowest angle at the viewpoint that holds the body,
+    and so its hull), and the ring as given. NaN directions where the viewpoint is not
+    strictly outside the body, or the body has no area (no such angle: nothing is left
+    out there, GEOS decides)."""
+    n, v = corners.shape[0], corners.shape[1]
+    nan = np.full((n, 2), np.nan)
+    if n == 0:
+        return points, nan, nan.copy(), corners
+    if counts is None:
+        counts = np.full(n, v, dtype=np.intp)
+    d = corners - points[:, None, :]
+    own = np.arange(v)[None, :] < counts[:, None]
+    nxt = np.where(np.arange(v)[None, :] + 1 < counts[:, None], np.arange(v)[None, :] + 1, 0)
+    dn = np.take_along_axis(d, nxt[..., None], axis=1)
+    # Twice the ring's signed area, and each side's cross with the viewpoint: the
+    # viewpoint is strictly outside a convex ring when it is strictly outside a side.
+    cross = d[..., 0] * dn[..., 1] - d[..., 1] * dn[..., 0]
+    twice_area = np.where(own, cross, 0.0).sum(axis=1)
+    outside = (np.where(own, np.where(twice_area[:, None] > 0, cross, -cross), np.inf)
+               < 0).any(axis=1) & (twice_area != 0)
+    # Angles about the direction to the corners' mean (inside the angle, as the
+    # viewpoint is outside): the largest is the left side, the smallest the right.
+    c = d.mean(axis=1)
+    phi = np.arctan2(c[:, None, 0] * d[..., 1] - c[:, None, 1] * d[..., 0],
+                     c[:, None, 0] * d[..., 0] + c[:, None, 1] * d[..., 1])
+    rows = np.arange(n)
+    left = d[rows, phi.argmax(axis=1)]
+    right = d[rows, phi.argmin(axis=1)]
+    left[~outside] = np.nan
+    right[~outside] = np.nan
+    return points, left, right, corners
+
+
+def _outside_wedge(row: IntArray, item: IntArray, p: FloatArray, left: FloatArray,
+                   right: FloatArray, xy: FloatArray) -> BoolArray:
+    """Per (row, item): whether segment xy[item] (x0, y0, x1, y1) lies wholly beyond one
+    side of the wedge at p[row] between directions left[row] and right[row]
+    (counterclockwise from right to left), both its ends more than `_WEDGE_SLACK` beyond
+    that side's line. False where the wedge is NaN."""
+    # Per row, each side's line as a x + b y > c (beyond it), the slack in c; gathered
+    # once per candidate as one table (numpy's cost is per call and per gathered row).
+    lx, ly, rx, ry = left[:, 0], left[:, 1], right[:, 0], right[:, 1]
+    table = np.column_stack([
+        -ly, lx, lx * p[:, 1] - ly * p[:, 0] + _WEDGE_SLACK * np.hypot(lx, ly),
+        ry, -rx, ry * p[:, 0] - rx * p[:, 1] + _WEDGE_SLACK * np.hypot(rx, ry)])
+    t = np.take(table, row, axis=0)
+    e = np.take(xy, item, axis=0)
+    out: BoolArray = (((t[:, 0] * e[:, 0] + t[:, 1] * e[:, 1] > t[:, 2])
+                       & (t[:, 0] * e[:, 2] + t[:, 1] * e[:, 3] > t[:, 2]))
+                      | ((t[:, 3] * e[:, 0] + t[:, 4] * e[:, 1] > t[:, 5])
+                         & (t[:, 3] * e[:, 2] + t[:, 4] * e[:, 3] > t[:, 5])))
+    return out
+
+
+#: Candidates looked at together by `_meets_hull` (its arrays hold a row per side of a
+#: ring for each: bounded memory however many walls a table's sights meet).
+_HULL_CHUNK = 65536
+
+
+def _meets_hull(row: IntArray, item: IntArray, p: FloatArray, left: FloatArray,
+                right: FloatArray, corners: FloatArray, xy: FloatArray,
+                ) -> tuple[BoolArray, BoolArray]:
+    """Per (row, item): whether segment xy[item] meets the hull of viewpoint p[row] and the
+    convex ring corners[row] (the wedge's sides left[row] and right[row]: `wedges`), and
+    whether that is unsure (decided within `_WEDGE_SLACK` pixels, or no wedge: the
+    caller asks GEOS). Separating axes: the two don't meet when the segment lies beyond a
+    side of the hull (a side of the wedge, or a side of the ring the viewpoint does not
+    see) or the hull lies to one side of the segment's line."""
+    m = len(row)
+    met, unsure = np.zeros(m, dtype=bool), np.ones(m, dtype=bool)
+    if m == 0:
+        return met, unsure
+    # Per ring, each side as a x + b y - c (distance beyond it, outwards), -inf for the
+    # sides that are not the hull's (seen from p, or of no length).
+    nxt = kernel.next_corners(corners)
+    e = nxt - corners
+    length = np.hypot(e[..., 0], e[..., 1])
+    twice_area = (corners[..., 0] * nxt[..., 1] - nxt[..., 0] * corners[..., 1]).sum(axis=1)
+    turn = np.where(twice_area >= 0, 1.0, -1.0)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = turn * e[..., 1] / length, -turn * e[..., 0] / length
+    c = a * corners[..., 0] + b * corners[..., 1]
+    seen = a * p[:, None, 0] + b * p[:, None, 1] - c > 0
+    never = seen | ~(length > 0)
+    a, b, c = np.where(never, 0.0, a), np.where(never, 0.0, b), np.where(never, np.inf, c)
+    # The wedge's sides the same way (left: beyond it to its left; right: to its right).
+    ll, lr = np.hypot(left[:, 0], left[:, 1]), np.hypot(right[:, 0], right[:, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wa = np.column_stack([-left[:, 1] / ll, right[:, 1] / lr])
+        wb = np.column_stack([left[:, 0] / ll, -right[:, 0] / lr])
+    wc = wa * p[:, 0:1] + wb * p[:, 1:2]
+    a, b, c = (np.concatenate([a, wa], axis=1), np.concatenate([b, wb], axis=1),
+               np.concatenate([c, wc], axis=1))
+    # The hull's corners among the viewpoint and the ring's corners.
+    pts = np.concatenate([p[:, None, :], corners], axis=1)
+    for lo in range(0, m, _HULL_CHUNK):
+        r, w = row[lo:lo + _HULL_CHUNK], item[lo:lo + _HULL_CHUNK]
+        x0, y0, x1, y1 = (xy[w, k][:, None] for k in range(4))
+        ar, br, cr = a[r], b[r], c[r]
+        beyond = np.minimum(ar * x0 + br * y0, ar * x1 + br * y1) - cr
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dx, dy = x1 - x0, y1 - y0
+            span = np.hypot(dx, dy)
+            q = pts[r]
+            d = (dx * (q[..., 1] - y0) - dy * (q[..., 0] - x0)) / span
+        # The largest distance by which one axis parts them (NaN: no wedge, or a
+        # segment of no length; then unsure).
+        part = np.maximum(beyond.max(axis=1),
+                          np.maximum(d.min(axis=1), (-d).min(axis=1)))
+        met[lo:lo + _HULL_CHUNK] = part < -_WEDGE_SLACK
+        unsure[lo:lo + _HULL_CHUNK] = ~(part < -_WEDGE_SLACK) & ~(part > _WEDGE_SLACK)
+    return met, unsure
 
 
 # -- unions per viewpoint ------------------------------------------------------------------------

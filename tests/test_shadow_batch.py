@@ -33,7 +33,7 @@ from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
 from rulesets.pf1 import Pf1, Pf1Options
 from rulesets.realms import Realms, RealmsOptions
-from rulesets.shadows import hidden_areas, hulls, shadow_polygons
+from rulesets.shadows import hidden_areas, hulls, meeting, shadow_polygons, wedges
 from tests.test_degrees_fast import hex_scene_docs, mounted_scene_docs
 from tests.test_properties import PROPS, Doc, load
 
@@ -592,6 +592,82 @@ def test_hulls_of_boxes_and_points_are_shapelys(rows: list[tuple[Any, ...]],
     corners[1::2] = corners[1::2, ::-1]  # every other one clockwise
     want = shapely.convex_hull(shapely.multipoints(np.concatenate([corners, p[:, None]], 1)))
     assert shapely.equals(hulls(p, corners), want).all()
+
+
+def _meeting_both_ways(p: np.ndarray, corners: np.ndarray, counts: np.ndarray | None,
+                       xy: np.ndarray) -> None:
+    """`meeting` by arithmetic (with `wedges`) finds exactly the walls GEOS's prepared
+    query finds, in the same order."""
+    tree = shapely.STRtree(shapely.linestrings(xy.reshape(-1, 2, 2)))
+    hull = hulls(p, corners, counts)
+    want = meeting(tree, hull)
+    got = meeting(tree, hull, (*wedges(p, corners, counts), xy))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (
+        sorted(set(zip(*got)) ^ set(zip(*want)))[:5])
+
+
+@given(st.lists(st.tuples(st.integers(-4, 8), st.integers(-4, 8), st.sampled_from([0, 1, 2]),
+                          st.sampled_from([0, 1, 2]), st.integers(-8, 16),
+                          st.integers(-8, 16)), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(-8, 16), st.integers(-8, 16), st.integers(-8, 16),
+                          st.integers(-8, 16)), min_size=1, max_size=30),
+       st.sampled_from([1.0, 0.5, 50.0, 1 / 3]))
+def test_walls_meeting_a_sight_on_the_grid_are_geoss(rows: list[tuple[int, ...]],
+                                                     walls: list[tuple[int, ...]],
+                                                     scale: float) -> None:
+    """The walls meeting the hull of a viewpoint and a box, found by separating axes
+    (`meeting` with `wedges`), are GEOS's, where everything stands on a grid: walls along
+    the boxes' sides, through their corners, ending on them, touching the hull's sides
+    at a point, viewpoints on the sides' lines and on the corners, boxes of no width,
+    either way round."""
+    from geometry.square import corners_many
+
+    r = np.array(rows, dtype=np.float64) * scale
+    boxes = np.column_stack([r[:, 0], r[:, 1], r[:, 0] + r[:, 2], r[:, 1] + r[:, 3]])
+    corners = corners_many(boxes)
+    corners[1::2] = corners[1::2, ::-1]
+    _meeting_both_ways(r[:, 4:6], corners, None, np.array(walls, dtype=np.float64) * scale)
+
+
+@given(st.lists(st.tuples(*[_coord(-100, 300)] * 6), min_size=1, max_size=10),
+       st.lists(st.tuples(*[_coord(-100, 300)] * 4), min_size=1, max_size=30),
+       st.integers(3, 6), st.integers(0, 2**31))
+def test_walls_meeting_a_sight_anywhere_are_geoss(rows: list[tuple[float, ...]],
+                                                  walls: list[tuple[float, ...]],
+                                                  sides: int, seed: int) -> None:
+    """The same off the grid: viewpoints and walls anywhere, bodies regular rings of 3 to
+    6 corners (hexes among them) padded as realms pads its hull rings, some walls through
+    the rings' corners and along their sides."""
+    r = np.array(rows, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    angle = np.arange(sides) * 2 * np.pi / sides + r[:, 4:5] / 100
+    radius = np.abs(r[:, 5:6]) / 4 + 1
+    ring = np.stack([r[:, 0:1] + radius * np.cos(angle), r[:, 1:2] + radius * np.sin(angle)],
+                    axis=2)
+    corners = np.concatenate([ring, np.repeat(ring[:, -1:], 2, axis=1)], axis=1)
+    xy = np.array(walls, dtype=np.float64)
+    k = rng.integers(0, sides, len(r))
+    along = np.concatenate([ring[np.arange(len(r)), k],
+                            ring[np.arange(len(r)), (k + 1) % sides]], axis=1)
+    through = np.concatenate([ring[np.arange(len(r)), k],
+                              xy[np.arange(len(r)) % len(xy), 2:4]], axis=1)
+    _meeting_both_ways(r[:, 2:4], corners, np.full(len(r), sides),
+                       np.concatenate([xy, along, through]))
+
+
+@pytest.mark.parametrize("kind", [None, *HEX_KINDS])
+def test_walls_meeting_realms_sights_are_geoss(kind: Any) -> None:
+    """On a dressed benchmark scene (square and hex layouts): every viewpoint towards
+    every target, against the scene's walls, as realms' `covered_many` asks."""
+    geom = dress(generate(30, 200, 3).geom, 3)
+    if kind is not None:
+        geom = on_hex(geom, kind, 3)
+    ctx = realms.RealmsContext(geom, RealmsOptions())
+    views = ctx._shapes.views
+    rings, counts = ctx.seal_rings
+    v = np.repeat(np.arange(len(views)), len(rings))
+    t = np.tile(np.arange(len(rings)), len(views))
+    _meeting_both_ways(views[v], rings[t], counts[t], ctx.tracer.wall_xy)
 
 
 @PROPS
