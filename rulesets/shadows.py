@@ -591,6 +591,10 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     spans = (den != 0) & (tt > 0) & (ss >= 0) & (ss <= 1)
     sin = np.sin(t1 - t0)
     far0, far1 = _ray_line(u0, fe0, fed), _ray_line(u1, fe0, fed)
+    # The line the shadow starts on along an interval: its body's near side (row s) when
+    # the nearest segment is in front of the body, else that segment (row m + w): one
+    # gather from the two stacked.
+    from_x0, from_xd = np.concatenate([ne0, A]), np.concatenate([ned, D])
     for level in range(n_levels):
         ok = spans & (weight[sg] >= levels[level])
         d = np.where(ok, tt, np.inf)
@@ -605,9 +609,8 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
             continue
         s = np.flatnonzero(shade)
         w = who[s]
-        wall_front = nearest[s] <= rin[s]
-        x0 = np.where(wall_front[:, None], ne0[s], A[w])
-        xd = np.where(wall_front[:, None], ned[s], D[w])
+        start = np.where(nearest[s] <= rin[s], s, m + w)
+        x0, xd = from_x0[start], from_xd[start]
         near0 = _ray_line(u0[s], x0, xd)
         near1 = _ray_line(u1[s], x0, xd)
         area = 0.5 * sin[s] * (far0[s] * far1[s] - near0 * near1)

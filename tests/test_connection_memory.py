@@ -155,6 +155,7 @@ def test_a_client_that_does_not_read_its_replies_is_closed_past_the_byte_budget(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", server.port))
+    lazy: Peer | None = None
     try:
         gm = Peer.open(server.url)
         assert gm.hello()["type"] == "welcome"
@@ -176,5 +177,9 @@ def test_a_client_that_does_not_read_its_replies_is_closed_past_the_byte_budget(
         assert gm.request({"type": "scene.get", "id": 2, "scene": "big"})["type"] == "scene"
         gm.close()
     finally:
+        # (Its reading thread waits for the test to read the replies it holds: closed
+        # here, it stops.)
+        if lazy is not None:
+            lazy.close()
         sock.close()
         server.stop()

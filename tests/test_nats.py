@@ -48,9 +48,13 @@ class Deployment:
         self.workers = [worker(folder, f"w{k}", self.cluster.url) for k in range(2)]
         self.fronts = [front(folder, f"f{k}", self.cluster.url) for k in range(2)]
         self._n = 2
+        #: The connections `peer` opened in the test running (closed after it: the
+        #: `deployment` fixture).
+        self.peers: list[Peer] = []
 
     def peer(self, k: int) -> Peer:
         p = Peer(connect(f"ws://127.0.0.1:{self.fronts[k].port()}", max_size=None).__enter__())
+        self.peers.append(p)
         p.send({"type": "hello", "protocol": 1, "client": "pytest"})
         assert p.recv()["type"] == "welcome"
         return p
@@ -84,9 +88,18 @@ class Deployment:
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "nats"
 
 
+@pytest.fixture
+def deployment(shared_deployment: Deployment) -> Iterator[Deployment]:
+    """The module's deployment, the connections each test opens closed after it."""
+    yield shared_deployment
+    for p in shared_deployment.peers:
+        p.close()
+    shared_deployment.peers.clear()
+
+
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory,
-               request: pytest.FixtureRequest) -> Iterator[Deployment]:
+def shared_deployment(tmp_path_factory: pytest.TempPathFactory,
+                      request: pytest.FixtureRequest) -> Iterator[Deployment]:
     folder = tmp_path_factory.mktemp("nats")
     d = Deployment(folder)
     failed = request.session.testsfailed

@@ -43,9 +43,12 @@ class Server:
             if line.startswith("state store:"):
                 break
         self.url = next(x.split()[-1] for x in self.banner if "listening on" in x)
+        #: The connections `peer` opened (closed by the `servers` fixture).
+        self.peers: list[Peer] = []
 
     def peer(self) -> Peer:
         peer = Peer.open(self.url)
+        self.peers.append(peer)
         assert peer.hello()["type"] == "welcome"
         return peer
 
@@ -62,6 +65,8 @@ def servers() -> Iterator[list[Server]]:
     started: list[Server] = []
     yield started
     for s in started:
+        for p in s.peers:
+            p.close()
         if s.proc.poll() is None:
             s.kill()
 

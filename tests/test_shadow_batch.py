@@ -603,7 +603,7 @@ def _meeting_both_ways(p: np.ndarray, corners: np.ndarray, counts: np.ndarray | 
     want = meeting(tree, hull)
     got = meeting(tree, hull, (*wedges(p, corners, counts), xy))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (
-        sorted(set(zip(*got)) ^ set(zip(*want)))[:5])
+        sorted(set(zip(*got, strict=True)) ^ set(zip(*want, strict=True)))[:5])
 
 
 @given(st.lists(st.tuples(st.integers(-4, 8), st.integers(-4, 8), st.sampled_from([0, 1, 2]),

@@ -57,9 +57,13 @@ class Served:
     def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
         self.proc = proc
         self.url = url
+        #: The connections `peer` opened in the test running (closed after it: the
+        #: `served` fixture).
+        self.peers: list[Peer] = []
 
     def peer(self, **hello: Any) -> Peer:
         p = Peer(connect(self.url, max_size=None).__enter__())
+        self.peers.append(p)
         p.send({**HELLO, **hello})
         assert p.recv()["type"] == "welcome"
         return p
@@ -73,8 +77,17 @@ class Served:
         return kids
 
 
+@pytest.fixture
+def served(shared_server: Served) -> Iterator[Served]:
+    """The module's server, the connections each test opens closed after it."""
+    yield shared_server
+    for p in shared_server.peers:
+        p.close()
+    shared_server.peers.clear()
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server for the module's tests (each uses scenes of its own)."""
     tmp_path = tmp_path_factory.mktemp("workers")
     with open(tmp_path / "server.log", "w") as log:
