@@ -167,6 +167,14 @@ class Peer:
         self.ws.close()
 
 
+def close_all(peers: list[Peer]) -> None:
+    """Close these connections and forget them: what a test opened on a server its module
+    shares (`_no_connection_left_open`)."""
+    for p in peers:
+        p.close()
+    peers.clear()
+
+
 @pytest.fixture
 def live_server() -> Iterator[LiveServer]:
     server = LiveServer().start()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from websockets.sync.client import connect
 
-from tests.conftest import Peer
+from tests.conftest import Peer, close_all
 from tests.natscluster import Cluster, Covercast, front, nats_server, owner_of, worker
 
 pytest.importorskip("nats")
@@ -92,9 +92,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "nats"
 def deployment(shared_deployment: Deployment) -> Iterator[Deployment]:
     """The module's deployment, the connections each test opens closed after it."""
     yield shared_deployment
-    for p in shared_deployment.peers:
-        p.close()
-    shared_deployment.peers.clear()
+    close_all(shared_deployment.peers)
 
 
 @pytest.fixture(scope="module")

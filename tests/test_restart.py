@@ -19,7 +19,7 @@ import msgpack
 import pytest
 
 from bench.scenes import generate, move_frame
-from tests.conftest import Peer
+from tests.conftest import Peer, close_all
 
 
 class Server:
@@ -65,8 +65,7 @@ def servers() -> Iterator[list[Server]]:
     started: list[Server] = []
     yield started
     for s in started:
-        for p in s.peers:
-            p.close()
+        close_all(s.peers)
         if s.proc.poll() is None:
             s.kill()
 

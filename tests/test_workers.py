@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from server.routing import owner
-from tests.conftest import Peer
+from tests.conftest import Peer, close_all
 
 TOKEN = "gm-secret"
 PLAYER = "player-secret"
@@ -81,9 +81,7 @@ class Served:
 def served(shared_server: Served) -> Iterator[Served]:
     """The module's server, the connections each test opens closed after it."""
     yield shared_server
-    for p in shared_server.peers:
-        p.close()
-    shared_server.peers.clear()
+    close_all(shared_server.peers)
 
 
 @pytest.fixture(scope="module")
