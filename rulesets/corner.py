@@ -970,9 +970,10 @@ class CornerEngine:
         once, equal to it request by request (to rounding): the walls that can shade each
         square are found in the scene's wall index (those meeting the hull of the point and
         the square: any other's shadow misses it), and the hidden area is measured exactly
-        by `rulesets.shadows.hidden_areas` (whole-array numpy, no polygon overlay). The few
-        requests it does not cover (a wall with a height band casting a truncated shadow,
-        the point inside a region or on a wall) unite their Shapely shadows as
+        by `rulesets.shadows.hidden_areas` (whole-array numpy, no polygon overlay), a wall
+        with a height band that counts over a stretch of the way only as a shadow that
+        stops at a far edge. The few requests it does not cover (the point inside a region
+        or on a wall, or nearly on the square's border) unite their Shapely shadows as
         `visible_fraction` does, in one GEOS call for all of them."""
         tr = self.tracer
         n = len(a)
@@ -991,6 +992,8 @@ class CornerEngine:
         key: list[IntArray] = []
         segs: list[FloatArray] = []
         groups: list[IntArray] = []
+        # How far each segment's shadow reaches, as a scale from p (inf: all the way).
+        fars: list[FloatArray] = []
         # Rows (request, wall, s0, s1) casting a truncated shadow with a far edge.
         banded_at: tuple[IntArray, IntArray, FloatArray, FloatArray] | None = None
         n_walls = len(tr.walls)
@@ -1017,18 +1020,21 @@ class CornerEngine:
                     cut = (s1 > s0) & ((s0 > 0) | (s1 < 1))
                     part = banded[cut]
                     if len(part):
-                        # A truncated shadow with no far edge within reach is the plain
-                        # shadow of its near edge (the wall scaled from p by 1 / s1): it
-                        # takes the exact sum as that segment. Only the others are united.
+                        # A truncated shadow is the shadow of its near edge (the wall
+                        # scaled from p by 1 / s1), stopping at its far edge (scaled by
+                        # 1 / s0) unless that is beyond reach: the exact sum takes it as
+                        # that segment. The union (requests the sum leaves) takes the
+                        # ones with a far edge from banded_at.
                         rp, xy = r[part], tr.wall_xy[w[part]]
                         opened = open_ended(p[rp], xy[:, 0:2], xy[:, 2:4], s0[cut],
                                             reach[rp])
-                        na, nb = near_edges(p[rp[opened]], xy[opened, 0:2], xy[opened, 2:4],
-                                            s1[cut][opened])
-                        req.append(rp[opened])
-                        key.append(n_walls + w[part[opened]])
+                        na, nb = near_edges(p[rp], xy[:, 0:2], xy[:, 2:4], s1[cut])
+                        req.append(rp)
+                        key.append(n_walls + w[part])
                         segs.append(np.concatenate([na, nb], axis=1))
-                        groups.append(np.full(int(opened.sum()), -1, dtype=np.intp))
+                        groups.append(np.full(len(part), -1, dtype=np.intp))
+                        with np.errstate(divide="ignore"):
+                            fars.append(np.where(opened, np.inf, s1[cut] / s0[cut]))
                         closed = ~opened
                         if closed.any():
                             banded_at = (rp[closed], w[part[closed]], s0[cut][closed],
@@ -1037,6 +1043,7 @@ class CornerEngine:
                 key.append(n_walls + w[keep])
                 segs.append(tr.wall_xy[w[keep]])
                 groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
+                fars.append(np.full(int(keep.sum()), np.inf))
         shading = [k for k, kind in enumerate(tr.region_kind)
                    if kind in (RegionKind.BLOCKING, RegionKind.COVER)]
         for order, k in enumerate(shading):
@@ -1045,15 +1052,15 @@ class CornerEngine:
             key.append(2 * n_walls + order * (1 << 40) + np.arange(len(rs), dtype=np.intp))
             segs.append(sides)
             groups.append(np.full(len(rs), order, dtype=np.intp))
+            fars.append(np.full(len(rs), np.inf))
         seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
         seg_key = np.concatenate(key) if key else np.empty(0, dtype=np.intp)
         seg = np.concatenate(segs) if segs else np.empty((0, 4))
         seg_group = np.concatenate(groups) if groups else np.empty(0, dtype=np.intp)
-        # Which requests the exact sum cannot take: a truncated shadow, the point inside
-        # (or on) a region whose part of the square counts whole, or on a segment.
+        seg_far = np.concatenate(fars) if fars else np.empty(0)
+        # Which requests the exact sum cannot take: the point inside (or on) a region
+        # whose part of the square counts whole, or on a segment.
         slow = np.zeros(n, dtype=bool)
-        if banded_at is not None:
-            slow[banded_at[0]] = True
         if shading:
             points = shapely.points(p)
             for k in shading:
@@ -1085,12 +1092,15 @@ class CornerEngine:
             s = seg[on][by_req]
             hidden = hidden_areas(p[sel], corners4[sel], sr[by_req], s[:, 0:2], s[:, 2:4],
                                   np.ones(len(s)), np.ones(1),
-                                  seg_group[on][by_req])[:, 0]
+                                  seg_group[on][by_req], seg_far[on][by_req])[:, 0]
             area = (boxes[sel, 2] - boxes[sel, 0]) * (boxes[sel, 3] - boxes[sel, 1])
             out[sel] = 1.0 - hidden / area
         if slow.any():
-            out[slow] = self._visible_by_union(a, t, p, boxes, reach, slow, seg_req, seg_key,
-                                               seg, banded_at, len(shading) > 0)
+            # (The shadows that stop short are united from banded_at, not as segments.)
+            plain = np.isinf(seg_far)
+            out[slow] = self._visible_by_union(a, t, p, boxes, reach, slow, seg_req[plain],
+                                               seg_key[plain], seg[plain], banded_at,
+                                               len(shading) > 0)
         return out
 
     def _visible_by_union(self, a: IntArray, t: IntArray, p: FloatArray, boxes: FloatArray,

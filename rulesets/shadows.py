@@ -428,7 +428,7 @@ def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
 
 def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArray,
                  b: FloatArray, weight: FloatArray, levels: FloatArray,
-                 group: IntArray | None = None) -> FloatArray:
+                 group: IntArray | None = None, far: FloatArray | None = None) -> FloatArray:
     """Per request r (viewpoint p[r], a convex body with vertices body[r] (R, K, 2), in ring
     order) and threshold levels[l] (descending): the area of the body hidden from p by the
     union of the shadows of the request's segments (rows of seg_req, a-b, weight) with a
@@ -439,7 +439,13 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     fixed lines, a sum of triangles. The caller keeps p outside each body and off every
     segment's line through it. Segments of one `group` (>= 0: the sides of one simple
     ring) meet only at their ends, which are breakpoints already: their crossings are not
-    looked for."""
+    looked for.
+
+    A segment with a finite `far` (> 1) casts a shadow that stops short: at its own copy
+    scaled from p by that factor (a wall whose height band counts over a stretch of the
+    way only, `truncated_shadows`). Its far edge is one more line: a breakpoint wherever it
+    crosses a body side or another segment, and along each ray of a request with such a
+    shadow the hidden part is the union of the stretches, added up piece by piece."""
     n, k = len(p), body.shape[1]
     n_levels = len(levels)
     out: FloatArray = np.zeros((n, n_levels))
@@ -456,10 +462,12 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
         number = np.cumsum(~big) - 1
         out[small] = hidden_areas(p[small], body[small], number[seg_req[rows]], a[rows],
                                   b[rows], weight[rows], levels,
-                                  None if group is None else group[rows])
+                                  None if group is None else group[rows],
+                                  None if far is None else far[rows])
         for r in np.flatnonzero(big).tolist():
             mine = seg_req == r
-            out[r] = _hidden_by_union(p[r], body[r], a[mine], b[mine], weight[mine], levels)
+            out[r] = _hidden_by_union(p[r], body[r], a[mine], b[mine], weight[mine], levels,
+                                      None if far is None else far[mine])
         return out
     v = body - p[:, None, :]
     c = kernel.over_points(np.add, v) / k
@@ -502,39 +510,54 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
         s_lo, s_hi = s_lo[useful], s_hi[useful]
         if group is not None:
             group = group[useful]
+        if far is not None:
+            far = far[useful]
         if len(seg_req) == 0:
             return out
-    # Breakpoints: body corners, segment ends, segment x body side, segment x segment.
+    # Breakpoints: body corners, segment ends, segment x body side, segment x segment. A
+    # shadow's far edge is one more segment (its ends are on its segment's rays): the
+    # lines l_* are the segments, then the far edges.
     bp_r = [rr, seg_req, seg_req]
     bp_t = [phi.reshape(-1), aa, ab]
+    block = np.full(len(seg_req), -1, dtype=np.intp) if group is None else group
+    cut = np.empty(0, dtype=np.intp) if far is None else np.flatnonzero(np.isfinite(far))
+    if len(cut):
+        assert far is not None
+        scale = far[cut][:, None]
+        l_req = np.concatenate([seg_req, seg_req[cut]])
+        l_a, l_b = np.concatenate([A, A[cut] * scale]), np.concatenate([B, B[cut] * scale])
+        l_d = np.concatenate([D, D[cut] * scale])
+        l_lo, l_hi = np.concatenate([s_lo, s_lo[cut]]), np.concatenate([s_hi, s_hi[cut]])
+        block = np.concatenate([block, np.full(len(cut), -1, dtype=np.intp)])
+    else:
+        l_req, l_a, l_b, l_d, l_lo, l_hi = seg_req, A, B, D, s_lo, s_hi
     edge0 = v
     edge_d = kernel.next_corners(v) - v
     # Only a segment whose box meets its body's box can cross one of the body's sides:
     # the others (most segments of a hex target's cells lie in front of the cell, between
     # it and the viewpoint) are not paired with the body's k sides. The boxes are grown
     # by _BOX_SLACK: the crossings are worked out from A + D, which is B up to rounding.
-    body_lo = kernel.over_points(np.minimum, v)[seg_req] - _BOX_SLACK
-    body_hi = kernel.over_points(np.maximum, v)[seg_req] + _BOX_SLACK
-    near = np.flatnonzero(((np.minimum(A, B) <= body_hi)
-                           & (np.maximum(A, B) >= body_lo)).all(axis=1))
+    body_lo = kernel.over_points(np.minimum, v)[l_req] - _BOX_SLACK
+    body_hi = kernel.over_points(np.maximum, v)[l_req] + _BOX_SLACK
+    near = np.flatnonzero(((np.minimum(l_a, l_b) <= body_hi)
+                           & (np.maximum(l_a, l_b) >= body_lo)).all(axis=1))
     sr = np.repeat(near, k)
     ke = np.tile(np.arange(k), len(near))
-    req_e = seg_req[sr]
+    req_e = l_req[sr]
     flat = req_e * k + ke  # (rows of the (request, corner) sides, whole rows by take)
     e0 = np.take(edge0.reshape(-1, 2), flat, axis=0)
     ed = np.take(edge_d.reshape(-1, 2), flat, axis=0)
-    hit, pt = _segments_cross(A[sr], D[sr], e0, ed)
+    hit, pt = _segments_cross(l_a[sr], l_d[sr], e0, ed)
     bp_r.append(req_e[hit])
     bp_t.append(angle(req_e[hit], pt))
-    i, j = _pairs_within(seg_req, np.full(len(seg_req), -1, dtype=np.intp)
-                         if group is None else group, n)
+    i, j = _pairs_within(l_req, block, n)
     # Only segments whose spans overlap can cross where it matters.
-    overlap = (s_lo[i] <= s_hi[j]) & (s_lo[j] <= s_hi[i])
+    overlap = (l_lo[i] <= l_hi[j]) & (l_lo[j] <= l_hi[i])
     i, j = i[overlap], j[overlap]
     if len(i):
-        hit, pt = _segments_cross(A[i], D[i], A[j], D[j])
-        bp_r.append(seg_req[i][hit])
-        bp_t.append(angle(seg_req[i][hit], pt))
+        hit, pt = _segments_cross(l_a[i], l_d[i], l_a[j], l_d[j])
+        bp_r.append(l_req[i][hit])
+        bp_t.append(angle(l_req[i][hit], pt))
     br = np.concatenate(bp_r)
     bt = np.clip(np.concatenate(bp_t), lo[br], hi[br])
     if int(br.max(initial=0)) < _RADIX_REQUESTS:
@@ -595,8 +618,26 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     # the nearest segment is in front of the body, else that segment (row m + w): one
     # gather from the two stacked.
     from_x0, from_xd = np.concatenate([ne0, A]), np.concatenate([ned, D])
+    # Intervals of a request with a shadow that stops short are added up as unions of
+    # stretches (`_stretches_area`); the others by their nearest segment.
+    pieces = np.zeros(len(sg), dtype=bool)
+    if len(cut):
+        assert far is not None
+        stops = np.zeros(n, dtype=bool)
+        stops[seg_req[cut]] = True
+        pieces = stops[ir][it]
+        # The line the shadow ends on: the body's far side (row s) or the segment's far
+        # edge (row m + w).
+        scale = np.where(np.isfinite(far), far, 1.0)[:, None]
+        to_x0, to_xd = np.concatenate([fe0, A * scale]), np.concatenate([fed, D * scale])
     for level in range(n_levels):
         ok = spans & (weight[sg] >= levels[level])
+        if len(cut):
+            assert far is not None
+            k = np.flatnonzero(ok & pieces)
+            _stretches_area(out[:, level], k, it, sg, tt, far, rin, rout, ir, u0, u1, sin,
+                            (from_x0, from_xd), (to_x0, to_xd))
+            ok &= ~pieces
         d = np.where(ok, tt, np.inf)
         nearest = np.full(m, np.inf)
         np.minimum.at(nearest, it, d)
@@ -618,6 +659,56 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     return out
 
 
+def _stretches_area(out: FloatArray, k: IntArray, it: IntArray, sg: IntArray,
+                    tt: FloatArray, far: FloatArray, rin: FloatArray, rout: FloatArray,
+                    ir: IntArray, u0: FloatArray, u1: FloatArray, sin: FloatArray,
+                    start_lines: tuple[FloatArray, FloatArray],
+                    end_lines: tuple[FloatArray, FloatArray]) -> None:
+    """`hidden_areas`' sum over intervals where some shadow stops short, added into out
+    (per request): rows k of the (interval it, segment sg) pairs, the segment tt along the
+    interval's middle ray, its shadow from there to tt * far. Along the ray each shadow is
+    a stretch, cut to the body (rin to rout); within the interval the order of every line
+    is fixed, so the stretches that overlap along the middle ray make one piece, between
+    the line its first one starts on and the line its farthest one ends on, whatever the
+    ray. A piece is a difference of two triangles."""
+    if len(k) == 0:
+        return
+    ik, sk = it[k], sg[k]
+    near_t = tt[k]
+    far_t = near_t * far[sk]
+    start, end = np.maximum(near_t, rin[ik]), np.minimum(far_t, rout[ik])
+    live = start < end
+    ik, sk, near_t, far_t = ik[live], sk[live], near_t[live], far_t[live]
+    start, end = start[live], end[live]
+    if len(ik) == 0:
+        return
+    m = len(rin)
+    start_id = np.where(near_t <= rin[ik], ik, m + sk)
+    end_id = np.where(far_t >= rout[ik], ik, m + sk)
+    # Stretches by interval, then start; the farthest end so far, within each interval,
+    # as the running maximum of each end's rank among all ends sorted by (interval, end):
+    # an earlier interval's ends rank below every end of a later one.
+    order = np.lexsort((start, ik))
+    by_end = np.lexsort((end, ik))
+    rank = np.empty(len(ik), dtype=np.intp)
+    rank[by_end] = np.arange(len(ik))
+    running = np.maximum.accumulate(rank[order])
+    reached = end[by_end[running]]
+    io, so = ik[order], start[order]
+    head = np.ones(len(io), dtype=bool)
+    head[1:] = (io[1:] != io[:-1]) | (so[1:] > reached[:-1])
+    heads = np.flatnonzero(head)
+    tails = np.append(heads[1:], len(io)) - 1
+    gi = io[heads]
+    gs = start_id[order[heads]]
+    ge = end_id[by_end[running[tails]]]
+    near0 = _ray_line(u0[gi], start_lines[0][gs], start_lines[1][gs])
+    near1 = _ray_line(u1[gi], start_lines[0][gs], start_lines[1][gs])
+    far0 = _ray_line(u0[gi], end_lines[0][ge], end_lines[1][ge])
+    far1 = _ray_line(u1[gi], end_lines[0][ge], end_lines[1][ge])
+    np.add.at(out, ir[gi], 0.5 * sin[gi] * (far0 * far1 - near0 * near1))
+
+
 #: Shadows `_hidden_by_union` unites at a time.
 _UNION_CHUNK = 256
 #: Segments of one request past which `hidden_areas` unites polygons instead (the densest
@@ -626,11 +717,20 @@ MAX_SEGMENTS = 1024
 
 
 def _hidden_by_union(p: FloatArray, body: FloatArray, a: FloatArray, b: FloatArray,
-                     weight: FloatArray, levels: FloatArray) -> FloatArray:
-    """`hidden_areas` of one request by GEOS: each segment's shadow (`shadow_polygons`)
-    cut to the body, those of a weight of at least each level united, and measured."""
+                     weight: FloatArray, levels: FloatArray,
+                     far: FloatArray | None = None) -> FloatArray:
+    """`hidden_areas` of one request by GEOS: each segment's shadow (`shadow_polygons`, or
+    the quadrilateral to its far edge) cut to the body, those of a weight of at least each
+    level united, and measured."""
     reach = 2.0 * float(np.hypot(body[:, 0] - p[0], body[:, 1] - p[1]).max()) + 1.0
-    shadows = repaired(shapely.polygons(shadow_polygons(p, a, b, reach)))
+    shadows = shapely.polygons(shadow_polygons(p, a, b, reach))
+    if far is not None:
+        cut = np.flatnonzero(np.isfinite(far))
+        scale = far[cut][:, None]
+        shadows[cut] = shapely.polygons(np.stack(
+            [a[cut], b[cut], p + (b[cut] - p) * scale, p + (a[cut] - p) * scale, a[cut]],
+            axis=1))
+    shadows = repaired(shadows)
     whole = shapely.Polygon(body)
     on = shapely.intersection(shadows, whole)
     area = shapely.area(on)

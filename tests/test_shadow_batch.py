@@ -3,7 +3,8 @@
 pf1's visible fraction and realms' covered fraction are measured for every pair at once:
 the walls and region sides near each sight found in one index query, the hidden area summed
 exactly by `rulesets.shadows.hidden_areas` (seen from a point, the union of the shadows along
-each ray is the half-line beyond the nearest segment). `Pf1.reference` and `Realms.reference`
+each ray is the half-line beyond the nearest segment, or a union of stretches where a shadow
+stops at a far edge). `Pf1.reference` and `Realms.reference`
 are the computations they replaced (one Shapely union per viewpoint); both must give the same
 annotations on seeded benchmark scenes (plain rooms and dressed ones with wall bands,
 elevations, terrain, water and mounts), on hex layouts, on random small scenes (Hypothesis),
@@ -125,6 +126,100 @@ def test_hidden_area_is_the_area_of_the_union_of_the_shadows(case: tuple[Any, ..
         assert got[k] == pytest.approx(want, abs=1e-7 * poly.area), (k, got[k], want)
 
 
+@st.composite
+def stopping_cases(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Shading cases whose segments' shadows may stop short: each at its segment scaled
+    from the viewpoint by a factor (a wall band counting over part of the way), or not."""
+    p, body, segs = draw(shading_cases())
+    centre = body.mean(axis=0)
+    if draw(st.booleans()):
+        # A screen across the way from the viewpoint to the body, whose shadow falls on
+        # it unless it stops short.
+        way = centre - p
+        q = p + way * draw(st.floats(0.2, 0.7).map(lambda v: round(v, 3)))
+        side = np.array([-way[1], way[0]]) / max(float(np.hypot(*way)), 1e-9)
+        half = draw(_coord(20, 150))
+        segs.append((q - side * half, q + side * half, draw(st.sampled_from([1.0, 0.5]))))
+    far = []
+    for a, b, _ in segs:
+        kind = draw(st.integers(0, 2))
+        if kind == 0:
+            far.append(np.inf)
+        elif kind == 1:
+            far.append(draw(st.floats(1.01, 4.0).map(lambda v: round(v, 3))))
+        else:
+            # Most often the far edge crosses the body: about as far from the viewpoint
+            # as the body's centre.
+            gap = float(np.hypot(*((a + b) / 2 - p)))
+            x = draw(st.floats(0.7, 1.3).map(lambda v: round(v, 3)))
+            far.append(max(1.01, round(x * float(np.hypot(*(centre - p))) / max(gap, 1.0), 3)))
+    return p, body, segs, np.array(far)
+
+
+def _stopping_shadows(p: np.ndarray, a: np.ndarray, b: np.ndarray,
+                      far: np.ndarray) -> np.ndarray:
+    """The shadows as GEOS polygons: the plain ones to far away, the others to their far
+    edge (the reference the exact sum must equal)."""
+    out = shapely.polygons(shadow_polygons(p, a, b, 5000.0))
+    for k in np.flatnonzero(np.isfinite(far)):
+        f = far[k]
+        out[k] = shapely.Polygon([a[k], b[k], p + (b[k] - p) * f, p + (a[k] - p) * f])
+    valid: np.ndarray = shapely.make_valid(out)
+    return valid
+
+
+@PROPS
+@given(stopping_cases())
+def test_hidden_area_with_shadows_stopping_short_is_the_area_of_their_union(
+        case: tuple[Any, ...]) -> None:
+    """Shadows that stop at a far edge (pf1's walls with a height band between creatures at
+    different heights) are summed exactly too: along a ray the hidden part is the union
+    of stretches, not the half-line beyond the nearest segment."""
+    p, body, segs, far = case
+    levels = np.array([1.0, 0.9, 0.5, 0.25])
+    a = np.array([s[0] for s in segs]).reshape(-1, 2)
+    b = np.array([s[1] for s in segs]).reshape(-1, 2)
+    w = np.array([s[2] for s in segs])
+    got = hidden_areas(p[None, :], body[None, :, :], np.zeros(len(segs), dtype=np.intp), a, b,
+                       w, levels, far=far)[0]
+    poly = shapely.Polygon(body)
+    shadows = _stopping_shadows(p, a, b, far)
+    for k, level in enumerate(levels):
+        sel = w >= level
+        want = 0.0
+        if sel.any():
+            want = float(shapely.area(shapely.intersection(shapely.union_all(shadows[sel]),
+                                                           poly)))
+        assert got[k] == pytest.approx(want, abs=1e-7 * poly.area), (k, got[k], want)
+
+
+@PROPS
+@given(st.lists(stopping_cases(), min_size=1, max_size=8), st.booleans())
+def test_shadows_stopping_short_in_a_batch_are_each_requests_own(
+        cases: list[tuple[Any, ...]], union: bool) -> None:
+    """Requests with and without shadows that stop short, computed together, each get what
+    they get alone; so do those past the segment cap (half of them, when `union`), united
+    by GEOS, beside the others summed."""
+    from rulesets import shadows
+
+    levels = np.array([1.0, 0.5])
+    batch = _batch(cases)
+    p, bodies, seg_req, a, b, w = batch
+    far = np.concatenate([c[3] for c in cases])
+    keep = shadows.MAX_SEGMENTS
+    try:
+        cap = int(np.median(np.bincount(seg_req, minlength=len(p))))
+        shadows.MAX_SEGMENTS = cap if union else keep
+        together = hidden_areas(p, np.stack(bodies), seg_req, a, b, w, levels, far=far)
+    finally:
+        shadows.MAX_SEGMENTS = keep
+    for k in range(len(p)):
+        sel = seg_req == k
+        alone = hidden_areas(p[k:k + 1], bodies[k][None], np.zeros(int(sel.sum()), dtype=np.intp),
+                             a[sel], b[sel], w[sel], levels, far=far[sel])[0]
+        assert together[k] == pytest.approx(alone, abs=1e-7 * shapely.Polygon(bodies[k]).area)
+
+
 # -- pf1 --------------------------------------------------------------------------------------
 
 PF1_OPTIONS = [Pf1Options(), Pf1Options(partial_cover="lines", big_creatures_ranged=True,
@@ -185,13 +280,39 @@ def test_pf1_rows_at_cover_read_from_the_one_trace(options: Pf1Options) -> None:
 
 def test_pf1_scenes_reach_partial_cover_and_truncated_shadows() -> None:
     # The scenes above are worth something only if pairs reach cover and are measured,
-    # some with shadows cut by wall bands (the GEOS path) and most without (the sum).
+    # some with shadows cut by wall bands and most without.
     geom = _scene(30, 200, 1, True)
     anns = Pf1().evaluate(geom, Pf1Options())
     measured = [a.visible for a in anns if a.visible is not None]
     assert len(measured) > 20
     assert any(v > 0.5 for v in measured) and any(v <= 0.5 for v in measured)
     assert geom.walls and any(w.top is not None or w.bottom is not None for w in geom.walls)
+
+
+def test_pf1_sums_shadows_that_stop_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walls whose height band counts over a stretch of the way only (creatures at
+    different heights) cast shadows that stop at a far edge: the exact sum takes them,
+    and GEOS unites only the few sights it cannot (a corner on a wall, or nearly on the
+    square's border). Before, every sight with such a shadow went to GEOS."""
+    stopping: list[int] = []
+    united: list[int] = []
+    union = CornerEngine._visible_by_union
+
+    def counting_sum(*args: Any) -> Any:
+        far = args[8] if len(args) > 8 else np.full(len(args[2]), np.inf)
+        stopping.append(int(np.isfinite(far).sum()))
+        return hidden_areas(*args)
+
+    def counting_union(self: CornerEngine, *args: Any) -> Any:
+        united.append(int(args[5].sum()))
+        return union(self, *args)
+
+    monkeypatch.setattr("rulesets.corner.hidden_areas", counting_sum)
+    monkeypatch.setattr(CornerEngine, "_visible_by_union", counting_union)
+    geom = _scene(100, 1000, 1, True)
+    assert_same(Pf1().evaluate(geom, Pf1Options()), Pf1().reference(geom, Pf1Options()))
+    assert sum(stopping) > 20
+    assert sum(united) < sum(stopping) / 4
 
 
 def test_pf1_measures_visible_fractions_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
