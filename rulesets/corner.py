@@ -67,7 +67,6 @@ from rulesets.shadows import (
     shadow_polygons,
     truncated_shadows,
     wall_lines,
-    wedges,
 )
 
 # Per-line levels, ordered by how much they help the target.
@@ -999,7 +998,7 @@ class CornerEngine:
         n_walls = len(tr.walls)
         if n_walls:
             _, tree = wall_lines(tr.walls, tr.wall_xy)
-            r, w = meeting(tree, hull, (*wedges(p, corners4), tr.wall_xy))
+            r, w = meeting(tree, hull, (p, corners4, tr.wall_xy))
             if len(r):
                 solid, low, _ = self._wall_roles(w, t[r])
                 facing = tr.facing(w, p[r])

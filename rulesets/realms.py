@@ -72,7 +72,6 @@ from rulesets.shadows import (
     shadow_polygons,
     wall_lines,
     warm_wall_lines,
-    wedges,
 )
 
 M = Modifier
@@ -1287,7 +1286,7 @@ class RealmsContext:
         groups: list[IntArray] = []
         if len(tr.walls):
             lines, tree = wall_lines(tr.walls, tr.wall_xy)
-            r, w = meeting(tree, hull, (*wedges(p, rings[rt], corners[rt]), tr.wall_xy))
+            r, w = meeting(tree, hull, (p, rings[rt], tr.wall_xy), corners[rt])
             if len(r):
                 solid, low, improved = wall_roles(tr, self._tall, self._elev, w, rt[r])
                 keep = tr.facing(w, p[r]) & ~tr.wall_limited[w]

@@ -204,29 +204,30 @@ def hulls(points: FloatArray, corners: FloatArray,
 
 
 def meeting(tree: shapely.STRtree, areas: npt.NDArray[np.object_],
-            wedge: tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
-            | None = None,
-            ) -> tuple[IntArray, IntArray]:
+            sights: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+            counts: IntArray | None = None) -> tuple[IntArray, IntArray]:
     """(row, item) pairs of the tree's items that meet each area, sorted by row then item
     (the order a per-row computation sees them in); the areas are prepared first.
 
-    With `wedge` (`wedges` of the areas' viewpoints and bodies (each area their hull,
-    `hulls`), and the items' ends as rows x0, y0, x1, y1; the items segments): the same
-    answer, found by arithmetic. The items in an area's box wholly outside the narrowest
-    angle at its viewpoint that holds its body are left out first (the box of a far
-    sight's long thin hull holds five or six walls for each that meets it), then the
-    others are decided by separating axes (`_meets_hull`), GEOS deciding those within a
-    hair of touching. On realms' dressed hex scene: 107,600 boxes met, 18,873 walls
-    meeting; GEOS's prepared query took 40-70 ms."""
+    With `sights` (each area's viewpoint (R, 2) and body's convex ring (R, V, 2), its first
+    counts[k] corners, as `hulls` takes them (each area their hull), and the items' ends
+    as rows x0, y0, x1, y1; the items segments): the same answer, found by arithmetic.
+    The items in an area's box wholly outside the narrowest angle at its viewpoint that
+    holds its body (`wedges`) are left out first (the box of a far sight's long thin hull
+    holds five or six walls for each that meets it), then the others are decided by
+    separating axes (`_meets_hull`), GEOS deciding those within a hair of touching. On
+    realms' dressed hex scene: 107,600 boxes met, 18,873 walls meeting; GEOS's prepared
+    query took 40-70 ms."""
     if len(areas) == 0:
         empty = np.empty(0, dtype=np.intp)
         return empty, empty
     shapely.prepare(areas)
-    if wedge is None:
+    if sights is None:
         row, item = tree.query(areas, predicate="intersects")
     else:
         row, item = tree.query(areas)
-        p, left, right, corners, xy = wedge
+        p, corners, xy = sights
+        left, right = wedges(p, corners, counts)
         near = ~_outside_wedge(row, item, p, left, right, xy)
         row, item = row[near], item[near]
         # The others by the separating axes of a segment and a convex ring, GEOS
@@ -248,18 +249,18 @@ _WEDGE_SLACK = 1e-6
 
 
 def wedges(points: FloatArray, corners: FloatArray, counts: IntArray | None = None,
-           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+           ) -> tuple[FloatArray, FloatArray]:
     """Per row (a viewpoint (R, 2) and a body's convex ring (R, V, 2), its first counts[k]
-    corners, the rest repeating the last, as `hulls` takes them): the viewpoint, the
-    directions from it to the body's two outermost corners, left then right, seen from
-    the viewpoint (the sides of the narrowest angle at the viewpoint that holds the body,
-    and so its hull), and the ring as given. NaN directions where the viewpoint is not
+    corners, the rest repeating the last, as `hulls` takes them): the directions from the
+    viewpoint to the body's two outermost corners, left then right, seen from the
+    viewpoint (the sides of the narrowest angle at the viewpoint that holds the body, and
+    so its hull). NaN directions where the viewpoint is not
     strictly outside the body, or the body has no area (no such angle: nothing is left
     out there, GEOS decides)."""
     n, v = corners.shape[0], corners.shape[1]
     nan = np.full((n, 2), np.nan)
     if n == 0:
-        return points, nan, nan.copy(), corners
+        return nan, nan.copy()
     if counts is None:
         counts = np.full(n, v, dtype=np.intp)
     d = corners - points[:, None, :]
@@ -282,7 +283,7 @@ def wedges(points: FloatArray, corners: FloatArray, counts: IntArray | None = No
     right = d[rows, phi.argmin(axis=1)]
     left[~outside] = np.nan
     right[~outside] = np.nan
-    return points, left, right, corners
+    return left, right
 
 
 def _outside_wedge(row: IntArray, item: IntArray, p: FloatArray, left: FloatArray,

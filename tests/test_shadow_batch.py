@@ -34,7 +34,7 @@ from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
 from rulesets.pf1 import Pf1, Pf1Options
 from rulesets.realms import Realms, RealmsOptions
-from rulesets.shadows import hidden_areas, hulls, meeting, shadow_polygons, wedges
+from rulesets.shadows import hidden_areas, hulls, meeting, shadow_polygons
 from tests.test_degrees_fast import hex_scene_docs, mounted_scene_docs
 from tests.test_properties import PROPS, Doc, load
 
@@ -722,7 +722,7 @@ def _meeting_both_ways(p: np.ndarray, corners: np.ndarray, counts: np.ndarray | 
     tree = shapely.STRtree(shapely.linestrings(xy.reshape(-1, 2, 2)))
     hull = hulls(p, corners, counts)
     want = meeting(tree, hull)
-    got = meeting(tree, hull, (*wedges(p, corners, counts), xy))
+    got = meeting(tree, hull, (p, corners, xy), counts)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (
         sorted(set(zip(*got, strict=True)) ^ set(zip(*want, strict=True)))[:5])
 
