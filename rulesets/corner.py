@@ -21,7 +21,7 @@ import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, cast, overload
 
 import msgspec
 import numpy as np
@@ -53,6 +53,7 @@ from geometry.square import (
 )
 from geometry.trace import LOW_CODE, SOLID_CODE, BlockGroup, LineHits, Tracer
 from geometry.vertical import band_stretches, flank_height
+from rulesets import kept
 from rulesets.base import AttackMode, TracedLine, in_reach_by_mode
 from rulesets.obstacles import creature_hits, limited_blocked, wall_roles, wall_roles_3d
 from rulesets.shadows import (
@@ -519,6 +520,11 @@ FLANK_FEW = 48
 FLANK_LINES = 256
 
 
+#: The key of the corner engine's tables of visible fractions (`rulesets.kept`), which
+#: depend on its options, not on the ruleset that runs it.
+_VISIBLE_FRACTIONS = "visible fractions"
+
+
 class CornerEngine:
     """Evaluates the corner procedure for many pairs of one scene."""
 
@@ -963,8 +969,51 @@ class CornerEngine:
             self.measure_visible([key])
         return self._visible[key]
 
+    @functools.cached_property
+    def _visible_kept(self) -> kept.Kept:
+        """This snapshot's walls' table of visible fractions (`rulesets.kept`): per pair of
+        creature objects, per (corner, target square), the fraction."""
+        return kept.table(self.scene, _VISIBLE_FRACTIONS, self.options)
+
     def visible_fractions(self, a: IntArray, t: IntArray, origins: FloatArray,
                           boxes: FloatArray) -> FloatArray:
+        """`visible_fraction` of many (attacker, target, corner, target square) requests at
+        once (`measure_visible_fractions`). A request an earlier snapshot of these walls
+        measured for the same two creature objects is read back: the fraction depends on
+        the two creatures (their spaces and heights), the walls, the terrain and the
+        options, never on another creature. After a move, the pairs recomputed because the
+        mover stood in their way (soft cover) measure nothing again."""
+        n = len(a)
+        if n == 0:
+            return np.ones(0)
+        table = self._visible_kept
+        found, held = table.known(a, t)
+        rows = np.ascontiguousarray(np.column_stack([origins, boxes]), dtype=np.float64)
+        keys = cast("list[bytes]", rows.view(np.dtype((np.void, 6 * 8))).ravel().tolist())
+        out: FloatArray = np.full(n, np.nan)
+        if found.any():
+            out[:] = [np.nan if h is None else h.get(k, np.nan)
+                      for h, k in zip(held, keys, strict=True)]
+        todo = np.flatnonzero(np.isnan(out))
+        if len(todo) == 0:
+            return out
+        out[todo] = self.measure_visible_fractions(a[todo], t[todo], origins[todo],
+                                                   boxes[todo])
+        # Each pair's table of fractions: the one held, or a new one (one per pair, however
+        # many of its requests are new).
+        new: dict[tuple[int, int], dict[bytes, float]] = {}
+        for k, value in zip(todo.tolist(), out[todo].tolist(), strict=True):
+            h = held[k]
+            if h is None:
+                h = new.setdefault((int(a[k]), int(t[k])), {})
+            h[keys[k]] = value
+        if new:
+            pairs = np.array(list(new), dtype=np.intp).reshape(-1, 2)
+            table.remember(pairs[:, 0], pairs[:, 1], list(new.values()))
+        return out
+
+    def measure_visible_fractions(self, a: IntArray, t: IntArray, origins: FloatArray,
+                                  boxes: FloatArray) -> FloatArray:
         """`visible_fraction` of many (attacker, target, corner, target square) requests at
         once, equal to it request by request (to rounding): the walls that can shade each
         square are found in the scene's wall index (those meeting the hull of the point and

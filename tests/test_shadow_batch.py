@@ -315,6 +315,70 @@ def test_pf1_sums_shadows_that_stop_short(monkeypatch: pytest.MonkeyPatch) -> No
     assert sum(united) < sum(stopping) / 4
 
 
+@pytest.mark.parametrize("objects", [20_000, 20], ids=["numbered", "restarting"])
+def test_pf1_visible_fractions_kept_across_moves_equal_a_fresh_evaluation(
+        objects: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A visible fraction depends on the two creatures, the walls, the terrain and the
+    options alone, and is kept per pair of creature objects for later snapshots of the
+    same walls (`rulesets.kept`). Move after move, the pairs a move asks for equal a fresh
+    evaluation with nothing kept, and fewer fractions are measured (the pairs recomputed
+    because the mover stood in their way are read back); other walls or other options
+    start afresh. With room for few creature objects the table starts again."""
+    from bench.hexbench import moved
+    from geometry.incremental import affected_pairs
+    from rulesets import forget_kept
+    from rulesets import kept as kept_mod
+
+    measured: list[int] = []
+    real = CornerEngine.measure_visible_fractions
+
+    def counting(self: CornerEngine, a: Any, *args: Any) -> Any:
+        measured.append(len(a))
+        return real(self, a, *args)
+
+    monkeypatch.setattr(CornerEngine, "measure_visible_fractions", counting)
+    monkeypatch.setattr(kept_mod, "OBJECTS", objects)
+    geom = _scene(40, 300, 1, True)
+    for options in (Pf1Options(), Pf1Options(big_creatures_ranged=True,
+                                             low_obstacle_range_from="target")):
+        forget_kept()
+        Pf1().evaluate(geom, options)
+        current, warm_measured, cold_measured = geom, 0, 0
+        for m in range(8):
+            after = moved(current, (7 * m + 3) % len(current.creatures))
+            found = affected_pairs(current, after)
+            assert found is not None
+            pairs = sorted(Pf1().widen(current, after, options, set(found)))
+            measured.clear()
+            warm = Pf1().evaluate(after, options, pairs)
+            warm_measured += sum(measured)
+            held = dict(kept_mod._TABLES)
+            kept_mod._TABLES.clear()
+            measured.clear()
+            assert_same(warm, Pf1().evaluate(after, options, pairs))
+            cold_measured += sum(measured)
+            kept_mod._TABLES.clear()
+            kept_mod._TABLES.update(held)
+            current = after
+        if objects > 1_000:
+            assert warm_measured < cold_measured, (warm_measured, cold_measured)
+        else:
+            assert warm_measured <= cold_measured, (warm_measured, cold_measured)
+        # The same creature objects under other walls (every door shut, then no band) or
+        # other options: a third of the attackers against every target.
+        ids = [c.id for c in current.creatures]
+        some = [(ids[a], ids[t]) for a in range(0, len(ids), 3) for t in range(len(ids))
+                if a != t]
+        for walls in (tuple(replace(w, active=True) for w in current.walls),
+                      tuple(replace(w, top=None, bottom=None) for w in current.walls)):
+            changed = replace(current, walls=walls)
+            assert_same(Pf1().evaluate(changed, options, some),
+                        Pf1().reference(changed, options, some))
+        other = Pf1Options(low_obstacle_range_from="attacker"
+                           if options.low_obstacle_range_from == "target" else "target")
+        assert_same(Pf1().evaluate(current, other, some), Pf1().reference(current, other, some))
+
+
 def test_pf1_measures_visible_fractions_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The full matrix measures no visible fraction pair by pair (before: one Shapely
     union per corner of every pair at cover) and makes one batch of all of them."""
