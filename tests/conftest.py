@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgpack
@@ -197,3 +197,35 @@ def peer_factory(live_server: LiveServer) -> Iterator[Any]:
     yield make
     for p in peers:
         p.close()
+
+
+def moves_warm_and_cold(ruleset: Any, geom: Any, options: Any, counted: list[int],
+                        moves: int, mover: Callable[[int], int],
+                        same: Callable[[Any, Any], None]) -> tuple[Any, int, int]:
+    """Move after move (token mover(m) one square, from the scene before), each move's
+    pairs evaluated warm (with what `rulesets.kept` holds from earlier snapshots) and cold
+    (nothing held: the tables set aside, then put back), asserted the `same`. `counted`:
+    a list the caller's counting patch appends to. Returns the last scene and what was
+    counted warm and cold."""
+    from bench.hexbench import moved
+    from geometry.incremental import affected_pairs
+    from rulesets import kept as kept_mod
+
+    current, warm_count, cold_count = geom, 0, 0
+    for m in range(moves):
+        after = moved(current, mover(m) % len(current.creatures))
+        found = affected_pairs(current, after)
+        assert found is not None
+        pairs = sorted(ruleset.widen(current, after, options, set(found)))
+        counted.clear()
+        warm = ruleset.evaluate(after, options, pairs)
+        warm_count += sum(counted)
+        held = dict(kept_mod._TABLES)
+        kept_mod._TABLES.clear()
+        counted.clear()
+        same(warm, ruleset.evaluate(after, options, pairs))
+        cold_count += sum(counted)
+        kept_mod._TABLES.clear()
+        kept_mod._TABLES.update(held)
+        current = after
+    return current, warm_count, cold_count

@@ -42,6 +42,7 @@ from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, pair_rows
 from rulesets.degrees import CoverDegrees, DegreesOptions
 from rulesets.pf2 import Pf2Options
+from tests.conftest import moves_warm_and_cold
 from tests.test_properties import PROPS, Doc, load
 from tests.test_properties_3d import banded_scene_docs
 
@@ -546,8 +547,6 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
     looked for again; and other walls (every door shut, no walls) or other options start
     afresh rather than reading what the old walls kept. With room for few creature objects,
     the table starts again (new numbers, nothing kept) as moves make new objects."""
-    from bench.hexbench import moved
-    from geometry.incremental import affected_pairs
     from rulesets import degrees as degrees_mod
     from rulesets import forget_kept
     from rulesets import kept as kept_mod
@@ -569,23 +568,8 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
         options = OPTIONS[name]["default"]
         forget_kept()
         ruleset.evaluate(geom, options)
-        current, warm_asked, cold_asked = geom, 0, 0
-        for m in range(6):
-            after = moved(current, (5 * m + 1) % len(current.creatures))
-            found = affected_pairs(current, after)
-            assert found is not None
-            pairs = sorted(ruleset.widen(current, after, options, set(found)))
-            asked.clear()
-            warm = ruleset.evaluate(after, options, pairs)
-            warm_asked += sum(asked)
-            held = dict(kept_mod._TABLES)
-            kept_mod._TABLES.clear()
-            asked.clear()
-            assert_same(warm, ruleset.evaluate(after, options, pairs))
-            cold_asked += sum(asked)
-            kept_mod._TABLES.clear()
-            kept_mod._TABLES.update(held)
-            current = after
+        current, warm_asked, cold_asked = moves_warm_and_cold(
+            ruleset, geom, options, asked, 6, lambda m: 5 * m + 1, assert_same)
         if objects > 1_000:
             assert warm_asked < cold_asked, (warm_asked, cold_asked)
         # The same creature objects under other walls: every door shut, then no walls.

@@ -35,6 +35,7 @@ from rulesets.corner import CornerEngine
 from rulesets.pf1 import Pf1, Pf1Options
 from rulesets.realms import Realms, RealmsOptions
 from rulesets.shadows import hidden_areas, hulls, meeting, shadow_polygons
+from tests.conftest import moves_warm_and_cold
 from tests.test_degrees_fast import hex_scene_docs, mounted_scene_docs
 from tests.test_properties import PROPS, Doc, load
 
@@ -324,8 +325,6 @@ def test_pf1_visible_fractions_kept_across_moves_equal_a_fresh_evaluation(
     evaluation with nothing kept, and fewer fractions are measured (the pairs recomputed
     because the mover stood in their way are read back); other walls or other options
     start afresh. With room for few creature objects the table starts again."""
-    from bench.hexbench import moved
-    from geometry.incremental import affected_pairs
     from rulesets import forget_kept
     from rulesets import kept as kept_mod
 
@@ -343,23 +342,8 @@ def test_pf1_visible_fractions_kept_across_moves_equal_a_fresh_evaluation(
                                              low_obstacle_range_from="target")):
         forget_kept()
         Pf1().evaluate(geom, options)
-        current, warm_measured, cold_measured = geom, 0, 0
-        for m in range(8):
-            after = moved(current, (7 * m + 3) % len(current.creatures))
-            found = affected_pairs(current, after)
-            assert found is not None
-            pairs = sorted(Pf1().widen(current, after, options, set(found)))
-            measured.clear()
-            warm = Pf1().evaluate(after, options, pairs)
-            warm_measured += sum(measured)
-            held = dict(kept_mod._TABLES)
-            kept_mod._TABLES.clear()
-            measured.clear()
-            assert_same(warm, Pf1().evaluate(after, options, pairs))
-            cold_measured += sum(measured)
-            kept_mod._TABLES.clear()
-            kept_mod._TABLES.update(held)
-            current = after
+        current, warm_measured, cold_measured = moves_warm_and_cold(
+            Pf1(), geom, options, measured, 8, lambda m: 7 * m + 3, assert_same)
         if objects > 1_000:
             assert warm_measured < cold_measured, (warm_measured, cold_measured)
         else:
