@@ -721,16 +721,15 @@ def _hidden_by_union(p: FloatArray, body: FloatArray, a: FloatArray, b: FloatArr
                      weight: FloatArray, levels: FloatArray,
                      far: FloatArray | None = None) -> FloatArray:
     """`hidden_areas` of one request by GEOS: each segment's shadow (`shadow_polygons`, or
-    the quadrilateral to its far edge) cut to the body, those of a weight of at least each
-    level united, and measured."""
+    for one that stops short `truncated_shadows`: the segment its near edge, 1 / far the
+    stretch's start) cut to the body, those of a weight of at least each level united, and
+    measured."""
     reach = 2.0 * float(np.hypot(body[:, 0] - p[0], body[:, 1] - p[1]).max()) + 1.0
     shadows = shapely.polygons(shadow_polygons(p, a, b, reach))
     if far is not None:
         cut = np.flatnonzero(np.isfinite(far))
-        scale = far[cut][:, None]
-        shadows[cut] = shapely.polygons(np.stack(
-            [a[cut], b[cut], p + (b[cut] - p) * scale, p + (a[cut] - p) * scale, a[cut]],
-            axis=1))
+        shadows[cut] = truncated_shadows(p, a[cut], b[cut], 1.0 / far[cut],
+                                         np.ones(len(cut)), reach)
     shadows = repaired(shadows)
     whole = shapely.Polygon(body)
     on = shapely.intersection(shadows, whole)
