@@ -195,8 +195,7 @@ def peer_factory(live_server: LiveServer) -> Iterator[Any]:
         return p
 
     yield make
-    for p in peers:
-        p.close()
+    close_all(peers)
 
 
 def moves_warm_and_cold(ruleset: Any, geom: Any, options: Any, counted: list[int],
