@@ -1044,31 +1044,33 @@ class RealmsContext:
         t = pairs[:, 1]
         # Each pair's lines: to its target's centre and to the corners of its first space,
         # then, for the pairs all of those may be stopped at, to the other spaces' corners.
-        corners = spaces.rings.shape[1]
-        owner = np.concatenate([np.arange(len(pairs)),
-                                np.repeat(np.arange(len(pairs)), corners)])
-        ends = np.concatenate([centre[t], spaces.rings[spaces.first[t]].reshape(-1, 2)])
-        out[:] = self._all_stopped(blk, origins[owner], ends, owner, len(pairs))
+        # One block of lines per pair, from its one origin: the kernel's walls near each
+        # block are found once, and a line is done with at the first wall that stops it.
+        ends = np.concatenate([centre[t][:, None, :], spaces.rings[spaces.first[t]]], axis=1)
+        out[:] = self._all_stopped(blk, origins[:, None, :], ends)
         more = np.flatnonzero(out & (spaces.count[t] > 1))
-        if len(more):
-            count = spaces.count[t[more]] - 1
-            ring = np.repeat(spaces.first[t[more]] + 1, count) + kernel.within_runs(count)
-            owner = np.repeat(np.arange(len(more)), count * corners)
-            out[more] = self._all_stopped(blk, origins[more][owner],
-                                          spaces.rings[ring].reshape(-1, 2), owner,
-                                          len(more))
+        # Targets of several spaces (hexes), by their number of spaces: one block of
+        # lines per pair, to the corners of its other spaces.
+        for count in np.unique(spaces.count[t[more]]).tolist():
+            rows = more[spaces.count[t[more]] == count]
+            ring = spaces.first[t[rows]][:, None] + np.arange(1, count)
+            out[rows] = self._all_stopped(
+                blk, origins[rows][:, None, :],
+                spaces.rings[ring].reshape(len(rows), -1, 2))
         return out
 
     @staticmethod
-    def _all_stopped(blk: openings.Blockers, starts: FloatArray, ends: FloatArray,
-                     owner: IntArray, n: int) -> npt.NDArray[np.bool_]:
-        """Per owner (of n), whether every one of its lines (starts -> ends) crosses
-        something that can stop a line, or two limited walls."""
-        line, wall = kernel.segments_cross_walls(starts, ends, blk.xy)
-        m = len(ends)
-        stopped = (np.bincount(line[~blk.limited[wall]], minlength=m) > 0) | (
-            np.bincount(line[blk.limited[wall]], minlength=m) >= 2)
-        out: npt.NDArray[np.bool_] = np.bincount(owner, weights=~stopped, minlength=n) == 0
+    def _all_stopped(blk: openings.Blockers, starts: FloatArray,
+                     ends: FloatArray) -> npt.NDArray[np.bool_]:
+        """Per block of lines (starts (n, 1, 2) -> ends (n, Q, 2)), whether every one of its
+        lines crosses something that can stop a line, or two limited walls."""
+        n, q = ends.shape[:2]
+        line, _, _, crossed = kernel.blocks_cross_walls_any(starts, ends, blk.xy,
+                                                            ~blk.limited)
+        # (Only the limited walls are listed hit by hit: the others are `crossed`.)
+        stopped = np.bincount(line, minlength=n * q) >= 2
+        stopped[crossed] = True
+        out: npt.NDArray[np.bool_] = np.all(stopped.reshape(n, q), axis=1)
         return out
 
     @functools.cached_property

@@ -28,7 +28,7 @@ from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import kernel, openings
 from geometry.columns import columns
-from geometry.model import RegionGeom, RegionKind, SceneGeom
+from geometry.model import Direction, RegionGeom, RegionKind, SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode, Degree, Flag
 from rulesets.corner import CornerEngine
@@ -425,6 +425,48 @@ def test_realms_visible_fraction_is_each_pairs_own() -> None:
 @pytest.mark.parametrize("kind", HEX_KINDS)
 def test_realms_equals_its_reference_on_hex_layouts(kind: Any) -> None:
     _realms_same(on_hex(_scene(24, 150, 2, True), kind, 2), RealmsOptions())
+
+
+@pytest.mark.parametrize("kind", [None, *HEX_KINDS])
+def test_realms_sight_blocked_is_every_line_stopped(kind: Any) -> None:
+    """`sight_blocked` (a pair whose every line from its viewpoint may be stopped goes to
+    the exact line of effect) is, per pair, whether each line from the viewpoint to the
+    target's centre and to every corner of each of its spaces crosses a wall that can
+    stop it or two limited walls: here each line's crossings are listed one by one. A
+    pair it wrongly calls blocked would only be searched for nothing, so the equality
+    tests cannot tell it from an exact one."""
+    rng = np.random.default_rng(7)
+    geom = _scene(30, 200, 4, True)
+    # A third of the walls limited, some one way.
+    walls = tuple(replace(w, limited=bool(rng.random() < 0.33),
+                          direction=w.direction if rng.random() < 0.8 else Direction.LEFT)
+                  for w in geom.walls)
+    geom = replace(geom, walls=walls)
+    if kind is not None:
+        geom = on_hex(geom, kind, 4)
+    ctx = realms.RealmsContext(geom, RealmsOptions())
+    n = len(geom.creatures)
+    pairs = np.array([(a, t) for a in range(n) for t in range(n) if a != t], dtype=np.intp)
+    origins = np.array([ctx.viewpoints[a][-1] for a in pairs[:, 0]], dtype=np.float64)
+    got = ctx.sight_blocked(pairs, origins)
+    blk = openings.blockers(ctx.tracer)
+    spaces = ctx.loe_spaces
+    want = np.zeros(len(pairs), dtype=bool)
+    by_limited = np.zeros(len(pairs), dtype=bool)
+    for k, (_, t) in enumerate(pairs.tolist()):
+        rings = spaces.rings[spaces.first[t]:spaces.first[t] + spaces.count[t]]
+        ends = np.concatenate([np.array([ctx.centres[t]], dtype=np.float64),
+                               rings.reshape(-1, 2)])
+        line, wall = kernel.segments_cross_walls(np.repeat(origins[k:k + 1], len(ends), 0),
+                                                 ends, blk.xy)
+        solid = np.bincount(line[~blk.limited[wall]], minlength=len(ends))
+        limited = np.bincount(line[blk.limited[wall]], minlength=len(ends))
+        want[k] = bool(((solid > 0) | (limited >= 2)).all())
+        by_limited[k] = want[k] and not (solid > 0).all()
+    assert (got == want).all(), np.flatnonzero(got != want)
+    # Both answers occur, and some pairs are blocked only where two limited walls are.
+    assert 0 < want.sum() < len(want)
+    assert by_limited.any()
 
 
 def test_realms_equals_its_reference_on_subsets_and_with_lines() -> None:
