@@ -19,12 +19,13 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    tests per wall near the pair.
 3. Otherwise, the lines between the two spaces, taken as lines of the plane, fall into cells
    of the arrangement of the event points (ring corners, wall ends inside the pair's hull,
-   walls' crossings of a ring's border): within a cell, which walls a line's part between
-   the two spaces crosses does not change, so a free line exists exactly when a free cell
-   does, and every cell has such a point on its border. For every two event points, the
-   four lines through points a hair (EPSILON_PX) to either side of each are tried, each
-   clipped to the two rings and tested with the crossing convention; any free one is a
-   witness. Between rings apart along their axis, the two lines shifted to either side
+   walls' crossings of a ring's border; not those on a ring's back, where the line's part
+   between the two spaces never starts: `_events`): within a cell, which walls a line's
+   part between the two spaces crosses does not change, so a free line exists exactly
+   when a free cell does, and every cell has such a point on its border. For every two
+   event points, the four lines through points a hair (EPSILON_PX) to either side of each
+   are tried, each clipped to the two rings and tested with the crossing convention; any
+   free one is a witness. Between rings apart along their axis, the two lines shifted to either side
    meet every cell already, and the two turned ones are left out (`_apart`). A line found
    free is free (it is tested exactly); what the search could miss is an opening narrower
    than EPSILON_PX.
@@ -827,14 +828,50 @@ def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
     return met, point
 
 
+#: Pixels: how clearly the other ring must lie on the inner side of a side's line for the
+#: side to be a back side (`_back_sides`).
+_BACK_MARGIN_PX = 1e-6
+
+
+def _back_sides(ring: FloatArray, other: FloatArray) -> BoolArray:
+    """Per ring (N, V, 2) and side (from corner v to the next): whether the other ring
+    (N, W, 2) lies wholly and clearly on the inner side of the side's line. A line from
+    the other ring that meets such a side has already crossed the ring's inside, so the
+    stretch of a line between the two rings never starts there."""
+    start, normal = _inward(ring)
+    length = np.hypot(normal[..., 0], normal[..., 1])
+    rel = other[:, None, :, :] - start[:, :, None, :]  # (N, V, W, 2)
+    inner = np.einsum("nvwk,nvk->nvw", rel, normal).min(axis=2)
+    out: BoolArray = (length > 0) & (inner > _BACK_MARGIN_PX * length)
+    return out
+
+
 def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
-            wi: IntArray, items: IntArray) -> tuple[IntArray, FloatArray]:
+            wi: IntArray, items: IntArray, lean: BoolArray | None = None,
+            ) -> tuple[IntArray, FloatArray]:
     """(item, point) for every event point of the items, items ascending: ring corners,
     wall ends that may lie in the hull of the two rings (inside their bounding box and
     their band across the line between their centres), and walls' crossings of ring
-    sides."""
-    parts_i = [np.repeat(items, ar.shape[1]), np.repeat(items, br.shape[1])]
-    parts_p = [ar[items].reshape(-1, 2), br[items].reshape(-1, 2)]
+    sides. `lean`: per item, whether the events on each ring's back (`_back_sides`: its
+    corners between two back sides, walls' crossings of a back side) are left out. The
+    stretch of a line between the two rings starts and ends on their front sides, so a
+    line turning about a back corner, or meeting a wall where it crosses a back side,
+    changes nothing of the walls its stretch crosses: the cells of the events left have
+    one answer each, as long as no wall's stop varies within a cell (`_varies`: the
+    caller's `lean` leaves those items whole)."""
+    back_a = np.zeros(ar.shape[:2], dtype=bool)
+    back_b = np.zeros(br.shape[:2], dtype=bool)
+    if lean is not None and lean[items].any():
+        slim = items[lean[items]]
+        back_a[slim] = _back_sides(ar[slim], br[slim])
+        back_b[slim] = _back_sides(br[slim], ar[slim])
+    parts_i: list[IntArray] = []
+    parts_p: list[FloatArray] = []
+    for ring, back in ((ar, back_a), (br, back_b)):
+        # A corner between two back sides (the side before it and the side after it).
+        keep = ~(back & np.roll(back, 1, axis=1))[items]
+        parts_i.append(np.repeat(items, ring.shape[1])[keep.reshape(-1)])
+        parts_p.append(ring[items].reshape(-1, 2)[keep.reshape(-1)])
     both = np.concatenate([ar, br], axis=1)
     box_lo = kernel.over_points(np.minimum, both)
     box_hi = kernel.over_points(np.maximum, both)
@@ -851,7 +888,7 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
                   & (at >= p_lo[bi]) & (at <= p_hi[bi]))
         parts_i.append(bi[inside])
         parts_p.append(end[inside])
-    for ring in (ar, br):
+    for ring, back in ((ar, back_a), (br, back_b)):
         v = ring[bi]  # (R, V, 2)
         nxt = kernel.next_corners(v)
         a0, a1 = w[:, None, 0:2], w[:, None, 2:4]
@@ -861,7 +898,7 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
         with np.errstate(divide="ignore", invalid="ignore"):
             s = (diff[..., 0] * d2[..., 1] - diff[..., 1] * d2[..., 0]) / den
             u = (diff[..., 0] * d1[..., 1] - diff[..., 1] * d1[..., 0]) / den
-        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1)
+        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1) & ~back[bi]
         r, k = np.nonzero(ok)
         if len(r):
             parts_i.append(bi[r])
@@ -1183,15 +1220,17 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     group_b = np.zeros(len(group_f), dtype=bool)
     asked = items
     point_a, point_b = _degenerate(ar), _degenerate(br)
-    ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items)
+    # Items with no wall near them whose stop varies within a cell: their cells decide,
+    # and need no events on the rings' backs (`_events`); between rings apart along their
+    # axis, the shifted lines suffice (`_apart`).
+    lean = np.ones(len(ar), dtype=bool)
+    lean[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
+    ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items, lean)
     # A pair past the budget is not searched: no line of it is found free.
     items, ev_item, ev_pt = _within_budget(point_a, bi, items, ev_item, ev_pt)
     if len(items) == 0:
         return free_f[asked], free_b[asked]
-    # Items between rings apart along their axis, with no wall near them whose stop
-    # varies within a cell: the shifted lines suffice (`_apart`).
-    shifts_only = _apart(ar, br)
-    shifts_only[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
+    shifts_only = _apart(ar, br) & lean
     lines = _candidate_lines(ar, br, ev_item, ev_pt, items, shifts_only)
     units = lines.items
     if len(units) == 0:
