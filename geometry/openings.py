@@ -25,10 +25,10 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    when a free cell does, and every cell has such a point on its border. For every two
    event points, the four lines through points a hair (EPSILON_PX) to either side of each
    are tried, each clipped to the two rings and tested with the crossing convention; any
-   free one is a witness. Between rings apart along their axis, the two lines shifted to either side
-   meet every cell already, and the two turned ones are left out (`_apart`). A line found
-   free is free (it is tested exactly); what the search could miss is an opening narrower
-   than EPSILON_PX.
+   free one is a witness. Between rings apart along their axis, the two lines shifted to
+   either side meet every cell already, and the two turned ones are left out (`_apart`). A
+   line found free is free (it is tested exactly); what the search could miss is an
+   opening narrower than EPSILON_PX.
 
 In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
 of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
