@@ -207,16 +207,23 @@ def _overlap(a: FloatArray, b: FloatArray) -> BoolArray:
     return out
 
 
+def _side_offsets(ring: FloatArray, other: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per ring (N, V, 2) and side, each corner of the other ring (N, W, 2) against the
+    side's line: how far it lies on the inner side, times the side's length (N, V, W);
+    and the side's length (N, V; zero for a side of no length)."""
+    start, normal = _inward(ring)
+    proj: FloatArray = np.einsum("nvk,nwk->nvw", normal, other) - np.einsum(
+        "nvk,nvk->nv", normal, start)[:, :, None]
+    return proj, np.hypot(normal[..., 0], normal[..., 1])
+
+
 def _overlap_sides(a: FloatArray, b: FloatArray) -> BoolArray:
     """`_overlap` for any convex rings: by the lines of both rings' sides."""
     out = np.ones(len(a), dtype=bool)
     for ring, other in ((a, b), (b, a)):
-        start, normal = _inward(ring)
         # The other ring wholly outside one side's line: separated.
-        proj = np.einsum("nvk,nwk->nvw", normal, other) - np.einsum(
-            "nvk,nvk->nv", normal, start)[:, :, None]
-        real = np.any(normal != 0, axis=2)
-        out &= ~((proj.max(axis=2) < 0) & real).any(axis=1)
+        proj, length = _side_offsets(ring, other)
+        out &= ~((proj.max(axis=2) < 0) & (length > 0)).any(axis=1)
     return out
 
 
@@ -838,11 +845,8 @@ def _back_sides(ring: FloatArray, other: FloatArray) -> BoolArray:
     (N, W, 2) lies wholly and clearly on the inner side of the side's line. A line from
     the other ring that meets such a side has already crossed the ring's inside, so the
     stretch of a line between the two rings never starts there."""
-    start, normal = _inward(ring)
-    length = np.hypot(normal[..., 0], normal[..., 1])
-    rel = other[:, None, :, :] - start[:, :, None, :]  # (N, V, W, 2)
-    inner = np.einsum("nvwk,nvk->nvw", rel, normal).min(axis=2)
-    out: BoolArray = (length > 0) & (inner > _BACK_MARGIN_PX * length)
+    proj, length = _side_offsets(ring, other)
+    out: BoolArray = (length > 0) & (proj.min(axis=2) > _BACK_MARGIN_PX * length)
     return out
 
 

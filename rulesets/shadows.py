@@ -254,9 +254,8 @@ def wedges(points: FloatArray, corners: FloatArray, counts: IntArray | None = No
     corners, the rest repeating the last, as `hulls` takes them): the directions from the
     viewpoint to the body's two outermost corners, left then right, seen from the
     viewpoint (the sides of the narrowest angle at the viewpoint that holds the body, and
-    so its hull). NaN directions where the viewpoint is not
-    strictly outside the body, or the body has no area (no such angle: nothing is left
-    out there, GEOS decides)."""
+    so its hull). NaN directions where the viewpoint is not strictly outside the body, or
+    the body has no area (no such angle: nothing is left out there, GEOS decides)."""
     n, v = corners.shape[0], corners.shape[1]
     nan = np.full((n, 2), np.nan)
     if n == 0:
