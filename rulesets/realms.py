@@ -77,8 +77,13 @@ from rulesets.shadows import (
 M = Modifier
 _AREA = "vs area effects"
 LADDER = (Degree.NONE, Degree.PARTIAL, Degree.THREE_QUARTERS)
-_VALUE = operator.attrgetter("_value_")  # (the documented attribute; .value is a property)
 _COVERED = operator.attrgetter("covered")
+#: The degrees in a fixed order, and each one's place in it: the columns carry degrees as
+#: these numbers.
+_DEGREES = tuple(Degree)
+_DEGREE_AT = {d: k for k, d in enumerate(_DEGREES)}
+#: A pair's line of effect as `_degrees` codes it: 1 some line, 0 none, -1 not known yet.
+_SEEN_CODE: dict[bool | None, int] = {True: 1, False: 0, None: -1}
 #: A covered fraction this close to 1 is full cover (rounding in the polygon areas).
 _FULL = 1.0 - 1e-6
 #: Pairs whose feet `RealmsContext._measure_feet` measures in one call at most.
@@ -200,13 +205,13 @@ class Realms(Ruleset):
                                       else [])
         measures = ([ctx.best_measure(a, t) for a, t in idx] if lines
                     else ctx.measures_of(at))
-        degrees, unseen = self._degrees(ctx, at, measures)
+        deg, covered, unseen = self._degrees(ctx, at, measures)
         # Each pair's obscurement (the worst penalty and its regions), measured once: the
         # columns read the penalty, the lines the regions.
         centres = ctx.centres
         penalties = ([ctx.obscurement(centres[a], centres[t]) for a, t in idx]
                      if ctx.obscuring else None)
-        annotations = self._columns(ctx, at, modes, measures, degrees, unseen, reach_l,
+        annotations = self._columns(ctx, at, modes, deg, covered, unseen, reach_l,
                                     adjacent, penalties)
         if not lines:
             return annotations
@@ -225,20 +230,16 @@ class Realms(Ruleset):
         return out
 
     def _columns(self, ctx: RealmsContext, at: IntArray, modes: tuple[AttackMode, ...],
-                 measures: Sequence[Measure], degrees: list[Degree], unseen: set[int],
-                 reach_l: list[int], adjacent: list[bool],
+                 deg: npt.NDArray[np.int64], covered: FloatArray,
+                 unseen: npt.NDArray[np.bool_], reach_l: list[int], adjacent: list[bool],
                  obscured: Sequence[tuple[int, tuple[str, ...]]] | None) -> list[Annotation]:
         """`_evaluate`'s annotations, lines aside, as columns: the pairs' facts coded as one
         integer each, every distinct outcome worked out once per mode (`_outcome`), and
         the annotations built by map from the gathered columns, with no Python loop body
-        per pair (30,000 annotations a table). `obscured`: each pair's obscurement (None:
-        the scene has no obscuring region)."""
+        per pair (30,000 annotations a table). `deg`, `covered`, `unseen`: as `_degrees`
+        gives them; `obscured`: each pair's obscurement (None: the scene has no obscuring
+        region)."""
         n, n_modes = len(at), len(modes)
-        every = list(Degree)
-        # (By value: an enum member's hash is a Python call, a string's is cached.)
-        place = {d.value: k for k, d in enumerate(every)}
-        deg = np.fromiter(map(place.__getitem__, map(_VALUE, degrees)), dtype=np.int64,
-                          count=n)
         # The facts an outcome depends on: degree, obscurement, which modes reach,
         # adjacency, and (at three-quarters) whether others stand near the target.
         code = deg
@@ -251,7 +252,7 @@ class Realms(Ruleset):
         code = (code * (1 << n_modes) + np.array(reach_l, dtype=np.int64)) * 2 + np.array(
             adjacent, dtype=np.int64)
         crowded = np.zeros(n, dtype=np.int64)
-        three = np.flatnonzero(deg == place[Degree.THREE_QUARTERS.value])
+        three = np.flatnonzero(deg == _DEGREE_AT[Degree.THREE_QUARTERS])
         crowded[three] = ctx.others_near_many(at[three, 0], at[three, 1])
         code = code * 2 + crowded
         keys, which = np.unique(code, return_inverse=True)
@@ -264,70 +265,74 @@ class Realms(Ruleset):
             bits, key = key & ((1 << n_modes) - 1), key >> n_modes
             pen_k, deg_k = key % len(penalties), key // len(penalties)
             for j, mode in enumerate(modes):
-                o = self._outcome(mode, every[deg_k], penalties[pen_k], bool(bits >> j & 1),
+                o = self._outcome(mode, _DEGREES[deg_k], penalties[pen_k], bool(bits >> j & 1),
                                   adj, crowd)
                 cols[0][u, j], cols[1][u, j], cols[2][u, j] = not o.full, o.modifiers, o.flags
-        covered = list(map(_COVERED, measures))
-        rounded = {c: round(1.0 - c, 6) for c in set(covered)}
-        visible = list(map(rounded.__getitem__, covered))
-        for k in unseen:
-            visible[k] = 0.0  # no line reaches it: nothing of it shows
+        # The visible fraction, each distinct one rounded once (as Python rounds: numpy's
+        # rounding may differ in the last place).
+        distinct, back = np.unique(covered, return_inverse=True)
+        visible = np.array([round(1.0 - c, 6) for c in distinct.tolist()],
+                           dtype=np.float64)[back.reshape(-1)]
+        visible[unseen] = 0.0  # no line reaches it: nothing of it shows
         ids = np.array(ids_of(ctx.cs), dtype=object)
         loe, mods, flags = (np.take(col, which, axis=0).reshape(-1).tolist() for col in cols)
         return list(map(
             Annotation, np.repeat(np.take(ids, at[:, 0]), n_modes).tolist(),
             np.repeat(np.take(ids, at[:, 1]), n_modes).tolist(), list(modes) * n, loe,
-            np.take(np.array(every, dtype=object), np.repeat(deg, n_modes)).tolist(), mods,
-            flags, itertools.repeat(()), itertools.repeat(None),
-            np.repeat(np.array(visible, dtype=np.float64), n_modes).tolist()))
+            np.take(np.array(_DEGREES, dtype=object), np.repeat(deg, n_modes)).tolist(),
+            mods, flags, itertools.repeat(()), itertools.repeat(None),
+            np.repeat(visible, n_modes).tolist()))
 
-    def _degrees(self, ctx: RealmsContext, at: IntArray,
-                 measures: Sequence[Measure]) -> tuple[list[Degree], set[int]]:
+    def _degrees(self, ctx: RealmsContext, at: IntArray, measures: Sequence[Measure]
+                 ) -> tuple[npt.NDArray[np.int64], FloatArray, npt.NDArray[np.bool_]]:
         """Per pair (at[k]: attacker, target) the degree of cover its measure gives, after
         the exact line of effect and the GM's floor: full cover from every viewpoint, yet a
         line of effect through an opening from elsewhere in the attacker's space
         (geometry.openings), is three-quarters; no line of effect at all, shadows or not
         (two limited walls; a wall stopping every line in 3D that its shadow on the map
-        does not show), is full cover. Also the pairs so made full."""
-        covered = np.fromiter(map(_COVERED, measures), dtype=np.float64, count=len(measures))
+        does not show), is full cover. Returns, per pair, the degree (its place in
+        `Degree`'s members, `_DEGREES`), the covered fraction, and whether it was made
+        full so."""
+        n = len(measures)
+        covered = np.fromiter(map(_COVERED, measures), dtype=np.float64, count=n)
         # The first threshold each covered fraction reaches (none: the last entry), as
         # `degree_of` reads them.
-        ladder = [d for _, d in self.THRESHOLDS] + [Degree.NONE]
-        step = np.full(len(covered), len(self.THRESHOLDS), dtype=np.intp)
+        ladder = np.array([_DEGREE_AT[d] for _, d in self.THRESHOLDS]
+                          + [_DEGREE_AT[Degree.NONE]], dtype=np.int64)
+        step = np.full(n, len(self.THRESHOLDS), dtype=np.intp)
         for k in range(len(self.THRESHOLDS) - 1, -1, -1):
             step[covered >= self.THRESHOLDS[k][0]] = k
-        degrees = list(map(ladder.__getitem__, step.tolist()))
-        at_full = np.array([d is Degree.TOTAL for d in ladder])[step]
-        full = np.flatnonzero(at_full)
+        deg = ladder[step]
+        total, three = _DEGREE_AT[Degree.TOTAL], _DEGREE_AT[Degree.THREE_QUARTERS]
+        at_full = deg == total
         # No line of effect at all is full cover, whatever the shadows (docs/rulesets.md,
         # realms choice 5): limited walls cast none, yet two of them stop a line; the
         # shadows are cast on the map, while a wall between a creature on the ground and
         # one on a ledge stops every line in 3D. A pair with a line from its viewpoint to
         # its target's centre or a corner that crosses nothing that stops lines has a line
         # of effect: only the others are asked, with the pairs at full cover, in one call.
-        part = np.flatnonzero(~at_full)
-        # (Those whose line of effect is known, asked when they were measured, are not
-        # tried again.)
-        known = ctx.known_lines(at[part])
-        ask = np.array([k for k, s in zip(part.tolist(), known, strict=True) if s is None],
-                       dtype=np.intp)
-        origins = np.array([measures[k].origin for k in ask.tolist()],
-                           dtype=np.float64).reshape(-1, 2)
-        part = np.sort(np.concatenate([
-            part[np.array([s is False for s in known], dtype=bool).reshape(-1)],
-            ask[ctx.sight_blocked(at[ask], origins)]]))
-        seen = ctx.lines_of_effect(at[np.concatenate([full, part])])
-        for k in full[seen[:len(full)]].tolist():
-            degrees[k] = Degree.THREE_QUARTERS
-        unseen = set(part[~seen[len(full):]].tolist())
-        for k in unseen:
-            degrees[k] = Degree.TOTAL
+        # (Those whose line of effect is known, found when they were measured, are read
+        # back, all in one pass: 1 has a line, 0 has none, -1 unknown.)
+        seen = np.fromiter(map(_SEEN_CODE.__getitem__, ctx.known_lines(at)), dtype=np.int8,
+                           count=n)
+        ask = np.flatnonzero(~at_full & (seen < 0))
+        if len(ask):
+            origins = np.array([measures[k].origin for k in ask.tolist()],
+                               dtype=np.float64).reshape(-1, 2)
+            blocked = ctx.sight_blocked(at[ask], origins)
+            seen[ask[~blocked]] = 1
+        todo = np.flatnonzero(seen < 0)
+        if len(todo):
+            seen[todo] = ctx.lines_of_effect(at[todo])
+        deg[at_full & (seen == 1)] = three
+        unseen = ~at_full & (seen == 0)
+        deg[unseen] = total
         floors = [c.cover_floor for c in ctx.cs]
         has_floor = np.array([f is not None for f in floors], dtype=bool)
         for k in np.flatnonzero(has_floor[at[:, 1]]).tolist():
             t = int(at[k, 1])
-            degrees[k] = self.floored(degrees[k], floors[t])
-        return degrees, unseen
+            deg[k] = _DEGREE_AT[self.floored(_DEGREES[int(deg[k])], floors[t])]
+        return deg, covered, unseen
 
     def degree_of(self, covered: float) -> Degree:
         for least, degree in self.THRESHOLDS:
@@ -404,9 +409,9 @@ class Realms(Ruleset):
         if not todo:
             return pairs
         rows = np.array(todo, dtype=np.intp)
-        degrees, _ = self._degrees(ctx, rows, ctx.measures_of(rows))
-        return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, degrees, strict=True)
-                        if d is Degree.THREE_QUARTERS}
+        deg, _, _ = self._degrees(ctx, rows, ctx.measures_of(rows))
+        three = (deg == _DEGREE_AT[Degree.THREE_QUARTERS]).tolist()
+        return pairs | {(ids[a], ids[t]) for (a, t), d in zip(todo, three, strict=True) if d}
 
     # -- areas --------------------------------------------------------------------------
 
