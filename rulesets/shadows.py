@@ -630,32 +630,45 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
         # edge (row m + w).
         scale = np.where(np.isfinite(far), far, 1.0)[:, None]
         to_x0, to_xd = np.concatenate([fe0, A * scale]), np.concatenate([fed, D * scale])
+    # Levels descend: a row counts from the first level its segment's weight reaches on,
+    # so the nearest segment of each interval at a level is the nearer of the one at the
+    # level above and the nearest of the rows that count from this level on. Each row is
+    # looked at once, and an interval's area worked out again only where its nearest
+    # segment changed (realms' dressed scenes have eight levels).
+    first_level = np.where(spans & ~pieces,
+                           np.searchsorted(-levels, -weight, side="left")[sg], n_levels)
+    nearest = np.full(m, np.inf)
+    # Which segment is the nearest (ties: either; they coincide along the ray).
+    who = np.full(m, -1, dtype=np.intp)
+    area = np.zeros(m)
     for level in range(n_levels):
-        ok = spans & (weight[sg] >= levels[level])
         if len(cut):
             assert far is not None
-            k = np.flatnonzero(ok & pieces)
+            k = np.flatnonzero(spans & (weight[sg] >= levels[level]) & pieces)
             _stretches_area(out[:, level], k, it, sg, tt, far, rin, rout, ir, u0, u1, sin,
                             (from_x0, from_xd), (to_x0, to_xd))
-            ok &= ~pieces
-        d = np.where(ok, tt, np.inf)
-        nearest = np.full(m, np.inf)
-        np.minimum.at(nearest, it, d)
-        # Which segment is the nearest (ties: either; they coincide along the ray).
-        is_near = ok & (d == nearest[it])
-        who = np.full(m, -1, dtype=np.intp)
-        who[it[is_near]] = sg[is_near]
-        shade = (who >= 0) & (nearest < rout)
-        if not shade.any():
-            continue
-        s = np.flatnonzero(shade)
-        w = who[s]
-        start = np.where(nearest[s] <= rin[s], s, m + w)
-        x0, xd = from_x0[start], from_xd[start]
-        near0 = _ray_line(u0[s], x0, xd)
-        near1 = _ray_line(u1[s], x0, xd)
-        area = 0.5 * sin[s] * (far0[s] * far1[s] - near0 * near1)
-        np.add.at(out[:, level], ir[s], area)
+        new = first_level == level
+        if new.any():
+            d = np.where(new, tt, np.inf)
+            best = np.full(m, np.inf)
+            np.minimum.at(best, it, d)
+            at = new & (d == best[it])
+            cand = np.full(m, -1, dtype=np.intp)
+            cand[it[at]] = sg[at]
+            moved = (best < nearest) | ((best == nearest) & (cand > who))
+            changed = np.flatnonzero(moved)
+            who[changed] = cand[changed]
+            nearest[changed] = best[changed]
+            s = changed[nearest[changed] < rout[changed]]
+            w = who[s]
+            start = np.where(nearest[s] <= rin[s], s, m + w)
+            x0, xd = from_x0[start], from_xd[start]
+            near0 = _ray_line(u0[s], x0, xd)
+            near1 = _ray_line(u1[s], x0, xd)
+            area[s] = 0.5 * sin[s] * (far0[s] * far1[s] - near0 * near1)
+        shade = np.flatnonzero((who >= 0) & (nearest < rout))
+        if len(shade):
+            out[:, level] += np.bincount(ir[shade], weights=area[shade], minlength=n)
     return out
 
 
