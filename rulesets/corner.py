@@ -1002,10 +1002,12 @@ class CornerEngine:
         # Each pair's table of fractions: the one held, or a new one (one per pair, however
         # many of its requests are new).
         new: dict[tuple[int, int], dict[bytes, float]] = {}
-        for k, value in zip(todo.tolist(), out[todo].tolist(), strict=True):
+        # (The pairs as lists: a numpy scalar read per request was most of this loop.)
+        pair_of = zip(a[todo].tolist(), t[todo].tolist(), strict=True)
+        for k, value, pair in zip(todo.tolist(), out[todo].tolist(), pair_of, strict=True):
             h = held[k]
             if h is None:
-                h = new.setdefault((int(a[k]), int(t[k])), {})
+                h = new.setdefault(pair, {})
             h[keys[k]] = value
         if new:
             pairs = np.array(list(new), dtype=np.intp).reshape(-1, 2)
@@ -1160,7 +1162,10 @@ class CornerEngine:
         (the union of the Shapely shadows and region parts), for all of them at once."""
         tr = self.tracer
         n = len(a)
-        targets = shapely.box(boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3])
+        # (Only the wanted requests' squares are read.)
+        targets = np.empty(n, dtype=object)
+        w = np.flatnonzero(wanted)
+        targets[w] = shapely.box(boxes[w, 0], boxes[w, 1], boxes[w, 2], boxes[w, 3])
         on = wanted[seg_req]
         s = seg[on]
         all_req = [seg_req[on]]

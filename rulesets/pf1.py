@@ -156,7 +156,10 @@ class Pf1(Dnd35):
                                           unique[:, 4:8])
         best = np.full(n, -np.inf)
         np.maximum.at(best, row, values[back.reshape(-1)])
-        visible = [None if v == -np.inf else round(v, 6) for v in best.tolist()]
+        # Each distinct fraction rounded once (a row's fraction is often another's).
+        best_l = best.tolist()
+        rounded = {v: None if v == -np.inf else round(v, 6) for v in set(best_l)}
+        visible = list(map(rounded.__getitem__, best_l))
         return ([Degree.COVER if v is None or v <= 0.5 else Degree.PARTIAL for v in visible],
                 visible)
 
