@@ -18,7 +18,7 @@ import shapely
 
 from geometry import kernel
 from geometry.caches import drop_oldest
-from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import SceneGeom, WallGeom
 from geometry.trace import Tracer
 
@@ -349,18 +349,20 @@ def _meets_hull(row: IntArray, item: IntArray, p: FloatArray, left: FloatArray,
     pts = np.concatenate([p[:, None, :], corners], axis=1)
     for lo in range(0, m, _HULL_CHUNK):
         r, w = row[lo:lo + _HULL_CHUNK], item[lo:lo + _HULL_CHUNK]
-        x0, y0, x1, y1 = (xy[w, k][:, None] for k in range(4))
-        ar, br, cr = a[r], b[r], c[r]
+        ends = take_rows(xy, w)
+        x0, y0, x1, y1 = (ends[:, k:k + 1] for k in range(4))
+        ar, br, cr = take_rows(a, r), take_rows(b, r), take_rows(c, r)
         beyond = np.minimum(ar * x0 + br * y0, ar * x1 + br * y1) - cr
         with np.errstate(divide="ignore", invalid="ignore"):
             dx, dy = x1 - x0, y1 - y0
             span = np.hypot(dx, dy)
-            q = pts[r]
+            q = take_rows(pts, r)
             d = (dx * (q[..., 1] - y0) - dy * (q[..., 0] - x0)) / span
         # The largest distance by which one axis parts them (NaN: no wedge, or a
         # segment of no length; then unsure).
-        part = np.maximum(beyond.max(axis=1),
-                          np.maximum(d.min(axis=1), (-d).min(axis=1)))
+        part = np.maximum(kernel.over_points(np.maximum, beyond),
+                          np.maximum(kernel.over_points(np.minimum, d),
+                                     kernel.over_points(np.minimum, -d)))
         met[lo:lo + _HULL_CHUNK] = part < -_WEDGE_SLACK
         unsure[lo:lo + _HULL_CHUNK] = ~(part < -_WEDGE_SLACK) & ~(part > _WEDGE_SLACK)
     return met, unsure
@@ -403,7 +405,10 @@ def _pairs_within(group: IntArray, block: IntArray, n_groups: int,
     block (a block >= 0: sides of one ring, which never cross but at their ends)."""
     # Within each group, items by block, every item of no block (-1) a block of its own.
     own = np.where(block < 0, -1 - np.arange(len(group)), block)
-    perm = np.lexsort((own, group))
+    # By group, then by block: one stable sort of both in one integer (own + len(group)
+    # is from 0 to len(group) + the largest block).
+    span = len(group) + int(block.max(initial=-1)) + 1
+    perm = np.argsort(group.astype(np.int64) * span + (own + len(group)), kind="stable")
     g, o = group[perm], own[perm]
     counts = np.bincount(g, minlength=n_groups)
     ends = np.cumsum(counts)
@@ -415,7 +420,7 @@ def _pairs_within(group: IntArray, block: IntArray, n_groups: int,
     i = np.repeat(np.arange(len(g)), after)
     within = kernel.within_runs(after)
     j = np.repeat(block_end, after) + within
-    return perm[i].astype(np.intp), perm[j].astype(np.intp)
+    return perm[i], perm[j]
 
 
 def _ray_line(u: FloatArray, x: FloatArray, d: FloatArray) -> FloatArray:
@@ -473,20 +478,29 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     c = kernel.over_points(np.add, v) / k
     c = c / np.hypot(c[:, 0], c[:, 1])[:, None]
     cperp = np.column_stack([-c[:, 1], c[:, 0]])
+    # Each request's axis and its normal, as one table: the rows of a set of requests are
+    # gathered once (`axes`), for every angle or ray they are used for.
+    axis_table = np.column_stack([c, cperp])
 
-    def angle(r: IntArray, x: FloatArray) -> FloatArray:
-        out: FloatArray = np.arctan2(x[:, 0] * cperp[r, 0] + x[:, 1] * cperp[r, 1],
-                                     x[:, 0] * c[r, 0] + x[:, 1] * c[r, 1])
+    def axes(r: IntArray) -> tuple[FloatArray, ...]:
+        rows = np.take(axis_table, r, axis=0)
+        return tuple(rows[:, j] for j in range(4))
+
+    def angle(ax: tuple[FloatArray, ...], x: FloatArray) -> FloatArray:
+        c0, c1, n0, n1 = ax
+        out: FloatArray = np.arctan2(x[:, 0] * n0 + x[:, 1] * n1, x[:, 0] * c0 + x[:, 1] * c1)
         return out
 
     rr = np.repeat(np.arange(n), k)
-    phi = angle(rr, v.reshape(-1, 2)).reshape(n, k)
-    lo, hi = phi.min(axis=1), phi.max(axis=1)
-    A = a - p[seg_req]
-    B = b - p[seg_req]
+    phi = angle(axes(rr), v.reshape(-1, 2)).reshape(n, k)
+    lo, hi = kernel.over_points(np.minimum, phi), kernel.over_points(np.maximum, phi)
+    p_seg = take_rows(p, seg_req)
+    A = a - p_seg
+    B = b - p_seg
     # Each segment's angular span within its body's cone (a segment passing behind p is
     # given the whole cone: the ray tests below settle it).
-    aa, ab = angle(seg_req, A), angle(seg_req, B)
+    seg_axes = axes(seg_req)
+    aa, ab = angle(seg_axes, A), angle(seg_axes, B)
     s_lo, s_hi = np.minimum(aa, ab), np.maximum(aa, ab)
     behind = s_hi - s_lo > np.pi
     s_lo = np.where(behind, lo[seg_req], np.maximum(s_lo, lo[seg_req]))
@@ -498,14 +512,16 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     # where it is the nearest segment: the area is the same.) A hex target's cells share
     # the segments found for the whole target, most of them off each cell.
     D = B - A
-    reach2 = (v * v).sum(axis=2).max(axis=1)
+    reach2 = kernel.over_points(np.maximum, v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1])
     u = np.clip(-np.einsum("ij,ij->i", A, D) / np.maximum(np.einsum("ij,ij->i", D, D), 1e-300),
                 0.0, 1.0)
     closest = A + D * u[:, None]
     # (A segment passing behind p has the whole cone: s_lo < s_hi.)
-    useful = (s_lo < s_hi) & ((closest * closest).sum(axis=1) <= reach2[seg_req])
+    useful = (s_lo < s_hi) & (closest[:, 0] * closest[:, 0] + closest[:, 1] * closest[:, 1]
+                              <= reach2[seg_req])
     if not useful.all():
-        seg_req, A, B, D = seg_req[useful], A[useful], B[useful], D[useful]
+        seg_req = seg_req[useful]
+        A, B, D = (np.compress(useful, x, axis=0) for x in (A, B, D))
         weight, aa, ab = weight[useful], aa[useful], ab[useful]
         s_lo, s_hi = s_lo[useful], s_hi[useful]
         if group is not None:
@@ -539,25 +555,26 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     # by _BOX_SLACK: the crossings are worked out from A + D, which is B up to rounding.
     body_lo = kernel.over_points(np.minimum, v)[l_req] - _BOX_SLACK
     body_hi = kernel.over_points(np.maximum, v)[l_req] + _BOX_SLACK
-    near = np.flatnonzero(((np.minimum(l_a, l_b) <= body_hi)
-                           & (np.maximum(l_a, l_b) >= body_lo)).all(axis=1))
+    meets = (np.minimum(l_a, l_b) <= body_hi) & (np.maximum(l_a, l_b) >= body_lo)
+    near = np.flatnonzero(meets[:, 0] & meets[:, 1])
     sr = np.repeat(near, k)
     ke = np.tile(np.arange(k), len(near))
     req_e = l_req[sr]
     flat = req_e * k + ke  # (rows of the (request, corner) sides, whole rows by take)
     e0 = np.take(edge0.reshape(-1, 2), flat, axis=0)
     ed = np.take(edge_d.reshape(-1, 2), flat, axis=0)
-    hit, pt = _segments_cross(l_a[sr], l_d[sr], e0, ed)
+    hit, pt = _segments_cross(take_rows(l_a, sr), take_rows(l_d, sr), e0, ed)
     bp_r.append(req_e[hit])
-    bp_t.append(angle(req_e[hit], pt))
+    bp_t.append(angle(axes(req_e[hit]), pt))
     i, j = _pairs_within(l_req, block, n)
     # Only segments whose spans overlap can cross where it matters.
     overlap = (l_lo[i] <= l_hi[j]) & (l_lo[j] <= l_hi[i])
     i, j = i[overlap], j[overlap]
     if len(i):
-        hit, pt = _segments_cross(l_a[i], l_d[i], l_a[j], l_d[j])
+        hit, pt = _segments_cross(take_rows(l_a, i), take_rows(l_d, i), take_rows(l_a, j),
+                                  take_rows(l_d, j))
         bp_r.append(l_req[i][hit])
-        bp_t.append(angle(l_req[i][hit], pt))
+        bp_t.append(angle(axes(l_req[i][hit]), pt))
     br = np.concatenate(bp_r)
     bt = np.clip(np.concatenate(bp_t), lo[br], hi[br])
     if int(br.max(initial=0)) < _RADIX_REQUESTS:
@@ -578,16 +595,18 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
         return out
     tm = (t0 + t1) / 2
 
-    def ray(r: IntArray, t: FloatArray) -> FloatArray:
-        ct, st = np.cos(t), np.sin(t)
-        return np.column_stack([ct * c[r, 0] + st * cperp[r, 0], ct * c[r, 1] + st * cperp[r, 1]])
+    c0, c1, n0, n1 = axes(ir)
 
-    u0, u1, um = ray(ir, t0), ray(ir, t1), ray(ir, tm)
+    def ray(t: FloatArray) -> FloatArray:
+        ct, st = np.cos(t), np.sin(t)
+        return np.column_stack([ct * c0 + st * n0, ct * c1 + st * n1])
+
+    u0, u1, um = ray(t0), ray(t1), ray(tm)
     # The body's near and far sides along each interval (fixed within it).
     m = len(ir)
     ux = np.repeat(um, k, axis=0)
-    ee0 = edge0[ir].reshape(-1, 2)
-    eed = edge_d[ir].reshape(-1, 2)
+    ee0 = take_rows(edge0, ir).reshape(-1, 2)
+    eed = take_rows(edge_d, ir).reshape(-1, 2)
     dist = _ray_line(ux, ee0, eed).reshape(m, k)
     # A side the ray meets from outside (p sees it) is a near side: the ray crosses its
     # line heading inwards. Orientation: the body's ring may run either way.
@@ -597,20 +616,27 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     near_d = np.where(inward & finite, dist, -np.inf)
     far_d = np.where(~inward & finite, dist, np.inf)
     near_e, far_e = near_d.argmax(axis=1), far_d.argmin(axis=1)
-    rin, rout = near_d.max(axis=1), far_d.min(axis=1)
-    ne0, ned = edge0[ir, near_e], edge_d[ir, near_e]
-    fe0, fed = edge0[ir, far_e], edge_d[ir, far_e]
+    # (Reduced column by column and gathered from the flattened sides: numpy's reduce
+    # over a short last axis, and a gather by two index arrays, cost ten times as much.)
+    rin = kernel.over_points(np.maximum, near_d)
+    rout = kernel.over_points(np.minimum, far_d)
+    side_rows = ir * k
+    ne0, ned = (np.take(e.reshape(-1, 2), side_rows + near_e, axis=0) for e in (edge0, edge_d))
+    fe0, fed = (np.take(e.reshape(-1, 2), side_rows + far_e, axis=0) for e in (edge0, edge_d))
     # Each segment against the intervals within its span (found by merging the spans'
     # ends into the sorted intervals): distance along each interval's middle ray.
-    first = _count_before(ir, tm, seg_req, s_lo, strict=True)
-    last = _count_before(ir, tm, seg_req, s_hi, strict=False)
+    # (Both ends in one search: before s_lo strictly is not after the float below it.)
+    first, last = np.split(_count_before(
+        ir, tm, np.concatenate([seg_req, seg_req]),
+        np.concatenate([np.nextafter(s_lo, -np.inf), s_hi])), 2)
     reps = np.maximum(last - first, 0)
     sg = np.repeat(np.arange(len(seg_req)), reps)
     it = np.repeat(first, reps) + kernel.within_runs(reps)
-    den = _cross(um[it], D[sg])
+    u_it, a_sg, d_sg = np.take(um, it, axis=0), np.take(A, sg, axis=0), np.take(D, sg, axis=0)
+    den = _cross(u_it, d_sg)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tt = _cross(A[sg], D[sg]) / den
-        ss = _cross(A[sg], um[it]) / den
+        tt = _cross(a_sg, d_sg) / den
+        ss = _cross(a_sg, u_it) / den
     spans = (den != 0) & (tt > 0) & (ss >= 0) & (ss <= 1)
     sin = np.sin(t1 - t0)
     far0, far1 = _ray_line(u0, fe0, fed), _ray_line(u1, fe0, fed)
@@ -662,9 +688,9 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
             s = changed[nearest[changed] < rout[changed]]
             w = who[s]
             start = np.where(nearest[s] <= rin[s], s, m + w)
-            x0, xd = from_x0[start], from_xd[start]
-            near0 = _ray_line(u0[s], x0, xd)
-            near1 = _ray_line(u1[s], x0, xd)
+            x0, xd = take_rows(from_x0, start), take_rows(from_xd, start)
+            near0 = _ray_line(take_rows(u0, s), x0, xd)
+            near1 = _ray_line(take_rows(u1, s), x0, xd)
             area[s] = 0.5 * sin[s] * (far0[s] * far1[s] - near0 * near1)
         shade = np.flatnonzero((who >= 0) & (nearest < rout))
         if len(shade):
@@ -715,10 +741,11 @@ def _stretches_area(out: FloatArray, k: IntArray, it: IntArray, sg: IntArray,
     gi = io[heads]
     gs = start_id[order[heads]]
     ge = end_id[by_end[running[tails]]]
-    near0 = _ray_line(u0[gi], start_lines[0][gs], start_lines[1][gs])
-    near1 = _ray_line(u1[gi], start_lines[0][gs], start_lines[1][gs])
-    far0 = _ray_line(u0[gi], end_lines[0][ge], end_lines[1][ge])
-    far1 = _ray_line(u1[gi], end_lines[0][ge], end_lines[1][ge])
+    u0g, u1g = take_rows(u0, gi), take_rows(u1, gi)
+    s0, sd = take_rows(start_lines[0], gs), take_rows(start_lines[1], gs)
+    e0, ed = take_rows(end_lines[0], ge), take_rows(end_lines[1], ge)
+    near0, near1 = _ray_line(u0g, s0, sd), _ray_line(u1g, s0, sd)
+    far0, far1 = _ray_line(u0g, e0, ed), _ray_line(u1g, e0, ed)
     np.add.at(out, ir[gi], 0.5 * sin[gi] * (far0 * far1 - near0 * near1))
 
 
@@ -773,12 +800,13 @@ _RADIX_REQUESTS = 1 << 16
 
 
 def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray,
-                  strict: bool) -> IntArray:
+                  ) -> IntArray:
     """For each query (request, angle): the number of intervals, sorted by (request, middle
     angle) as `ir`, `tm` are, that come before it: those of earlier requests, and those
-    of its own whose middle is before the angle (strict) or not after it. A binary search
-    in each query's own request's run, all queries a step at a time (a sort of intervals
-    and queries together cost about three times as much)."""
+    of its own whose middle is not after the angle (strictly before it: ask with the float
+    below the angle). A binary search in each query's own request's run, all queries a
+    step at a time (a sort of intervals and queries together cost about three times as
+    much)."""
     lo, hi = np.searchsorted(ir, q_req, side="left"), np.searchsorted(ir, q_req, side="right")
     # Invariant: the intervals of the run before lo are before the query, those from hi
     # on are not.
@@ -787,7 +815,7 @@ def _count_before(ir: IntArray, tm: FloatArray, q_req: IntArray, q_t: FloatArray
         if len(open_) == 0:
             break
         mid = (lo[open_] + hi[open_]) // 2
-        before = tm[mid] < q_t[open_] if strict else tm[mid] <= q_t[open_]
+        before = tm[mid] <= q_t[open_]
         lo[open_] = np.where(before, mid + 1, lo[open_])
         hi[open_] = np.where(before, hi[open_], mid)
     out: IntArray = lo
@@ -804,7 +832,8 @@ def _segments_cross(a0: FloatArray, ad: FloatArray, b0: FloatArray, bd: FloatArr
         s = _cross(w, bd) / den
         u = _cross(w, ad) / den
     hit = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1)
-    return hit, a0[hit] + ad[hit] * s[hit][:, None]
+    return hit, (np.compress(hit, a0, axis=0)
+                 + np.compress(hit, ad, axis=0) * s[hit][:, None])
 
 
 def front_sides(poly: shapely.Polygon, rows: IntArray, sides: FloatArray, p: FloatArray,
