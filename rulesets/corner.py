@@ -1052,7 +1052,7 @@ class CornerEngine:
             r, w = meeting(tree, hull, (p, corners4, tr.wall_xy))
             if len(r):
                 solid, low, _ = self._wall_roles(w, t[r])
-                facing = tr.facing(w, p[r])
+                facing = tr.facing(w, take_rows(p, r))
                 low_ok = np.zeros(len(w), dtype=bool)
                 if low.any():
                     li = np.flatnonzero(low)
@@ -1091,7 +1091,7 @@ class CornerEngine:
                                          s1[cut][closed])
                 req.append(r[keep])
                 key.append(n_walls + w[keep])
-                segs.append(tr.wall_xy[w[keep]])
+                segs.append(take_rows(tr.wall_xy, w[keep]))
                 groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
                 fars.append(np.full(int(keep.sum()), np.inf))
         shading = [k for k, kind in enumerate(tr.region_kind)
@@ -1116,7 +1116,7 @@ class CornerEngine:
             for k in shading:
                 slow |= shapely.intersects(tr.region_polys[k], points)
         if len(seg):
-            q = p[seg_req]
+            q = take_rows(p, seg_req)
             near = kernel.point_segment_distance(q[:, 0], q[:, 1], seg[:, 0], seg[:, 1],
                                                  seg[:, 2], seg[:, 3]) <= 1e-6
             slow[seg_req[near]] = True
@@ -1139,9 +1139,9 @@ class CornerEngine:
             sel = np.flatnonzero(fast)
             sr = renum[seg_req[on]]
             by_req = np.argsort(sr, kind="stable")
-            s = seg[on][by_req]
-            hidden = hidden_areas(p[sel], corners4[sel], sr[by_req], s[:, 0:2], s[:, 2:4],
-                                  np.ones(len(s)), np.ones(1),
+            s = take_rows(seg, np.flatnonzero(on)[by_req])
+            hidden = hidden_areas(take_rows(p, sel), take_rows(corners4, sel), sr[by_req],
+                                  s[:, 0:2], s[:, 2:4], np.ones(len(s)), np.ones(1),
                                   seg_group[on][by_req], seg_far[on][by_req])[:, 0]
             area = (boxes[sel, 2] - boxes[sel, 0]) * (boxes[sel, 3] - boxes[sel, 1])
             out[sel] = 1.0 - hidden / area

@@ -29,7 +29,7 @@ from geometry import hex as hexgrid
 from geometry import kernel, openings
 from geometry.caches import changed_positions, drop_oldest
 from geometry.columns import columns, hex_footprints, ids_of, per_creature
-from geometry.kernel import FloatArray, IntArray
+from geometry.kernel import FloatArray, IntArray, take_rows
 from geometry.model import (
     CreatureGeom,
     Grid,
@@ -1276,7 +1276,7 @@ class RealmsContext:
         if dark is not None:
             pair, view = pair[~dark], view[~dark]
         ra, rt = pa[pair], pt[pair]
-        p = self._shapes.views[view]
+        p = take_rows(self._shapes.views, view)
         n = len(p)
         points = shapely.points(p)
         # The hull of each viewpoint and its target's cells.
@@ -1285,7 +1285,8 @@ class RealmsContext:
         cell_at = np.repeat(self._cell_start[rt], cc) + kernel.within_runs(cc)
         # (Each target's hull ring for its body: the hull of its cells, `seal_rings`.)
         rings, corners = self.seal_rings
-        hull = hulls(p, rings[rt], corners[rt])
+        rings_t = take_rows(rings, rt)
+        hull = hulls(p, rings_t, corners[rt])
         slow = self._speck[rt] | shapely.intersects(self.bodies[rt], points)
         req: list[IntArray] = []
         segs: list[FloatArray] = []
@@ -1293,10 +1294,10 @@ class RealmsContext:
         groups: list[IntArray] = []
         if len(tr.walls):
             lines, tree = wall_lines(tr.walls, tr.wall_xy)
-            r, w = meeting(tree, hull, (p, rings[rt], tr.wall_xy), corners[rt])
+            r, w = meeting(tree, hull, (p, rings_t, tr.wall_xy), corners[rt])
             if len(r):
                 solid, low, improved = wall_roles(tr, self._tall, self._elev, w, rt[r])
-                keep = tr.facing(w, p[r]) & ~tr.wall_limited[w]
+                keep = tr.facing(w, take_rows(p, r)) & ~tr.wall_limited[w]
                 keep &= self._band_meets_span_rows(w, rt[r], ra[r])
                 keep &= shapely.distance(lines[w], points[r]) > 1e-6
                 if not self.options.low_cover_near_attacker and low.any():
@@ -1311,7 +1312,7 @@ class RealmsContext:
                 weight = np.where(solid & (partly >= 0),
                                   np.minimum(partly, Realms.PARTIAL_WALL_MAX), weight)
                 req.append(r[keep])
-                segs.append(tr.wall_xy[w[keep]])
+                segs.append(take_rows(tr.wall_xy, w[keep]))
                 weights.append(weight[keep])
                 groups.append(np.full(int(keep.sum()), -1, dtype=np.intp))
         for number, (region, poly) in enumerate(zip(tr.regions, tr.region_polys, strict=True)):
@@ -1330,7 +1331,7 @@ class RealmsContext:
             # cast every shadow the others would.
             far &= front_sides(poly, rs, sides, p)
             req.append(rs[far])
-            segs.append(sides[far])
+            segs.append(np.compress(far, sides, axis=0))
             weights.append(np.full(int(far.sum()), hides_r))
             groups.append(np.full(int(far.sum()), number, dtype=np.intp))
         seg_req = np.concatenate(req) if req else np.empty(0, dtype=np.intp)
@@ -1341,7 +1342,8 @@ class RealmsContext:
         fast = ~slow
         live = fast[seg_req] & (seg_w > 0)
         if live.any():
-            seg_req, seg, seg_w, seg_g = seg_req[live], seg[live], seg_w[live], seg_g[live]
+            seg_req, seg_w, seg_g = seg_req[live], seg_w[live], seg_g[live]
+            seg = np.compress(live, seg, axis=0)
             levels = np.unique(seg_w)[::-1]
             # One request per cell of the target; each cell sees its request's segments.
             # A cell of a target of several hexes wholly behind one plain wall (or a run)
@@ -1354,21 +1356,24 @@ class RealmsContext:
             if len(plain):
                 ask = np.flatnonzero(cell_ok & (self._cell_count[rt][cell_req] > 1)
                                      & ~self._views_near_wall(view[cell_req]))
-                whole[ask] = kernel.sealed_blocks(p[cell_req[ask]][:, None, :],
-                                                  self._cells[cell_at[ask]], tr.wall_xy,
+                whole[ask] = kernel.sealed_blocks(take_rows(p, cell_req[ask])[:, None, :],
+                                                  take_rows(self._cells, cell_at[ask]),
+                                                  tr.wall_xy,
                                                   plain)
             cell_ok &= ~whole
             cr, cat = cell_req[cell_ok], cell_at[cell_ok]
             seg_order = np.argsort(seg_req, kind="stable")
-            seg_req, seg, seg_w, seg_g = (seg_req[seg_order], seg[seg_order],
+            seg_req, seg, seg_w, seg_g = (seg_req[seg_order], take_rows(seg, seg_order),
                                           seg_w[seg_order], seg_g[seg_order])
             sc = np.bincount(seg_req, minlength=n)
             s_start = np.cumsum(sc) - sc
             cell_seg_n = sc[cr]
             cell_of = np.repeat(np.arange(len(cr)), cell_seg_n)
             seg_of = np.repeat(s_start[cr], cell_seg_n) + kernel.within_runs(cell_seg_n)
-            hidden = hidden_areas(p[cr], self._cells[cat], cell_of, seg[seg_of, 0:2],
-                                  seg[seg_of, 2:4], seg_w[seg_of], levels, seg_g[seg_of])
+            cell_segs = take_rows(seg, seg_of)
+            hidden = hidden_areas(take_rows(p, cr), take_rows(self._cells, cat), cell_of,
+                                  cell_segs[:, 0:2], cell_segs[:, 2:4], seg_w[seg_of], levels,
+                                  seg_g[seg_of])
             step = levels - np.append(levels[1:], 0.0)
             # (Written out, level by level: `hidden @ step` would go to BLAS and its
             # threads, docs/geometry.md.)
