@@ -24,7 +24,7 @@ import itertools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,9 +40,12 @@ BoolArray = npt.NDArray[np.bool_]
 # indexing of whole rows measured 7-15x slower here (5 ms against 0.3 ms for 160k rows).
 
 
-def take_rows(array: FloatArray, idx: IntArray) -> FloatArray:
+_Item = TypeVar("_Item", bound=np.generic)
+
+
+def take_rows(array: npt.NDArray[_Item], idx: IntArray) -> npt.NDArray[_Item]:
     """array[idx] for whole rows, by np.take (see above)."""
-    out: FloatArray = np.take(array, idx, axis=0)
+    out: npt.NDArray[_Item] = np.take(array, idx, axis=0)
     return out
 
 
@@ -291,7 +294,7 @@ def _wall_grid(walls: FloatArray, which: IntArray | None = None,
         if fixed:
             _keep_by_id(walls, cell, found)
         return found
-    sub = walls if which is None else walls[which]
+    sub = walls if which is None else take_rows(walls, which)
     lo = np.minimum(sub[:, 0:2], sub[:, 2:4]).min(axis=0)
     hi = np.maximum(sub[:, 0:2], sub[:, 2:4]).max(axis=0)
     span = np.maximum(hi - lo, 1e-9)
@@ -459,17 +462,18 @@ def next_corners(rings: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return out
 
 
-def over_points(f: np.ufunc, pts: FloatArray) -> FloatArray:
+def over_points(f: np.ufunc, pts: npt.NDArray[_Item]) -> npt.NDArray[_Item]:
     """f reduced over axis 1 of (B, P, ...) by P - 1 whole-array calls: per block (or
-    ring), the least, largest or summed coordinates of its points. numpy's reduce over a
+    ring), the least, largest or summed coordinates of its points (of booleans, with
+    np.logical_and or np.logical_or: whether all or any hold). numpy's reduce over a
     short middle axis before a trailing axis of 2 is about five times slower (0.5 ms
     against 0.09 for 3,000 rings of 6 corners). For a few blocks numpy's reduce is the
     quicker (one call); the least and largest only, which no order of the points
     changes (a sum's rounding may)."""
     if pts.shape[0] * pts.shape[1] <= _REDUCE_MAX_POINTS and f is not np.add:
-        small: FloatArray = f.reduce(pts, axis=1)
+        small: npt.NDArray[_Item] = f.reduce(pts, axis=1)
         return small
-    out: FloatArray = functools.reduce(f, [pts[:, k] for k in range(pts.shape[1])])
+    out: npt.NDArray[_Item] = functools.reduce(f, [pts[:, k] for k in range(pts.shape[1])])
     return out
 
 
@@ -523,7 +527,7 @@ def _block_candidates(starts: FloatArray, ends: FloatArray, things: FloatArray,
         yield from _grid_candidates(hulls, things, which)
         return
     sizes = np.ones(len(starts), dtype=np.intp)
-    sub = things if which is None else things[which]
+    sub = things if which is None else take_rows(things, which)
     for bi, ti in _candidates(hulls.lo, hulls.hi, sizes, sub, hulls.axis, segments):
         yield bi, (ti if which is None else which[ti])
 
@@ -546,7 +550,7 @@ def _pruned(starts: FloatArray, ends: FloatArray, things: FloatArray,
         axis = None
     parts = []
     for li, ti in iter_group_candidates(starts, ends, group_start, things, axis):
-        hit = exact(starts[li], ends[li], things[ti])
+        hit = exact(take_rows(starts, li), take_rows(ends, li), take_rows(things, ti))
         parts.append((li[hit], ti[hit]))
     return _collect(parts)
 
@@ -678,9 +682,9 @@ def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:
     sub = np.take(walls, which, axis=0)
     vertical = (sub[:, 0] == sub[:, 2]) & (sub[:, 1] != sub[:, 3])
     horizontal = (sub[:, 1] == sub[:, 3]) & (sub[:, 0] != sub[:, 2])
-    parts = [sub[~vertical & ~horizontal]]
+    parts = [np.compress(~vertical & ~horizontal, sub, axis=0)]
     for mask, along, across in ((vertical, 1, 0), (horizontal, 0, 1)):
-        w = sub[mask]
+        w = np.compress(mask, sub, axis=0)
         at = w[:, across]
         lo = np.minimum(w[:, along], w[:, along + 2])
         hi = np.maximum(w[:, along], w[:, along + 2])
@@ -953,7 +957,8 @@ def blocks_cross_walls_any(
             continue
         else:
             candidates = ((blocks[bi], wi) for bi, wi in _block_candidates(
-                starts[blocks], ends[blocks], walls, True, _sub_hulls(hulls, blocks), which))
+                take_rows(starts, blocks), take_rows(ends, blocks), walls, True,
+                _sub_hulls(hulls, blocks), which))
         for bi, wi in candidates:
             if listed is None and any_alike is not None and alike is not None:
                 same = alike[wi]
@@ -1173,7 +1178,8 @@ def blocks_enter_boxes(starts: FloatArray, ends: FloatArray, boxes: FloatArray,
             return empty, empty.copy()
         if len(blocks) == b:
             blocks = None
-    sub_s, sub_e = (starts, ends) if blocks is None else (starts[blocks], ends[blocks])
+    sub_s, sub_e = ((starts, ends) if blocks is None
+                    else (take_rows(starts, blocks), take_rows(ends, blocks)))
     for bi, ti in _block_candidates(sub_s, sub_e, boxes, False):
         if blocks is not None:
             bi = blocks[bi]
