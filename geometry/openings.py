@@ -51,7 +51,7 @@ import shapely
 from geometry import kernel, rooms
 from geometry.caches import drop_oldest
 from geometry.columns import upper_pairs
-from geometry.kernel import BoolArray, FloatArray, IntArray
+from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import Direction, RegionKind
 from geometry.trace import SOLID_CODE, Tracer
 from geometry.vertical import band_meets, sheet, wall_crossing
@@ -357,10 +357,11 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     # Sealed by one plain wall, found by the kernel's grid walk over the corner lines.
     plain = np.flatnonzero(tracer.wall_plain)
     if len(plain) and not walked:
-        todo = todo[~kernel.sealed_blocks(a_ring[todo], b_ring[todo], tracer.wall_xy, plain)]
+        todo = todo[~kernel.sealed_blocks(take_rows(a_ring, todo), take_rows(b_ring, todo),
+                                          tracer.wall_xy, plain)]
         if len(todo) == 0:
             return fwd, back
-    ar, br = a_ring[todo], b_ring[todo]
+    ar, br = take_rows(a_ring, todo), take_rows(b_ring, todo)
     ext = (a_elev[todo], a_tall[todo], t_elev[todo], t_tall[todo])
     bi, wi = kernel.block_candidates(ar, br, blk.xy)
     # Walls whose band fills the sheet nowhere a line of their pair can cross them stop
@@ -442,7 +443,8 @@ def _band_fill(blk: Blockers, ar: FloatArray, br: FloatArray,
     if len(part) == 0:
         return whole, never
     item = bi[part]
-    s0, s1 = _crossing_fractions(ar[item], br[item], blk.xy[wi[part]])
+    s0, s1 = _crossing_fractions(take_rows(ar, item), take_rows(br, item),
+                                 take_rows(blk.xy, wi[part]))
     a_e, a_t, t_e, t_t = (e[item] for e in ext)
     b = np.where(np.isnan(bottom[part]), -np.inf, bottom[part])
     t = np.where(np.isnan(top[part]), np.inf, top[part])
@@ -505,25 +507,29 @@ def _ring_distances(ring: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatA
     px, py = ring[..., 0], ring[..., 1]  # (R, V)
     ax, ay, bx, by = (w[:, k, None] for k in range(4))
     # Greatest: between a corner and a wall end (the distance is convex in both points).
-    far = np.maximum(np.hypot(px - ax, py - ay), np.hypot(px - bx, py - by)).max(axis=1)
+    # (Short axes reduced column by column, `kernel.over_points`: numpy's reduce over them
+    # costs several times as much.)
+    far = kernel.over_points(np.maximum, np.maximum(np.hypot(px - ax, py - ay),
+                                                    np.hypot(px - bx, py - by)))
     # Least: zero where the wall meets the ring (an end inside it, or a side crossed);
     # else from a corner to the wall, or from a wall end to a side.
     qx, qy = kernel.next_corners(px), kernel.next_corners(py)
     dist = kernel.point_segment_distance
-    near = np.minimum(dist(px, py, ax, ay, bx, by),
-                      np.minimum(dist(ax, ay, px, py, qx, qy),
-                                 dist(bx, by, px, py, qx, qy))).min(axis=1)
+    near = kernel.over_points(np.minimum, np.minimum(
+        dist(px, py, ax, ay, bx, by),
+        np.minimum(dist(ax, ay, px, py, qx, qy), dist(bx, by, px, py, qx, qy))))
     side_a = (qx - px) * (ay - py) - (qy - py) * (ax - px)
     side_b = (qx - px) * (by - py) - (qy - py) * (bx - px)
     # (A ring of one point has sides of no length, on which every point lies: the
     # distances above are then exact.)
-    inside = ((side_a >= 0).all(axis=1) | (side_a <= 0).all(axis=1)
-              | (side_b >= 0).all(axis=1) | (side_b <= 0).all(axis=1)) & ~_degenerate(ring)
+    every = functools.partial(kernel.over_points, np.logical_and)
+    inside = (every(side_a >= 0) | every(side_a <= 0) | every(side_b >= 0)
+              | every(side_b <= 0)) & ~_degenerate(ring)
     wall_p = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
     wall_q = (bx - ax) * (qy - ay) - (by - ay) * (qx - ax)
     crosses = (((side_a <= 0) & (side_b >= 0)) | ((side_a >= 0) & (side_b <= 0))) & (
         ((wall_p <= 0) & (wall_q >= 0)) | ((wall_p >= 0) & (wall_q <= 0)))
-    meets = inside | crosses.any(axis=1)
+    meets = inside | kernel.over_points(np.logical_or, crosses)
     return np.where(meets, 0.0, near), far
 
 
@@ -562,7 +568,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     # pair's rows starts a new number).
     run = kernel.run_starts(bi[1:] != bi[:-1])
     items, bi = bi[run], np.cumsum(run) - 1
-    ar, br = ar[items], br[items]
+    ar, br = take_rows(ar, items), take_rows(br, items)
     pts = np.concatenate([ar, br], axis=1)  # (N, V + W, 2)
     v_n, w_n = ar.shape[1], br.shape[1]
     # Coordinates as separate x and y planes: the same products as (rel x d) with 2-vectors,
@@ -593,9 +599,9 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     side1, side2 = h_left[:, lines], h_right_all[:, lines]
     h_right = h_right_all & ~h_left
     rows = len(bi)
-    cross1 = (hits & side1[bi]).any(axis=1)
-    cross2 = (hits & side2[bi]).any(axis=1)
-    w = xy[wi]
+    cross1 = (hits & take_rows(side1, bi)).any(axis=1)
+    cross2 = (hits & take_rows(side2, bi)).any(axis=1)
+    w = take_rows(xy, wi)
     if ar.shape[1] == br.shape[1]:
         # Both rings in one call (its costs are mostly fixed).
         touch = _touches(np.concatenate([ar, br]), np.concatenate([bi, bi + len(ar)]),
@@ -796,7 +802,7 @@ def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
     k = np.flatnonzero(near)
     if len(k):
         seg = np.stack([w[k, 0:2], w[k, 2:4]], axis=1)
-        out[k] = _overlap(rings[bi[k]], seg)
+        out[k] = _overlap(take_rows(rings, bi[k]), seg)
     return out
 
 
@@ -867,15 +873,16 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
     back_b = np.zeros(br.shape[:2], dtype=bool)
     if lean is not None and lean[items].any():
         slim = items[lean[items]]
-        back_a[slim] = _back_sides(ar[slim], br[slim])
-        back_b[slim] = _back_sides(br[slim], ar[slim])
+        ar_s, br_s = take_rows(ar, slim), take_rows(br, slim)
+        back_a[slim] = _back_sides(ar_s, br_s)
+        back_b[slim] = _back_sides(br_s, ar_s)
     parts_i: list[IntArray] = []
     parts_p: list[FloatArray] = []
     for ring, back in ((ar, back_a), (br, back_b)):
         # A corner between two back sides (the side before it and the side after it).
-        keep = ~(back & np.roll(back, 1, axis=1))[items]
-        parts_i.append(np.repeat(items, ring.shape[1])[keep.reshape(-1)])
-        parts_p.append(ring[items].reshape(-1, 2)[keep.reshape(-1)])
+        keep = take_rows(~(back & np.roll(back, 1, axis=1)), items).reshape(-1)
+        parts_i.append(np.repeat(items, ring.shape[1])[keep])
+        parts_p.append(np.compress(keep, take_rows(ring, items).reshape(-1, 2), axis=0))
     both = np.concatenate([ar, br], axis=1)
     box_lo = kernel.over_points(np.minimum, both)
     box_hi = kernel.over_points(np.maximum, both)
@@ -884,16 +891,17 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
     normal = np.column_stack([-axis[:, 1], axis[:, 0]])
     proj = np.einsum("nvk,nk->nv", both, normal)
     p_lo, p_hi = proj.min(axis=1), proj.max(axis=1)
-    w = xy[wi]
-    nb = normal[bi]
+    w = take_rows(xy, wi)
+    nb = take_rows(normal, bi)
+    lo_b, hi_b = take_rows(box_lo, bi), take_rows(box_hi, bi)
     for end in (w[:, 0:2], w[:, 2:4]):
         at = end[:, 0] * nb[:, 0] + end[:, 1] * nb[:, 1]
-        inside = (((end >= box_lo[bi]) & (end <= box_hi[bi])).all(axis=1)
-                  & (at >= p_lo[bi]) & (at <= p_hi[bi]))
+        within = (end >= lo_b) & (end <= hi_b)
+        inside = (within[:, 0] & within[:, 1] & (at >= p_lo[bi]) & (at <= p_hi[bi]))
         parts_i.append(bi[inside])
-        parts_p.append(end[inside])
+        parts_p.append(np.compress(inside, end, axis=0))
     for ring, back in ((ar, back_a), (br, back_b)):
-        v = ring[bi]  # (R, V, 2)
+        v = take_rows(ring, bi)  # (R, V, 2)
         nxt = kernel.next_corners(v)
         a0, a1 = w[:, None, 0:2], w[:, None, 2:4]
         d1, d2 = a1 - a0, nxt - v
@@ -902,7 +910,7 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
         with np.errstate(divide="ignore", invalid="ignore"):
             s = (diff[..., 0] * d2[..., 1] - diff[..., 1] * d2[..., 0]) / den
             u = (diff[..., 0] * d1[..., 1] - diff[..., 1] * d1[..., 0]) / den
-        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1) & ~back[bi]
+        ok = (den != 0) & (s >= 0) & (s <= 1) & (u >= 0) & (u <= 1) & ~take_rows(back, bi)
         r, k = np.nonzero(ok)
         if len(r):
             parts_i.append(bi[r])
@@ -911,10 +919,10 @@ def _events(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray,
     pts = np.concatenate(parts_p)
     # Each point once per item (walls meeting end to end share their ends).
     order = np.lexsort((pts[:, 1], pts[:, 0], item))
-    item, pts = item[order], pts[order]
+    item, pts = item[order], take_rows(pts, order)
     new = np.ones(len(item), dtype=bool)
-    new[1:] = (item[1:] != item[:-1]) | (pts[1:] != pts[:-1]).any(axis=1)
-    return item[new], pts[new]
+    new[1:] = (item[1:] != item[:-1]) | (pts[1:, 0] != pts[:-1, 0]) | (pts[1:, 1] != pts[:-1, 1])
+    return item[new], np.compress(new, pts, axis=0)
 
 
 def _clip(p0: FloatArray, d: FloatArray, normal: FloatArray,
@@ -1040,11 +1048,12 @@ class _Clipper:
     def clip(self, p0: FloatArray, d: FloatArray, li: IntArray) -> tuple[FloatArray, FloatArray]:
         """Lines p0 + t d clipped to rings li: the interval of t inside each."""
         if self.boxes is not None:
-            return _clip_boxes(p0, d, self.boxes[li])
+            return _clip_boxes(p0, d, take_rows(self.boxes, li))
         assert self.normal is not None and self.offset is not None
         if self.normal.ndim == 2:
-            return _clip_shared(p0, d, self.normal, self.offset[:, li])
-        return _clip(p0, d, self.normal[li], self.offset[li])
+            # (np.take along axis 1: the same columns as [:, li] at a third of the cost.)
+            return _clip_shared(p0, d, self.normal, np.take(self.offset, li, axis=1))
+        return _clip(p0, d, take_rows(self.normal, li), take_rows(self.offset, li))
 
 
 def _sides(ring: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -1122,11 +1131,12 @@ def _candidate_lines(ar: FloatArray, br: FloatArray, ev_item: IntArray, ev_pt: F
         j -= j * (j - 1) // 2 > k  # (the square root a hair off either way)
         j += (j + 1) * j // 2 <= k
         i = k - j * (j - 1) // 2
-        p, q = ev_pt[first[it] + i], ev_pt[first[it] + j]
+        p, q = take_rows(ev_pt, first[it] + i), take_rows(ev_pt, first[it] + j)
         d = q - p
         norm = np.hypot(d[:, 0], d[:, 1])
         ok = norm > 4 * EPSILON_PX
-        p, q, it, d, norm = p[ok], q[ok], it[ok], d[ok], norm[ok]
+        p, q, d = (np.compress(ok, x, axis=0) for x in (p, q, d))
+        it, norm = it[ok], norm[ok]
         nrm = np.column_stack([-d[:, 1], d[:, 0]]) / norm[:, None] * EPSILON_PX
         turn = np.ones(len(it), dtype=bool) if shifts_only is None else ~shifts_only[it]
     # Point to point: the one line between them.
@@ -1195,11 +1205,11 @@ def _varies(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: Int
     out: BoolArray = banded & ~whole
     one_way = np.flatnonzero(blk.direction[wi] != 0)
     if len(one_way):
-        w = blk.xy[wi[one_way]]
+        w = take_rows(blk.xy, wi[one_way])
         dx, dy = w[:, 2] - w[:, 0], w[:, 3] - w[:, 1]
         crossed = np.zeros(len(one_way), dtype=bool)
         for ring in (ar, br):
-            corners = ring[bi[one_way]]  # (R, V, 2)
+            corners = take_rows(ring, bi[one_way])  # (R, V, 2)
             side = (dx[:, None] * (corners[..., 1] - w[:, 1, None])
                     - dy[:, None] * (corners[..., 0] - w[:, 0, None]))
             crossed |= ~((side > 0).all(axis=1) | (side < 0).all(axis=1))
@@ -1312,8 +1322,8 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
     # points miss one ring or the other).
     hit = np.flatnonzero(a_lo <= a_hi)
     if len(hit) < len(li):
-        li, p0, d, a_lo, a_hi, single = (li[hit], p0[hit], d[hit], a_lo[hit], a_hi[hit],
-                                         single[hit])
+        li, a_lo, a_hi, single = li[hit], a_lo[hit], a_hi[hit], single[hit]
+        p0, d = take_rows(p0, hit), take_rows(d, hit)
     b_lo, b_hi = rings[1].clip(p0, d, li)
     # A point target (only ever with a point origin): the line ends on it.
     pb = point_b[li]
@@ -1327,14 +1337,15 @@ def _try(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, FloatArra
         return
     ta = np.where(fwd, a_hi, a_lo)[use]
     tb = np.where(fwd, b_lo, b_hi)[use]
-    li, p0, d = li[use], p0[use], d[use]
+    li = li[use]
+    p0, d = np.compress(use, p0, axis=0), np.compress(use, d, axis=0)
     starts = p0 + ta[:, None] * d
     ends = p0 + tb[:, None] * d
     if lead is not None and lead.any():
         # The leaders stop every line they cross, both ways: a plain crossing test.
         stopped = _crossed(blk.xy, bi[lead], wi[lead], li, starts, ends, len(free_f))
         left = np.flatnonzero(~stopped)
-        li, starts, ends = li[left], starts[left], ends[left]
+        li, starts, ends = li[left], take_rows(starts, left), take_rows(ends, left)
     blocked_f, blocked_b = _blocked(blk, ext, bi, wi, li, starts, ends, len(free_f))
     free_f[li[~blocked_f]] = True
     free_b[li[~blocked_b]] = True
@@ -1356,7 +1367,8 @@ def _crossed(xy: FloatArray, bi: IntArray, wi: IntArray, li: IntArray, starts: F
     (bi ascending, wi) crosses it, by the crossing convention."""
     line, row = _expand(bi, li, n_items)
     out = np.zeros(len(li), dtype=bool)
-    hit = kernel.cross_paired(starts[line], ends[line], xy[wi[row]])
+    hit = kernel.cross_paired(take_rows(starts, line), take_rows(ends, line),
+                              take_rows(xy, wi[row]))
     out[line[hit]] = True
     return out
 
@@ -1388,24 +1400,26 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
         line, row = _expand(bi, li[k0:k1], n_items)
         line += k0
         w = wi[row]
-        s, e = starts[line], ends[line]
-        wxy = blk.xy[w]
-        hit = kernel.cross_paired(s, e, wxy)
-        line, w, s, e, wxy, row = line[hit], w[hit], s[hit], e[hit], wxy[hit], row[hit]
+        s, e = take_rows(starts, line), take_rows(ends, line)
+        wxy = take_rows(blk.xy, w)
+        hit = np.flatnonzero(kernel.cross_paired(s, e, wxy))
+        line, w, row = line[hit], w[hit], row[hit]
+        s, e, wxy = take_rows(s, hit), take_rows(e, hit), take_rows(wxy, hit)
         stops = blk.stops[w]
         for k in (0, 1):
             blocked[k][line[stops]] = True
         rest = np.flatnonzero(~stops)
         if len(rest) == 0:
             continue
-        wr, wxr = w[rest], wxy[rest]
-        frac = wall_crossing(s[rest], e[rest], wxr)
+        wr, wxr = w[rest], take_rows(wxy, rest)
+        s_r, e_r = take_rows(s, rest), take_rows(e, rest)
+        frac = wall_crossing(s_r, e_r, wxr)
         it = bi[row[rest]]
         lo, hi = sheet(frac, ext[0][it], ext[1][it], ext[2][it], ext[3][it])
         _, whole = band_meets(blk.bottom[wr], blk.top[wr], lo, hi)
         lim = blk.limited[wr]
         one_way = blk.direction[wr] != Direction.BOTH
-        for k, origin in ((0, s[rest]), (1, e[rest])):
+        for k, origin in ((0, s_r), (1, e_r)):
             facing = np.ones(len(rest), dtype=bool)
             if one_way.any():
                 side = kernel.foundry_side(wxr[one_way], origin[one_way])
@@ -1441,7 +1455,7 @@ class Spaces:
         own."""
         count = self.count[which]
         at = np.repeat(self.first[which], count) + kernel.within_runs(count)
-        return Spaces(self.rings[at], np.cumsum(count) - count, count)
+        return Spaces(take_rows(self.rings, at), np.cumsum(count) - count, count)
 
 
 def spaces_of(tracer: Tracer, inset_px: float) -> Spaces:
@@ -1636,7 +1650,8 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
     # (Pairs of one ring each, as on a square grid, are their own groups: asked without,
     # their answers are kept for the next snapshots.)
-    fwd, bwd = line_of_effect_both(tracer, spaces.rings[ra], spaces.rings[rt], a_elev,
+    fwd, bwd = line_of_effect_both(tracer, take_rows(spaces.rings, ra),
+                                   take_rows(spaces.rings, rt), a_elev,
                                    a_tall, tracer.elev[tt], tracer.tall[tt], walked,
                                    group=pair if (per != 1).any() else None)
     seen_f = np.zeros(len(ua), dtype=bool)
