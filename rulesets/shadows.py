@@ -664,7 +664,7 @@ def hidden_areas(p: FloatArray, body: FloatArray, seg_req: IntArray, a: FloatArr
     first_level = np.where(spans & ~pieces,
                            np.searchsorted(-levels, -weight, side="left")[sg], n_levels)
     nearest = np.full(m, np.inf)
-    # Which segment is the nearest (ties: either; they coincide along the ray).
+    # Which segment is the nearest (ties: the last; they coincide along the ray).
     who = np.full(m, -1, dtype=np.intp)
     area = np.zeros(m)
     for level in range(n_levels):
