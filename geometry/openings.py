@@ -1404,15 +1404,16 @@ def _blocked(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Float
         wxy = take_rows(blk.xy, w)
         hit = np.flatnonzero(kernel.cross_paired(s, e, wxy))
         line, w, row = line[hit], w[hit], row[hit]
-        s, e, wxy = take_rows(s, hit), take_rows(e, hit), take_rows(wxy, hit)
         stops = blk.stops[w]
         for k in (0, 1):
             blocked[k][line[stops]] = True
         rest = np.flatnonzero(~stops)
         if len(rest) == 0:
             continue
-        wr, wxr = w[rest], take_rows(wxy, rest)
-        s_r, e_r = take_rows(s, rest), take_rows(e, rest)
+        # (The points and walls of the crossings that stop not alone, gathered once.)
+        crossing = hit[rest]
+        wr, wxr = w[rest], take_rows(wxy, crossing)
+        s_r, e_r = take_rows(s, crossing), take_rows(e, crossing)
         frac = wall_crossing(s_r, e_r, wxr)
         it = bi[row[rest]]
         lo, hi = sheet(frac, ext[0][it], ext[1][it], ext[2][it], ext[3][it])

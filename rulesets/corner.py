@@ -1162,10 +1162,10 @@ class CornerEngine:
         (the union of the Shapely shadows and region parts), for all of them at once."""
         tr = self.tracer
         n = len(a)
+        sel = np.flatnonzero(wanted)
         # (Only the wanted requests' squares are read.)
         targets = np.empty(n, dtype=object)
-        w = np.flatnonzero(wanted)
-        targets[w] = shapely.box(boxes[w, 0], boxes[w, 1], boxes[w, 2], boxes[w, 3])
+        targets[sel] = shapely.box(boxes[sel, 0], boxes[sel, 1], boxes[sel, 2], boxes[sel, 3])
         on = wanted[seg_req]
         s = seg[on]
         all_req = [seg_req[on]]
@@ -1184,7 +1184,6 @@ class CornerEngine:
             shadows = repaired(shadows)
             hits = shapely.intersects(shadows, targets[req])
             req, key, shadows = req[hits], key[hits], shadows[hits]
-        sel = np.flatnonzero(wanted)
         if regions:
             # Each region's part on each wanted square, after the shadows.
             uniq, back = np.unique(boxes[sel], axis=0, return_inverse=True)

@@ -1358,8 +1358,7 @@ class RealmsContext:
                                      & ~self._views_near_wall(view[cell_req]))
                 whole[ask] = kernel.sealed_blocks(take_rows(p, cell_req[ask])[:, None, :],
                                                   take_rows(self._cells, cell_at[ask]),
-                                                  tr.wall_xy,
-                                                  plain)
+                                                  tr.wall_xy, plain)
             cell_ok &= ~whole
             cr, cat = cell_req[cell_ok], cell_at[cell_ok]
             seg_order = np.argsort(seg_req, kind="stable")
