@@ -50,7 +50,6 @@ import shapely
 
 from geometry import kernel, rooms
 from geometry.caches import drop_oldest
-from geometry.columns import upper_pairs
 from geometry.kernel import BoolArray, FloatArray, IntArray, take_rows
 from geometry.model import Direction, RegionKind
 from geometry.trace import SOLID_CODE, Tracer
@@ -574,11 +573,15 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     # Coordinates as separate x and y planes: the same products as (rel x d) with 2-vectors,
     # on contiguous arrays (a trailing axis of 2 makes every step a strided one).
     px, py = pts[..., 0].copy(), pts[..., 1].copy()  # (N, K)
-    # Hull sides: lines through two corners (any two) with every corner on one side.
-    ii, jj = upper_pairs(pts.shape[1])
-    hx, hy = px[:, ii], py[:, ii]  # (N, H)
-    hdx, hdy = px[:, jj] - hx, py[:, jj] - hy
-    hreal = np.hypot(hdx, hdy) > 0
+    # Hull sides: lines through two corners with every corner on one side. Of two convex
+    # rings, only a side of either ring or a line from a corner of one to a corner of the
+    # other can be one (a line through two corners of one ring that are not neighbours
+    # has corners of that ring on both sides, or on it: then it is the line of a side):
+    # those are tested, the corner lines first (`_hull_lines`).
+    ii, jj = _hull_lines(v_n, w_n)
+    hx, hy = np.take(px, ii, axis=1), np.take(py, ii, axis=1)  # (N, H)
+    hdx, hdy = np.take(px, jj, axis=1) - hx, np.take(py, jj, axis=1) - hy
+    hreal = (hdx != 0) | (hdy != 0)
     if hdx.size * px.shape[1] <= _HULL_SIDES_AT_ONCE:
         ho = (hdx[..., None] * (py[:, None, :] - hy[..., None])
               - hdy[..., None] * (px[:, None, :] - hx[..., None]))  # (N, H, K)
@@ -592,24 +595,33 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
             side = hdx * (py[:, k, None] - hy) - hdy * (px[:, k, None] - hx)
             h_left &= side >= 0
             h_right_all &= side <= 0
-    # The corner lines (a's p to b's q, as block lines number them) are the lines through
-    # corners p and V + q: whether every corner lies on their left (or on them), or
-    # every corner on their right.
-    lines = _corner_lines_of(v_n, w_n)
-    side1, side2 = h_left[:, lines], h_right_all[:, lines]
+    # The corner lines (a's p to b's q, as block lines number them) are the first V x W
+    # lines: whether every corner lies on their left (or on them), or every corner on
+    # their right.
+    side1, side2 = h_left[:, :v_n * w_n], h_right_all[:, :v_n * w_n]
     h_right = h_right_all & ~h_left
     rows = len(bi)
     cross1 = (hits & take_rows(side1, bi)).any(axis=1)
     cross2 = (hits & take_rows(side2, bi)).any(axis=1)
+    # Only the rows of pairs with rows crossing both hull sides can make a chain: the
+    # others' walls are not tested against the rings.
+    reaches = np.zeros((2, len(ar)), dtype=bool)
+    reaches[0, bi[cross1]] = True
+    reaches[1, bi[cross2]] = True
+    may = np.flatnonzero((reaches[0] & reaches[1])[bi])
+    if len(may) == 0:
+        return out
     w = take_rows(xy, wi)
+    wm, bm = take_rows(w, may), bi[may]
+    clear = np.zeros(rows, dtype=bool)
     if ar.shape[1] == br.shape[1]:
         # Both rings in one call (its costs are mostly fixed).
-        touch = _touches(np.concatenate([ar, br]), np.concatenate([bi, bi + len(ar)]),
-                         np.concatenate([w, w]))
-        clear = ~(touch[:rows] | touch[rows:])
+        touch = _touches(np.concatenate([ar, br]), np.concatenate([bm, bm + len(ar)]),
+                         np.concatenate([wm, wm]))
+        clear[may] = ~(touch[:len(may)] | touch[len(may):])
     else:
-        clear = ~_touches(ar, bi, w) & ~_touches(br, bi, w)
-    reaches = np.zeros((2, len(ar)), dtype=bool)
+        clear[may] = ~_touches(ar, bm, wm) & ~_touches(br, bm, wm)
+    reaches[:] = False
     reaches[0, bi[clear & cross1]] = True
     reaches[1, bi[clear & cross2]] = True
     useful = clear & (reaches[0] & reaches[1])[bi]
@@ -777,17 +789,26 @@ def _in_hulls(px: FloatArray, py: FloatArray,
 _IN_HULLS_DIRECT = 65536
 
 
-@functools.lru_cache(maxsize=16)
-def _corner_lines_of(v_n: int, w_n: int) -> IntArray:
-    """For rings of v_n and w_n corners side by side (a's first): the place, among
-    `upper_pairs(v_n + w_n)`, of the pair (p, v_n + q) for each corner line p * w_n + q
-    (read-only, kept per shape)."""
-    ii, jj = upper_pairs(v_n + w_n)
-    place = np.full((v_n + w_n, v_n + w_n), -1, dtype=np.intp)
-    place[ii, jj] = np.arange(len(ii))
-    out: IntArray = place[:v_n, v_n:].reshape(-1)
-    out.setflags(write=False)
-    return out
+@functools.lru_cache(maxsize=64)
+def _hull_lines(v_n: int, w_n: int) -> tuple[IntArray, IntArray]:
+    """For rings of v_n and w_n corners side by side (a's first), the lines `_chains`
+    tests as hull sides, as (i, j) corner positions: every corner line (p, v_n + q), in
+    the block lines' order (p * w_n + q), then each ring's sides (corner to next, the last
+    to the first). Read-only, kept per shape."""
+    p, q = np.divmod(np.arange(v_n * w_n), w_n)
+    ii, jj = [p], [v_n + q]
+    for start, count in ((0, v_n), (v_n, w_n)):
+        if count > 1:
+            k = np.arange(count)
+            nxt = (k + 1) % count
+            # (A ring of two corners has one side, not two.)
+            keep = k < nxt if count == 2 else np.ones(count, dtype=bool)
+            ii.append(start + np.minimum(k, nxt)[keep])
+            jj.append(start + np.maximum(k, nxt)[keep])
+    out_i, out_j = np.concatenate(ii).astype(np.intp), np.concatenate(jj).astype(np.intp)
+    out_i.setflags(write=False)
+    out_j.setflags(write=False)
+    return out_i, out_j
 
 
 def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from geometry import kernel, openings
+from geometry.kernel import IntArray
 from geometry.model import (
     CreatureGeom,
     Direction,
@@ -913,6 +914,52 @@ def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
         answers = []
         for cap in (0, 1 << 40):
             monkeypatch.setattr(openings, "_HULL_SIDES_AT_ONCE", cap)
+            answers.append(chains(*args))  # type: ignore[arg-type]
+        assert np.array_equal(answers[0], answers[1])
+        proved += int(answers[0].sum())
+    assert proved > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chains_test_only_lines_that_can_be_hull_sides(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_chains` tests as hull sides only the corner lines and each ring's own sides:
+    the same proofs as testing the line through every two corners (square and hex
+    rings), on the calls a scene's line of effect makes."""
+    from bench.hexscenes import on_hex
+    from bench.scenes import generate
+    from geometry.columns import upper_pairs
+
+    def every_line(v_n: int, w_n: int) -> tuple[IntArray, IntArray]:
+        # The corner lines first, as `_chains` reads them, then every other two corners.
+        p, q = np.divmod(np.arange(v_n * w_n), w_n)
+        ii, jj = upper_pairs(v_n + w_n)
+        other = ~((ii < v_n) & (jj >= v_n))
+        return (np.concatenate([p, ii[other]]).astype(np.intp),
+                np.concatenate([v_n + q, jj[other]]).astype(np.intp))
+
+    calls: list[tuple[object, ...]] = []
+    chains = openings._chains
+
+    def recorded(*args: object) -> object:
+        calls.append(args)
+        return chains(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openings, "_chains", recorded)
+    base = generate(30, 300, seed).geom
+    for geom in (base, on_hex(base, GridKind.HEXEVENQ, seed)):
+        tr = Tracer(geom)
+        n = len(geom.creatures)
+        a, t = np.nonzero(~np.eye(n, dtype=bool))
+        a, t = a.astype(np.intp), t.astype(np.intp)
+        spaces = openings.spaces_of(tr, INSET_PX)
+        openings.pairs_line_of_effect(tr, spaces, a, t)
+    assert calls
+    proved = 0
+    for args in calls:
+        answers = [chains(*args)]  # type: ignore[arg-type]
+        with monkeypatch.context() as m:
+            m.setattr(openings, "_hull_lines", every_line)
             answers.append(chains(*args))  # type: ignore[arg-type]
         assert np.array_equal(answers[0], answers[1])
         proved += int(answers[0].sum())
