@@ -30,6 +30,9 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    line found free is free (it is tested exactly); what the search could miss is an
    opening narrower than EPSILON_PX.
 
+For two creatures of several hexes, step 2 can also be asked once for the two whole
+creatures, on their hull rings (`walled_apart`), before their pairs of hexes are.
+
 In three dimensions a banded wall counts, on each line tried, where its band fills the sheet
 of sight at the line's crossing (geometry.vertical), one-way walls from the side the line
 starts on, and limited walls from the second one crossed, as the rulesets read them. Before
@@ -40,7 +43,7 @@ pair's lines can cross its wall (`_band_fill`): filling the sheet there everywhe
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -75,6 +78,8 @@ class Blockers:
     direction: npt.NDArray[np.int8]
     bottom: FloatArray
     top: FloatArray
+    #: The segment is a border of blocking terrain.
+    border: BoolArray
     #: Line of effect of pairs of spaces asked before (`line_of_effect_both`): per pair's
     #: key (`_pair_keys`), its answers both ways.
     known: dict[bytes, tuple[bool, bool]] = field(default_factory=dict, compare=False)
@@ -150,7 +155,9 @@ def blockers(tracer: Tracer) -> Blockers:
         direction=np.concatenate([np.zeros(n_runs, dtype=np.int8), tracer.wall_dir[other],
                                   np.zeros(n_border, dtype=np.int8)]),
         bottom=np.concatenate([nan[:n_runs], tracer.wall_bottom[other], nan[n_runs:]]),
-        top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]))
+        top=np.concatenate([nan[:n_runs], tracer.wall_top[other], nan[n_runs:]]),
+        border=np.concatenate([np.zeros(n_runs + n_other, dtype=bool),
+                               np.ones(n_border, dtype=bool)]))
     if len(_BLOCKERS) >= _BLOCKERS_KEPT:
         drop_oldest(_BLOCKERS)
     _BLOCKERS[id(tracer.wall_xy)] = (tracer.wall_xy, tuple(tracer.regions), out)
@@ -1590,13 +1597,7 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         return None
     if len(a) == 0:
         return np.zeros(0, dtype=bool)
-    n = len(rings)
-    keys, back = np.unique(np.minimum(a, t) * n + np.maximum(a, t), return_inverse=True)
-    a, t = keys // n, keys % n
-    # Either way round: the ring with more corners first, so that pairs of two sizes make
-    # one group, not two.
-    flip = corners[a] < corners[t]
-    a, t = np.where(flip, t, a), np.where(flip, a, t)
+    a, t, back = _unordered(corners, a, t)
     # Pairs in two rooms of the plain walls are walled off (geometry.rooms): sealed, with
     # no wall to find; the kernel walks the others.
     if rooms.rooms(tracer, len(a) >= rooms.BUILD_PAIRS) is None:
@@ -1609,23 +1610,8 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     if len(a) == 0:
         every: BoolArray = sealed[back.reshape(-1)]
         return every
-    width = int(corners.max()) + 1
-    if len(a) <= SEAL_ONE_CALL:
-        # Few pairs (a move's): one call, padded to their largest rings, costs less than
-        # one call per group.
-        kind = np.full(len(a), corners[a].max() * width + corners[t].max())
-    else:
-        kind = corners[a] * width + corners[t]
-        # Groups of few pairs (a footprint or two of each size) are merged into one call,
-        # padded to their largest rings, for the same reason.
-        _, inverse = np.unique(kind, return_inverse=True)
-        counts = np.bincount(inverse.reshape(-1))
-        small = (counts <= SEAL_GROUP_MERGE)[inverse.reshape(-1)]
-        if np.count_nonzero(counts <= SEAL_GROUP_MERGE) > 1:
-            kind[small] = corners[a[small]].max() * width + corners[t[small]].max()
-    for k in np.unique(kind).tolist():
-        rows = np.flatnonzero(kind == k)
-        ra, rt = rings[a[rows], :k // width], rings[t[rows], :k % width]
+    for rows, va, vt in _by_ring_sizes(corners, a, t, SEAL_ONE_CALL):
+        ra, rt = rings[a[rows], :va], rings[t[rows], :vt]
         got = kernel.sealed_blocks(ra, rt, tracer.wall_xy, plain)
         # Spaces that overlap or touch see each other (a rider on its mount); only rings
         # whose boxes meet can.
@@ -1681,4 +1667,82 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     seen_f[pair[fwd]] = True
     seen_b[pair[bwd]] = True
     out = np.where(a == ua[back], seen_f[back], seen_b[back])
+    return out
+
+
+def _unordered(corners: IntArray, a: IntArray, t: IntArray
+               ) -> tuple[IntArray, IntArray, IntArray]:
+    """Pairs of creatures (a[k], t[k]) each once, either way round (what separates two
+    rings separates them both ways), the one whose ring has more corners first (so that
+    pairs of two sizes make one group, not two): the distinct pairs, and where each given
+    pair is among them."""
+    n = len(corners)
+    keys, back = np.unique(np.minimum(a, t) * n + np.maximum(a, t), return_inverse=True)
+    ua, ut = keys // n, keys % n
+    flip = corners[ua] < corners[ut]
+    return np.where(flip, ut, ua), np.where(flip, ua, ut), back.reshape(-1)
+
+
+def _by_ring_sizes(corners: IntArray, a: IntArray, t: IntArray,
+                   one_call: int) -> Iterator[tuple[IntArray, int, int]]:
+    """The pairs (a[k], t[k]) in groups of one call each, as (rows, corners of a's rings,
+    of t's): by their rings' numbers of corners (a hex creature's are 6 to a dozen), so
+    that the many pairs of common sizes are not padded to the largest creature's. Up to
+    `one_call` pairs (a move's) go in one call, padded to their largest rings: each call
+    has fixed costs. Past it, the groups of few pairs (a footprint or two of each size)
+    are merged into one call, padded, for the same reason."""
+    width = int(corners.max()) + 1
+    if len(a) <= one_call:
+        kind = np.full(len(a), corners[a].max() * width + corners[t].max())
+    else:
+        kind = corners[a] * width + corners[t]
+        _, inverse = np.unique(kind, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1))
+        small = (counts <= SEAL_GROUP_MERGE)[inverse.reshape(-1)]
+        if np.count_nonzero(counts <= SEAL_GROUP_MERGE) > 1:
+            kind[small] = corners[a[small]].max() * width + corners[t[small]].max()
+    for k in np.unique(kind).tolist():
+        yield np.flatnonzero(kind == k), k // width, k % width
+
+
+#: Pairs up to which `walled_apart` tests all of them in one call, their rings padded to
+#: the largest (the chains' cost grows with the cube of the corners: a dressed hex
+#: table's 1,300 pairs in one call cost twice what they cost by sizes).
+WALLED_ONE_CALL = 64
+
+
+def walled_apart(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
+                 t: IntArray) -> BoolArray:
+    """Per pair (a[k], t[k]) of creatures: whether walls that each stop every line of the
+    pair they cross (solid, both ways, not limited, with no height band or one filling
+    the sheet of sight wherever a line of the pair crosses it) separate their convex
+    rings (rings (n, V, 2), creature c's first corners[c] corners: `hull_rings`) wholly,
+    alone or as a chain meeting inside the two rings' hull (a room's corner, a wall
+    ending on another: `_sealed`, step 2 above). Every line from one ring to the other,
+    and so from anything inside one to anything inside the other, is then stopped.
+
+    This is the exact test's proof for two creatures at once, where the exact test makes
+    it for each pair of their hexes: two creatures of three hexes walled apart are proved
+    so once, not nine times, before any of their lines is traced. Walls only: blocking
+    terrain's borders are left out (a line grazing a corner of the terrain from outside
+    does not enter it, where a border's segment would be taken to stop it). Each
+    unordered pair is tested once."""
+    out = np.zeros(len(a), dtype=bool)
+    blk = blockers(tracer)
+    if len(a) == 0 or blk.border.all():
+        return out
+    a, t, back = _unordered(corners, a, t)
+    got = np.zeros(len(a), dtype=bool)
+    for rows, va, vt in _by_ring_sizes(corners, a, t, WALLED_ONE_CALL):
+        ia, it = a[rows], t[rows]
+        ar, br = rings[ia, :va], rings[it, :vt]
+        ext = (tracer.elev[ia], tracer.tall[ia], tracer.elev[it], tracer.tall[it])
+        bi, wi = kernel.block_candidates(ar, br, blk.xy)
+        whole, never = _band_fill(blk, ar, br, ext, bi, wi)
+        keep = ~never & ~blk.border[wi]
+        bi, wi, whole = bi[keep], wi[keep], whole[keep]
+        if len(bi):
+            # (Rings that overlap or touch see each other: a rider on its mount.)
+            got[rows] = _sealed(blk, ar, br, bi, wi, whole)[0] & ~_overlap(ar, br)
+    out = got[back]
     return out

@@ -632,6 +632,16 @@ class _Context:
         if known is not None and seen is not None:
             open_any[known] = seen[known]
             ask &= ~known
+        if self.hex is not None and ask.any():
+            # Creatures of several hexes walled apart, by walls that no single plain wall
+            # of the sealing walk is (a room's corner, banded walls): proved so once per
+            # pair, not per pair of hexes, and none of their lines traced.
+            apart = self._walled_apart(a, t, ask)
+            if apart.any():
+                sealed = apart if sealed is None else sealed | apart
+                ask &= ~apart
+                open_any &= ~apart
+                self._remember_open(a[apart], t[apart], np.zeros(int(apart.sum()), dtype=bool))
         shut = np.flatnonzero(ask)
         if shut.size:
             # (Padding samples, hex footprints of fewer corners, repeat a real line:
@@ -713,6 +723,19 @@ class _Context:
     def _remember_open(self, a: IntArray, t: IntArray, value: BoolArray) -> None:
         """Note the pairs' line of effect for later snapshots of these walls."""
         self._seen.remember(a, t, value.tolist())
+
+    def _walled_apart(self, a: IntArray, t: IntArray, ask: BoolArray) -> BoolArray:
+        """Per pair (a[k], t[k]): whether it is asked (`ask`), one of the two creatures has
+        several hexes, and walls separate the two creatures' `seal_rings` wholly
+        (geometry.openings.walled_apart): every line between their spaces is stopped, so
+        no line of effect. (A pair of one hex each is left to the exact test, whose proof
+        for its one pair of hexes is the same.)"""
+        out = np.zeros(len(a), dtype=bool)
+        count = self.loe_spaces.count
+        rows = np.flatnonzero(ask & ((count[a] > 1) | (count[t] > 1)))
+        if rows.size:
+            out[rows] = openings.walled_apart(self.tracer, *self.seal_rings, a[rows], t[rows])
+        return out
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per pair: whether one plain wall, or a run of them end to end, separates the two

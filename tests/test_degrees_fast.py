@@ -275,11 +275,20 @@ def test_fast_equals_reference_on_hex_rooms(name: str, kind: GridKind) -> None:
     assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
 
 
-def test_the_hex_scenes_reach_the_interesting_cases() -> None:
+def test_the_hex_scenes_reach_the_interesting_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     """The hex comparisons hold the cases the hex fast path computes differently: tokens of
     several hexes (footprints of many corners) and Tiny ones, every layout, flanking across
-    opposite hex sides, no line of effect, every degree, riders, Take Cover."""
+    opposite hex sides, no line of effect, every degree, riders, Take Cover, and pairs of
+    creatures proved walled apart whole (`openings.walled_apart`) before their lines."""
     seen: Counter[str] = Counter()
+    walled_apart = openings.walled_apart
+
+    def counted(*args: Any) -> Any:
+        out = walled_apart(*args)
+        seen["walled apart"] += int(out.sum())
+        return out
+
+    monkeypatch.setattr(openings, "walled_apart", counted)
     for kind in HEX_KINDS:
         for seed in HEX_SEEDS:
             geom = hex_dressed(seed, kind)
@@ -299,7 +308,7 @@ def test_the_hex_scenes_reach_the_interesting_cases() -> None:
                     seen["reach " + name] += (ann.mode is AttackMode.REACH
                                               and Flag.IN_REACH in ann.flags)
     for key in ("multi-hex", "tiny", "riders", "take cover", "banded walls", "angled walls",
-                "flanking degrees", "flanking pf2", "mounted pf2", "reach degrees",
+                "walled apart", "flanking degrees", "flanking pf2", "mounted pf2", "reach degrees",
                 *(k.name for k in HEX_KINDS), *(d.value for d in (
                     Degree.NONE, Degree.LESSER, Degree.STANDARD, Degree.GREATER,
                     Degree.TOTAL))):

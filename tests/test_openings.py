@@ -21,6 +21,8 @@ from geometry.model import (
     Direction,
     Grid,
     GridKind,
+    RegionGeom,
+    RegionKind,
     SceneGeom,
     Size,
     WallCover,
@@ -252,6 +254,72 @@ def test_big_hex_creatures_answer_as_the_pairs_of_their_hexes(
         np.full(n, tr.elev[1]), np.full(n, tr.tall[1]))
     got = openings.pairs_line_of_effect(tr, sp, np.array([0, 1]), np.array([1, 0]))
     assert got.tolist() == [bool(f.any()), bool(b.any())]
+
+
+def _big_hexes(walls: Sequence[tuple[float, float, float, float] | WallGeom],
+               regions: tuple[RegionGeom, ...] = ()) -> tuple[Tracer, bool, bool, bool]:
+    """Two creatures of three hexes (at x 0 and 1,000 px) among these walls: whether
+    `walled_apart` (on their hulls) and the sealing walk (one plain wall or run) find
+    them walled apart, and whether either has a line of effect to the other."""
+    ws = tuple(w if isinstance(w, WallGeom) else _wall(k, w) for k, w in enumerate(walls))
+    cs = tuple(CreatureGeom(f"c{k}", x, 0.0, 2, 2, Size.LARGE, 5.0, 10.0, 0.0, 1, False)
+               for k, x in enumerate([0.0, 1000.0]))
+    tr = Tracer(SceneGeom(HEX, ws, cs, regions, (), False))
+    sp = openings.spaces_of(tr, INSET_PX)
+    assert sp.count.min() == 3
+    rings, corners = openings.hull_rings(sp)
+    a, t = np.array([0, 1]), np.array([1, 0])
+    apart = openings.walled_apart(tr, rings, corners, a, t)
+    assert apart[0] == apart[1]
+    walked = openings.sealed_pairs(tr, rings, corners, a, t)
+    loe = openings.pairs_line_of_effect(tr, sp, a, t)
+    return tr, bool(apart[0]), walked is not None and bool(walked[0]), bool(loe.any())
+
+
+def test_creatures_walled_apart_by_a_corner_of_two_walls() -> None:
+    """Two walls meeting at a corner between two big hex creatures (a bent wall, a
+    room's corner): neither alone separates them (the sealing walk finds nothing), the
+    two together do (`walled_apart`); with a gap at the corner, or with one of the two
+    walls low, limited or one-way, they do not. Blocking terrain is never taken as
+    walling apart (its borders are left to the exact test)."""
+    bent = [(500.0, -600.0, 500.0, 100.0), (500.0, 100.0, 450.0, 800.0)]
+    _, apart, walked, loe = _big_hexes(bent)
+    assert apart and not walked and not loe
+    _, apart, _, loe = _big_hexes([bent[0], (500.0, 101.0, 450.0, 800.0)])
+    assert not apart
+    for wall in (_wall(1, bent[1], cover=WallCover.LOW), _wall(1, bent[1], limited=True),
+                 _wall(1, bent[1], direction=Direction.LEFT), _wall(1, bent[1], top=2.0)):
+        _, apart, _, _ = _big_hexes([bent[0], wall])
+        assert not apart
+    rock = RegionGeom("rock", RegionKind.BLOCKING,
+                      ((450.0, -600.0), (550.0, -600.0), (550.0, 800.0), (450.0, 800.0)))
+    _, apart, _, loe = _big_hexes([(0.0, 1500.0, 100.0, 1500.0)], (rock,))
+    assert not apart and not loe
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(2, 8), st.integers(-4, 6), st.integers(2, 8),
+                          st.integers(-4, 6), st.sampled_from([None, 2.0, 30.0]),
+                          st.booleans()), min_size=1, max_size=6),
+       st.integers(0, 40), st.integers(0, 40))
+def test_creatures_walled_apart_have_no_line_of_effect(
+        spec: list[tuple[int, int, int, int, float | None, bool]], ea: int, eb: int) -> None:
+    """Whatever the walls (angled, meeting or not, some banded, some limited) and the
+    two creatures' heights: creatures `walled_apart` finds walled apart have no line of
+    effect either way, as the exact test finds it hex by hex."""
+    walls = [_wall(k, (x0 * 100.0 + 3, y0 * 100.0 + 7, x1 * 100.0 + 3, y1 * 100.0 + 7),
+                   top=top, limited=lim)
+             for k, (x0, y0, x1, y1, top, lim) in enumerate(spec)]
+    ws = tuple(walls)
+    cs = tuple(CreatureGeom(f"c{k}", x, 0.0, 2, 2, Size.LARGE, 5.0, 10.0, float(e), 1,
+                            False)
+               for k, (x, e) in enumerate([(0.0, ea), (1000.0, eb)]))
+    tr = Tracer(SceneGeom(HEX, ws, cs, (), (), False))
+    sp = openings.spaces_of(tr, INSET_PX)
+    a, t = np.array([0, 1]), np.array([1, 0])
+    apart = openings.walled_apart(tr, *openings.hull_rings(sp), a, t)
+    if apart.any():
+        assert not openings.pairs_line_of_effect(tr, sp, a, t).any()
 
 
 @pytest.mark.parametrize("chunk", [1 << 14, 1])
@@ -884,12 +952,10 @@ def test_walls_too_tangled_for_chains_leave_them_to_the_search(
     openings._NEAR_WALLS.clear()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
-        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`_chains` tests the corners against the lines through two corners all at once for
-    a few pairs, a corner at a time for many: the same proofs (square and hex rings), on
-    the calls a scene's line of effect makes."""
+def _chains_calls(seed: int, monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """The calls of `_chains` that line of effect between every two creatures of a scene
+    makes, and `walled_apart` between every two (square and hex rings, and the hulls of
+    creatures of several hexes)."""
     from bench.hexscenes import on_hex
     from bench.scenes import generate
 
@@ -900,21 +966,32 @@ def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
         calls.append(args)
         return chains(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(openings, "_chains", recorded)
-    base = generate(30, 300, seed).geom
-    for geom in (base, on_hex(base, GridKind.HEXEVENQ, seed)):
-        tr = Tracer(geom)
-        n = len(geom.creatures)
-        a, t = np.nonzero(~np.eye(n, dtype=bool))
-        openings.pairs_line_of_effect(tr, openings.spaces_of(tr, INSET_PX),
-                                      a.astype(np.intp), t.astype(np.intp))
+    with monkeypatch.context() as m:
+        m.setattr(openings, "_chains", recorded)
+        base = generate(30, 300, seed).geom
+        for geom in (base, on_hex(base, GridKind.HEXEVENQ, seed)):
+            tr = Tracer(geom)
+            n = len(geom.creatures)
+            a, t = np.nonzero(~np.eye(n, dtype=bool))
+            a, t = a.astype(np.intp), t.astype(np.intp)
+            spaces = openings.spaces_of(tr, INSET_PX)
+            openings.pairs_line_of_effect(tr, spaces, a, t)
+            openings.walled_apart(tr, *openings.hull_rings(spaces), a, t)
     assert calls
+    return calls
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_chains` tests the corners against the hull side lines all at once for a few
+    pairs, a corner at a time for many: the same proofs, on a scene's calls."""
     proved = 0
-    for args in calls:
+    for args in _chains_calls(seed, monkeypatch):
         answers = []
         for cap in (0, 1 << 40):
             monkeypatch.setattr(openings, "_HULL_SIDES_AT_ONCE", cap)
-            answers.append(chains(*args))  # type: ignore[arg-type]
+            answers.append(openings._chains(*args))  # type: ignore[arg-type]
         assert np.array_equal(answers[0], answers[1])
         proved += int(answers[0].sum())
     assert proved > 0
@@ -924,10 +1001,7 @@ def test_chains_hull_sides_at_once_or_a_corner_at_a_time_agree(
 def test_chains_test_only_lines_that_can_be_hull_sides(
         seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`_chains` tests as hull sides only the corner lines and each ring's own sides:
-    the same proofs as testing the line through every two corners (square and hex
-    rings), on the calls a scene's line of effect makes."""
-    from bench.hexscenes import on_hex
-    from bench.scenes import generate
+    the same proofs as testing the line through every two corners, on a scene's calls."""
     from geometry.columns import upper_pairs
 
     def every_line(v_n: int, w_n: int) -> tuple[IntArray, IntArray]:
@@ -938,29 +1012,12 @@ def test_chains_test_only_lines_that_can_be_hull_sides(
         return (np.concatenate([p, ii[other]]).astype(np.intp),
                 np.concatenate([v_n + q, jj[other]]).astype(np.intp))
 
-    calls: list[tuple[object, ...]] = []
-    chains = openings._chains
-
-    def recorded(*args: object) -> object:
-        calls.append(args)
-        return chains(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(openings, "_chains", recorded)
-    base = generate(30, 300, seed).geom
-    for geom in (base, on_hex(base, GridKind.HEXEVENQ, seed)):
-        tr = Tracer(geom)
-        n = len(geom.creatures)
-        a, t = np.nonzero(~np.eye(n, dtype=bool))
-        a, t = a.astype(np.intp), t.astype(np.intp)
-        spaces = openings.spaces_of(tr, INSET_PX)
-        openings.pairs_line_of_effect(tr, spaces, a, t)
-    assert calls
     proved = 0
-    for args in calls:
-        answers = [chains(*args)]  # type: ignore[arg-type]
+    for args in _chains_calls(seed, monkeypatch):
+        answers = [openings._chains(*args)]  # type: ignore[arg-type]
         with monkeypatch.context() as m:
             m.setattr(openings, "_hull_lines", every_line)
-            answers.append(chains(*args))  # type: ignore[arg-type]
+            answers.append(openings._chains(*args))  # type: ignore[arg-type]
         assert np.array_equal(answers[0], answers[1])
         proved += int(answers[0].sum())
     assert proved > 0
