@@ -633,9 +633,9 @@ class _Context:
             open_any[known] = seen[known]
             ask &= ~known
         if self.hex is not None and ask.any():
-            # Creatures of several hexes walled apart, by walls that no single plain wall
-            # of the sealing walk is (a room's corner, banded walls): proved so once per
-            # pair, not per pair of hexes, and none of their lines traced.
+            # Creatures of several hexes walled apart by what the sealing walk does not
+            # look for (a room's corner, a banded wall filling the sheet): proved so once
+            # per pair of creatures, not per pair of hexes, and none of their lines traced.
             apart = self._walled_apart(a, t, ask)
             if apart.any():
                 sealed = apart if sealed is None else sealed | apart

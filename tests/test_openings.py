@@ -5,6 +5,7 @@ missed and that the quick proofs (sealed, chains) never contradict the exact sea
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -286,7 +287,7 @@ def test_creatures_walled_apart_by_a_corner_of_two_walls() -> None:
     _, apart, walked, loe = _big_hexes(bent)
     assert apart and not walked and not loe
     _, apart, _, loe = _big_hexes([bent[0], (500.0, 101.0, 450.0, 800.0)])
-    assert not apart
+    assert not apart and loe  # (through the gap at the corner)
     for wall in (_wall(1, bent[1], cover=WallCover.LOW), _wall(1, bent[1], limited=True),
                  _wall(1, bent[1], direction=Direction.LEFT), _wall(1, bent[1], top=2.0)):
         _, apart, _, _ = _big_hexes([bent[0], wall])
@@ -297,29 +298,48 @@ def test_creatures_walled_apart_by_a_corner_of_two_walls() -> None:
     assert not apart and not loe
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(2, 8), st.integers(-4, 6), st.integers(2, 8),
-                          st.integers(-4, 6), st.sampled_from([None, 2.0, 30.0]),
-                          st.booleans()), min_size=1, max_size=6),
-       st.integers(0, 40), st.integers(0, 40))
+_POINT = st.tuples(st.integers(2, 8), st.integers(-4, 9))
+
+
+@settings(max_examples=80, deadline=None)
+# (A fence 45 ft high near a creature flying at 40 ft: the sheet rises above it near the
+# flyer, so it stops no line; read from the other creature's end it would fill it.)
+@example((3, [], 3, 45.0, False), [], [40, 0, 0])
+@given(st.tuples(st.integers(3, 7), st.lists(_POINT, max_size=2), st.integers(3, 7),
+                 st.sampled_from([None, 2.0, 30.0, 45.0]), st.booleans()),
+       st.lists(st.tuples(st.lists(_POINT, min_size=2, max_size=4),
+                          st.sampled_from([None, 2.0, 30.0, 45.0]), st.booleans()),
+                max_size=3),
+       st.lists(st.integers(0, 40), min_size=3, max_size=3))
 def test_creatures_walled_apart_have_no_line_of_effect(
-        spec: list[tuple[int, int, int, int, float | None, bool]], ea: int, eb: int) -> None:
-    """Whatever the walls (angled, meeting or not, some banded, some limited) and the
-    two creatures' heights: creatures `walled_apart` finds walled apart have no line of
-    effect either way, as the exact test finds it hex by hex."""
+        fence: tuple[int, list[tuple[int, int]], int, float | None, bool],
+        spec: list[tuple[list[tuple[int, int]], float | None, bool]],
+        elevations: list[int]) -> None:
+    """Whatever the walls (a bent fence from above the creatures to below them, walls
+    meeting end to end as chains do, and others; some banded, some limited) and the
+    creatures' sizes (three hexes, seven, one) and heights: two creatures `walled_apart`
+    finds walled apart have no line of effect either way, as the exact test finds it hex
+    by hex. Every pair of the three is asked at once, so pairs of different sizes go
+    through one call padded to the largest, each with its own creatures' heights."""
+    top_x, bends, bottom_x, fence_top, fence_limited = fence
+    spec = [([(top_x, -6), *bends, (bottom_x, 10)], fence_top, fence_limited), *spec]
     walls = [_wall(k, (x0 * 100.0 + 3, y0 * 100.0 + 7, x1 * 100.0 + 3, y1 * 100.0 + 7),
                    top=top, limited=lim)
-             for k, (x0, y0, x1, y1, top, lim) in enumerate(spec)]
-    ws = tuple(walls)
-    cs = tuple(CreatureGeom(f"c{k}", x, 0.0, 2, 2, Size.LARGE, 5.0, 10.0, float(e), 1,
-                            False)
-               for k, (x, e) in enumerate([(0.0, ea), (1000.0, eb)]))
-    tr = Tracer(SceneGeom(HEX, ws, cs, (), (), False))
+             for k, (points, top, lim) in enumerate(spec)
+             for (x0, y0), (x1, y1) in itertools.pairwise(points)
+             if (x0, y0) != (x1, y1)]
+    walls = [replace(w, id=f"w{k}") for k, w in enumerate(walls)]
+    cs = tuple(CreatureGeom(f"c{k}", x, y, size, size, Size.LARGE, 5.0, 5.0 * size + 5,
+                            float(e), 1, False)
+               for k, ((x, y, size), e) in enumerate(zip(
+                   [(0.0, 0.0, 2), (1000.0, 0.0, 3), (500.0, 1100.0, 1)], elevations,
+                   strict=True)))
+    tr = Tracer(SceneGeom(HEX, tuple(walls), cs, (), (), False))
     sp = openings.spaces_of(tr, INSET_PX)
-    a, t = np.array([0, 1]), np.array([1, 0])
+    a, t = (x.astype(np.intp) for x in np.nonzero(~np.eye(3, dtype=bool)))
     apart = openings.walled_apart(tr, *openings.hull_rings(sp), a, t)
     if apart.any():
-        assert not openings.pairs_line_of_effect(tr, sp, a, t).any()
+        assert not openings.pairs_line_of_effect(tr, sp, a[apart], t[apart]).any()
 
 
 @pytest.mark.parametrize("chunk", [1 << 14, 1])
