@@ -638,9 +638,9 @@ class _Context:
             # per pair of creatures, not per pair of hexes, and none of their lines traced.
             apart = self._walled_apart(a, t, ask)
             if apart.any():
+                # (They are asked pairs: their centre line is stopped, open_any False.)
                 sealed = apart if sealed is None else sealed | apart
                 ask &= ~apart
-                open_any &= ~apart
                 self._remember_open(a[apart], t[apart], np.zeros(int(apart.sum()), dtype=bool))
         shut = np.flatnonzero(ask)
         if shut.size:
