@@ -408,8 +408,8 @@ def test_clipping_by_the_axes_is_clipping_by_the_sides(
 def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
         layout: int, lines: list[tuple[float, float, float, float]]) -> None:
     """A hex grid's hexes, each a hair inside, share their sides' directions: the search
-    clips its lines to them by those shared sides (`_clip_shared`), as by each hex's own
-    (`_clip`)."""
+    clips its lines to them by those shared sides (`_clip_shared`, `_clip_slabs`), as by
+    each hex's own (`_clip`)."""
     kind = [GridKind.HEXODDR, GridKind.HEXEVENR, GridKind.HEXODDQ, GridKind.HEXEVENQ][layout]
     cs = tuple(CreatureGeom(f"c{k}", x, y, w, w, Size.HUGE if w == 3 else Size.MEDIUM, 5.0,
                             6.0, 0.0, 1, False)
@@ -432,6 +432,17 @@ def test_hexes_clipped_by_their_shared_sides_as_by_their_own(
     assert np.allclose(lo[inside], slo[inside], rtol=0, atol=1e-6)
     assert np.allclose(hi[inside], shi[inside], rtol=0, atol=1e-6)
     assert not (slo <= shi - 1e-6)[lo > hi].any()
+    # A hexagon's sides come in opposite pairs: clipped a strip at a time
+    # (`_clip_slabs`), the very same intervals, lines along a side included (through
+    # two corners of it, or moved off it a hair either way).
+    assert openings._in_slabs(shared[0])
+    side = rings[li, 1] - rings[li, 0]
+    p0 = np.concatenate([p0, rings[li, 0], rings[li, 0] + 1e-9, rings[li, 0] - 1e-9])
+    d = np.concatenate([d, side, side, side])
+    li = np.concatenate([li, li, li, li])
+    both = [clip(p0, d, shared[0], shared[1][li].T)
+            for clip in (openings._clip_shared, openings._clip_slabs)]
+    assert np.array_equal(both[0][0], both[1][0]) and np.array_equal(both[0][1], both[1][1])
 
 
 @settings(max_examples=200, deadline=None)
