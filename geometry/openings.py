@@ -81,8 +81,9 @@ class Blockers:
     #: The segment is a border of blocking terrain.
     border: BoolArray
     #: Line of effect of pairs of spaces asked before (`line_of_effect_both`): per pair's
-    #: key (`_pair_keys`), its answers both ways.
-    known: dict[bytes, tuple[bool, bool]] = field(default_factory=dict, compare=False)
+    #: key (`_pair_keys`), its answers both ways, and whether a 'none' is unproved.
+    known: dict[bytes, tuple[bool, bool, bool]] = field(default_factory=dict,
+                                                        compare=False)
     #: Whether one plain wall seals two rings from each other, per pair of rings asked
     #: before (`sealed_known`).
     sealed: dict[bytes, bool] = field(default_factory=dict, compare=False)
@@ -260,7 +261,7 @@ def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                         a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
                         t_tall: FloatArray, walked: bool = False,
-                        group: IntArray | None = None,
+                        group: IntArray | None = None, unsure: BoolArray | None = None,
                         ) -> tuple[BoolArray, BoolArray]:
     """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
     two apart: the same lines are tried and read from either end). With `walked`, the
@@ -276,20 +277,28 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     two rings and heights: the line of effect of two spaces depends on nothing else. A
     pair asked again (a token back on a square it stood on; a pair recomputed because
     someone else moved beside it) is read back, not searched again: its search has fixed
-    costs of about a millisecond a call."""
+    costs of about a millisecond a call.
+
+    `unsure`, if given (per pair): marked for the pairs with no free line found one way or
+    the other whose search does not prove there is none (near a wall whose stop varies
+    within a cell of the search, or past its budget: `_search`); a free line found is
+    always free, and any other 'none' is proved."""
     n = len(a_ring)
     if n == 0 or group is not None:
         return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
-                                    walked, group)
+                                    walked, group, unsure)
 
-    def search(at: IntArray) -> list[tuple[bool, bool]]:
+    def search(at: IntArray) -> list[tuple[bool, bool, bool]]:
+        doubt = np.zeros(len(at), dtype=bool)
         f, b = _line_of_effect_both(tracer, a_ring[at], b_ring[at], a_elev[at], a_tall[at],
-                                    t_elev[at], t_tall[at], walked)
-        return list(zip(f.tolist(), b.tolist(), strict=True))
+                                    t_elev[at], t_tall[at], walked, unsure=doubt)
+        return list(zip(f.tolist(), b.tolist(), doubt.tolist(), strict=True))
 
     got = _read_back(blockers(tracer).known,
                      _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall), search)
-    both = np.array(got, dtype=bool).reshape(n, 2)
+    both = np.array(got, dtype=bool).reshape(n, 3)
+    if unsure is not None:
+        unsure |= both[:, 2]
     return both[:, 0].copy(), both[:, 1].copy()
 
 
@@ -334,9 +343,11 @@ def _pair_keys(a_ring: FloatArray, b_ring: FloatArray, a_elev: FloatArray, a_tal
 def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                          a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
                          t_tall: FloatArray, walked: bool = False,
-                         group: IntArray | None = None,
+                         group: IntArray | None = None, unsure: BoolArray | None = None,
                          ) -> tuple[BoolArray, BoolArray]:
-    """`line_of_effect_both`, every pair searched."""
+    """`line_of_effect_both`, every pair searched. `unsure`, if given (per pair): marked
+    for the pairs with no free line found whose search does not prove there is none
+    (`_search`)."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -349,7 +360,8 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
         t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
         # (Without the groups: a swapped pair's two ways are its group's other two.)
-        f, b = _line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
+        f, b = _line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked,
+                                    unsure=unsure)
         return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
     back = fwd.copy()
@@ -382,9 +394,12 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     bi, wi, whole = bi[keep], wi[keep], whole[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
+        unsure_todo = None if unsure is None else np.zeros(len(todo), dtype=bool)
         free_f, free_b = _search(blk, ar, br, ext, bi, wi, whole, rest,
                                  None if group is None else group[todo],
-                                 _leaders(bi, score[keep]))
+                                 _leaders(bi, score[keep]), unsure_todo)
+        if unsure is not None and unsure_todo is not None:
+            unsure[todo[unsure_todo]] = True
         fwd[todo[rest[free_f]]] = True
         back[todo[rest[free_b]]] = True
     return fwd, back
@@ -1299,12 +1314,16 @@ def _varies(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: Int
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
             wi: IntArray, whole: BoolArray, items: IntArray, group: IntArray | None = None,
-            lead: BoolArray | None = None) -> tuple[BoolArray, BoolArray]:
+            lead: BoolArray | None = None, unsure: BoolArray | None = None,
+            ) -> tuple[BoolArray, BoolArray]:
     """Per item in `items` (ascending): whether one of the lines tried
     (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
     from b's. `whole`: per row, `_band_fill`'s. `group`: per item, its group
     (`line_of_effect_both`); the items of a group with a free line each way are not
-    searched further. `lead`: the rows tried first (`_leaders`)."""
+    searched further. `lead`: the rows tried first (`_leaders`). `unsure`, if given (per
+    item, as ar): marked for the items whose 'no free line' the search does not prove:
+    those near a wall whose stop varies within a cell (`_varies`), and those past the
+    budget (`_within_budget`)."""
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
     if group is None:
@@ -1320,7 +1339,12 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     lean[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items, lean)
     # A pair past the budget is not searched: no line of it is found free.
+    kept_items = items
     items, ev_item, ev_pt = _within_budget(point_a, bi, items, ev_item, ev_pt)
+    if unsure is not None:
+        unsure[kept_items[~lean[kept_items]]] = True
+        if len(items) < len(kept_items):
+            unsure[np.setdiff1d(kept_items, items)] = True
     if len(items) == 0:
         return free_f[asked], free_b[asked]
     shifts_only = _apart(ar, br) & lean
@@ -1685,9 +1709,20 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
     attacker's vertical extent (an area's origin). Each unordered pair is looked at once,
     both ways. `walked`: as `line_of_effect_both`'s, for every ring pair."""
+    return pairs_line_of_effect_proved(tracer, spaces, a, t, origin, walked)[0]
+
+
+def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
+                                origin: tuple[float, float] | None = None,
+                                walked: bool = False) -> tuple[BoolArray, BoolArray]:
+    """`pairs_line_of_effect`, and per pair whether its answer is proved: a line of
+    effect found always is; 'none' is, unless a wall whose stop varies within a cell of
+    the search (a height band filling the sheet at some crossings only; a one-way wall
+    through a space) or the search's budget left a doubt (`line_of_effect_both`'s
+    `unsure`). Where the answer is proved, no sample line of a ruleset can be free."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
-        return out
+        return out, np.ones(0, dtype=bool)
     n = len(tracer.creatures)
     if origin is None:
         lo, hi = np.minimum(a, t), np.maximum(a, t)
@@ -1709,16 +1744,20 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
     # (Pairs of one ring each, as on a square grid, are their own groups: asked without,
     # their answers are kept for the next snapshots.)
+    unsure = np.zeros(len(pair), dtype=bool)
     fwd, bwd = line_of_effect_both(tracer, take_rows(spaces.rings, ra),
                                    take_rows(spaces.rings, rt), a_elev,
                                    a_tall, tracer.elev[tt], tracer.tall[tt], walked,
-                                   group=pair if (per != 1).any() else None)
+                                   group=pair if (per != 1).any() else None, unsure=unsure)
     seen_f = np.zeros(len(ua), dtype=bool)
     seen_b = np.zeros(len(ua), dtype=bool)
     seen_f[pair[fwd]] = True
     seen_b[pair[bwd]] = True
+    doubt = np.zeros(len(ua), dtype=bool)
+    doubt[pair[unsure]] = True
     out = np.where(a == ua[back], seen_f[back], seen_b[back])
-    return out
+    proved: BoolArray = out | ~doubt[back]
+    return out, proved
 
 
 def _unordered(corners: IntArray, a: IntArray, t: IntArray

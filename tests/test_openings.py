@@ -1170,3 +1170,78 @@ def test_sealed_rings_kept_are_read_back_as_found(seed: int) -> None:
                           want[big])
     assert walked == [len(big)]
     assert len(openings.blockers(tr).sealed) == 3
+
+
+def _proved(scene: SceneGeom, a: int = 0, t: int = 1) -> tuple[bool, bool]:
+    """`pairs_line_of_effect_proved` of the scene's pair (a, t): (found, proved)."""
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    found, proved = openings.pairs_line_of_effect_proved(tr, sp, np.array([a]),
+                                                         np.array([t]))
+    return bool(found[0]), bool(proved[0])
+
+
+def test_an_answer_is_proved_unless_a_wall_varies_within_a_cell_or_the_budget_ran_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A free line found is proved; so is 'none' behind plain walls, a band filling the
+    sheet wherever it is crossed, two limited walls, or two slits out of line (every
+    line through them tried). 'None' near a wall whose stop varies within a cell of the
+    search (here a band filling the sheet at some crossings only; a one-way wall whose
+    line runs through a space is another, `_varies`) is not, nor is 'none' for a pair
+    past the search's budget: those pairs keep their sample lines (rulesets.degrees)."""
+    assert _proved(_scene([], A_B)) == (True, True)
+    assert _proved(_scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)) == (
+        True, True)
+    assert _proved(_scene([(500, -1000, 500, 1000)], A_B)) == (False, True)
+    # Two slits out of line: the search tries every line through them.
+    offset = [(500, -1000, 500, 219), (500, 221, 500, 1000),
+              (700, -1000, 700, 279), (700, 281, 700, 1000)]
+    assert _proved(_scene(offset, A_B)) == (False, True)
+    limited = [_wall(0, (500, -1000, 500, 1000), limited=True),
+               _wall(1, (700, -1000, 700, 1000), limited=True)]
+    assert _proved(_scene(limited, A_B)) == (False, True)
+    tall = [_wall(0, (500, -1000, 500, 1000), top=20.0)]
+    assert _proved(_scene(tall, A_B)) == (False, True)
+    # Between a creature on the ground and one 20 ft up, a band up to 15 ft fills the
+    # sheet halfway along only in part: it varies within a cell.
+    flyer = (0, 100, 1), (1500, 100, 1)
+    halfway = _scene([_wall(0, (700, -1000, 700, 1000), top=15.0)], flyer)
+    halfway = replace(halfway, creatures=(halfway.creatures[0],
+                                          replace(halfway.creatures[1], elevation=20.0)))
+    assert _proved(halfway) == (False, False)
+    # The slit again, past the budget: nothing searched, nothing proved.
+    slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
+    monkeypatch.setattr(openings, "SEARCH_WORK_CAP", _search_work(slit) - 1)
+    assert _proved(slit) == (False, False)
+
+
+def test_a_pair_asked_again_reads_back_whether_its_answer_was_proved(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs of one ring each are kept with the walls' blockers once searched: asked
+    again (a token back where it stood), their answer and whether it was proved are read
+    back, the search not run. A pair in doubt stays in doubt: here a creature on the
+    ground and one 20 ft up, a band up to 15 ft between them (it fills the sheet at some
+    crossings only); beside them two creatures on the ground, whom it hides whole."""
+    both = _scene([_wall(0, (700, -1000, 700, 1000), top=15.0)],
+                  [(0, 100, 1), (1500, 100, 1), (0, 500, 1), (1500, 500, 1)])
+    both = replace(both, creatures=(both.creatures[0],
+                                    replace(both.creatures[1], elevation=20.0),
+                                    *both.creatures[2:]))
+    tr = Tracer(both)
+    sp = openings.spaces_of(tr, INSET_PX)
+    a, t = np.array([0, 2]), np.array([1, 3])
+    openings.forget_known()
+    first = openings.pairs_line_of_effect_proved(tr, sp, a, t)
+    assert [x.tolist() for x in first] == [[False, False], [False, True]]
+    assert len(openings.blockers(tr).known) == 2
+    searched: list[int] = []
+    original = openings._line_of_effect_both
+
+    def spy(*args: object, **kw: object) -> object:
+        searched.append(1)
+        return original(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openings, "_line_of_effect_both", spy)
+    again = openings.pairs_line_of_effect_proved(tr, sp, a, t)
+    assert not searched
+    assert [x.tolist() for x in again] == [[False, False], [False, True]]
