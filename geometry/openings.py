@@ -389,6 +389,12 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     if len(bi) == 0:
         fwd[todo] = back[todo] = True
         return fwd, back
+    if unsure is not None and blk.border.any():
+        # Blocking terrain's borders are walls here, and a line touching one is stopped;
+        # a line grazing a corner of the terrain from outside does not enter it, as the
+        # rulesets' sample lines are read (between two blocks of terrain meeting at a
+        # corner, say): a 'none' with terrain near is not proved.
+        unsure[todo[np.unique(bi[blk.border[wi]])]] = True
     sealed, score = _sealed(blk, ar, br, bi, wi, whole)
     keep = ~sealed[bi]
     bi, wi, whole = bi[keep], wi[keep], whole[keep]
@@ -1718,8 +1724,10 @@ def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: 
     """`pairs_line_of_effect`, and per pair whether its answer is proved: a line of
     effect found always is; 'none' is, unless a wall whose stop varies within a cell of
     the search (a height band filling the sheet at some crossings only; a one-way wall
-    through a space) or the search's budget left a doubt (`line_of_effect_both`'s
-    `unsure`). Where the answer is proved, no sample line of a ruleset can be free."""
+    through a space), blocking terrain near the pair (its borders are walls here, which a
+    line grazing a corner of the terrain from outside is not stopped by) or the search's
+    budget left a doubt (`line_of_effect_both`'s `unsure`). Where the answer is proved,
+    no sample line of a ruleset can be free."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
         return out, np.ones(0, dtype=bool)

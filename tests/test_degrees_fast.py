@@ -36,7 +36,7 @@ from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import hex as hexgrid
 from geometry import openings
-from geometry.model import GridKind, SceneGeom
+from geometry.model import GridKind, RegionGeom, RegionKind, SceneGeom
 from geometry.square import INSET_PX, centre, corners, inset
 from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, pair_rows
@@ -248,6 +248,32 @@ def test_pairs_of_one_ring_take_the_exact_test_first(
         assert len(sampled) > with_budget or kind is not GridKind.SQUARE
         assert_same(got, rules(name).reference(geom, options))
         monkeypatch.setattr(openings, "SEARCH_WORK_CAP", 1 << 23)
+
+
+def test_a_line_between_two_blocks_of_terrain_meeting_at_a_corner() -> None:
+    """Two blocks of blocking terrain meet at one corner point, and the only line from one
+    creature to the other that enters neither passes through that point: one of the
+    sample lines (the attacker's lower left corner to the target's upper right) does.
+    A line of effect, as the reference reads it. The exact test takes the terrain's
+    borders as walls, and a line touching one as stopped, so its 'none' is not proved
+    there: the pair's sample lines decide (it is asked first, as a pair of one square
+    each)."""
+    from tests.test_openings import A_B, _scene
+
+    i = INSET_PX
+    s, e = np.array([i, 300 - i]), np.array([1100 - i, 200 + i])
+    px, py = (s + (e - s) / 4).tolist()  # exactly on the line: a quarter of the way
+    assert (px, py) == (275 + 1 / 128, 275 - 1 / 128)
+    upper = RegionGeom("upper", RegionKind.BLOCKING,
+                       ((175.0, -1000.0), (px, -1000.0), (px, py), (175.0, py)))
+    lower = RegionGeom("lower", RegionKind.BLOCKING,
+                       ((px, py), (375.0, py), (375.0, 1000.0), (px, 1000.0)))
+    geom = replace(_scene([], A_B), regions=(upper, lower))
+    for name in OPTIONS:
+        options = OPTIONS[name]["default"]
+        ref = rules(name).reference(geom, options)
+        assert all(a.cover is not Degree.TOTAL for a in ref)
+        assert_same(rules(name).evaluate(geom, options), ref)
 
 
 @st.composite

@@ -1187,8 +1187,9 @@ def test_an_answer_is_proved_unless_a_wall_varies_within_a_cell_or_the_budget_ra
     sheet wherever it is crossed, two limited walls, or two slits out of line (every
     line through them tried). 'None' near a wall whose stop varies within a cell of the
     search (here a band filling the sheet at some crossings only; a one-way wall whose
-    line runs through a space is another, `_varies`) is not, nor is 'none' for a pair
-    past the search's budget: those pairs keep their sample lines (rulesets.degrees)."""
+    line runs through a space is another, `_varies`) is not, nor is 'none' with blocking
+    terrain near, or for a pair past the search's budget: those pairs keep their sample
+    lines (rulesets.degrees)."""
     assert _proved(_scene([], A_B)) == (True, True)
     assert _proved(_scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)) == (
         True, True)
@@ -1209,6 +1210,11 @@ def test_an_answer_is_proved_unless_a_wall_varies_within_a_cell_or_the_budget_ra
     halfway = replace(halfway, creatures=(halfway.creatures[0],
                                           replace(halfway.creatures[1], elevation=20.0)))
     assert _proved(halfway) == (False, False)
+    # Blocking terrain between them: its borders are walls to the search, which a line
+    # grazing a corner of it is not stopped by (rulesets read their lines so).
+    rock = RegionGeom("rock", RegionKind.BLOCKING,
+                      ((450.0, -1000.0), (550.0, -1000.0), (550.0, 1000.0), (450.0, 1000.0)))
+    assert _proved(replace(_scene([], A_B), regions=(rock,))) == (False, False)
     # The slit again, past the budget: nothing searched, nothing proved.
     slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
     monkeypatch.setattr(openings, "SEARCH_WORK_CAP", _search_work(slit) - 1)
