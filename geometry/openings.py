@@ -279,10 +279,13 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     someone else moved beside it) is read back, not searched again: its search has fixed
     costs of about a millisecond a call.
 
-    `unsure`, if given (per pair): marked for the pairs with no free line found one way or
-    the other whose search does not prove there is none (near a wall whose stop varies
-    within a cell of the search, or past its budget: `_search`); a free line found is
-    always free, and any other 'none' is proved."""
+    `unsure`, if given (per pair): marked for the pairs whose 'none' (no free line found
+    one way or the other) is not proved. Only walls that separate the two spaces wholly
+    (steps 1 and 2, blocking terrain aside) prove it: every line between the closed
+    spaces is stopped, from any of their points, corners included. The search's 'none'
+    does not: it tries lines a hair off its event points, and misses an opening narrower
+    than EPSILON_PX, or a line from a corner that lies on a wall (a wall does not stop a
+    line that starts on it). A free line found is always free."""
     n = len(a_ring)
     if n == 0 or group is not None:
         return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
@@ -346,8 +349,8 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                          group: IntArray | None = None, unsure: BoolArray | None = None,
                          ) -> tuple[BoolArray, BoolArray]:
     """`line_of_effect_both`, every pair searched. `unsure`, if given (per pair): marked
-    for the pairs with no free line found whose search does not prove there is none
-    (`_search`)."""
+    for the pairs whose 'none', if they have no free line, is not proved: those left to
+    the search (step 3), and those with blocking terrain near (below)."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -393,19 +396,20 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         # Blocking terrain's borders are walls here, and a line touching one is stopped;
         # a line grazing a corner of the terrain from outside does not enter it, as the
         # rulesets' sample lines are read (between two blocks of terrain meeting at a
-        # corner, say): a 'none' with terrain near is not proved.
+        # corner, say): a 'none' with terrain near is not proved, even by step 2 (chains
+        # through a corner of the terrain).
         unsure[todo[np.unique(bi[blk.border[wi]])]] = True
     sealed, score = _sealed(blk, ar, br, bi, wi, whole)
     keep = ~sealed[bi]
     bi, wi, whole = bi[keep], wi[keep], whole[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
-        unsure_todo = None if unsure is None else np.zeros(len(todo), dtype=bool)
+        if unsure is not None:
+            # The search's 'none' is not a proof (above).
+            unsure[todo[rest]] = True
         free_f, free_b = _search(blk, ar, br, ext, bi, wi, whole, rest,
                                  None if group is None else group[todo],
-                                 _leaders(bi, score[keep]), unsure_todo)
-        if unsure is not None and unsure_todo is not None:
-            unsure[todo[unsure_todo]] = True
+                                 _leaders(bi, score[keep]))
         fwd[todo[rest[free_f]]] = True
         back[todo[rest[free_b]]] = True
     return fwd, back
@@ -1320,16 +1324,12 @@ def _varies(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: Int
 def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
             ext: tuple[FloatArray, FloatArray, FloatArray, FloatArray], bi: IntArray,
             wi: IntArray, whole: BoolArray, items: IntArray, group: IntArray | None = None,
-            lead: BoolArray | None = None, unsure: BoolArray | None = None,
-            ) -> tuple[BoolArray, BoolArray]:
+            lead: BoolArray | None = None) -> tuple[BoolArray, BoolArray]:
     """Per item in `items` (ascending): whether one of the lines tried
     (`_candidate_lines`) runs free from its ring a to its ring b, read from a's end and
     from b's. `whole`: per row, `_band_fill`'s. `group`: per item, its group
     (`line_of_effect_both`); the items of a group with a free line each way are not
-    searched further. `lead`: the rows tried first (`_leaders`). `unsure`, if given (per
-    item, as ar): marked for the items whose 'no free line' the search does not prove:
-    those near a wall whose stop varies within a cell (`_varies`), and those past the
-    budget (`_within_budget`)."""
+    searched further. `lead`: the rows tried first (`_leaders`)."""
     free_f = np.zeros(len(ar), dtype=bool)
     free_b = np.zeros(len(ar), dtype=bool)
     if group is None:
@@ -1345,12 +1345,7 @@ def _search(blk: Blockers, ar: FloatArray, br: FloatArray,
     lean[bi[_varies(blk, ar, br, bi, wi, whole)]] = False
     ev_item, ev_pt = _events(ar, br, blk.xy, bi, wi, items, lean)
     # A pair past the budget is not searched: no line of it is found free.
-    kept_items = items
     items, ev_item, ev_pt = _within_budget(point_a, bi, items, ev_item, ev_pt)
-    if unsure is not None:
-        unsure[kept_items[~lean[kept_items]]] = True
-        if len(items) < len(kept_items):
-            unsure[np.setdiff1d(kept_items, items)] = True
     if len(items) == 0:
         return free_f[asked], free_b[asked]
     shifts_only = _apart(ar, br) & lean
@@ -1721,13 +1716,12 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
 def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
                                 origin: tuple[float, float] | None = None,
                                 walked: bool = False) -> tuple[BoolArray, BoolArray]:
-    """`pairs_line_of_effect`, and per pair whether its answer is proved: a line of
-    effect found always is; 'none' is, unless a wall whose stop varies within a cell of
-    the search (a height band filling the sheet at some crossings only; a one-way wall
-    through a space), blocking terrain near the pair (its borders are walls here, which a
-    line grazing a corner of the terrain from outside is not stopped by) or the search's
-    budget left a doubt (`line_of_effect_both`'s `unsure`). Where the answer is proved,
-    no sample line of a ruleset can be free."""
+    """`pairs_line_of_effect`, and per pair whether its answer is proved for every line
+    between the two closed spaces: a line of effect found always is; 'none' only when
+    walls separate every pair of their rings wholly (sealed, alone or as a chain: steps 1
+    and 2), with no blocking terrain near (`line_of_effect_both`'s `unsure`). A ruleset
+    whose sample points lie in the spaces (a square grid's: the spaces' corners and
+    centres) then has no free sample line either. The search's 'none' leaves a doubt."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
         return out, np.ones(0, dtype=bool)

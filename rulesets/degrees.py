@@ -102,10 +102,9 @@ NONE, LESSER, STANDARD, GREATER, TOTAL = 0, 1, 2, 3, 4
 _AREA = "vs area effects"
 
 
-#: Pairs of one ring each (a square grid's, two creatures of one hex) are asked the exact
-#: test of line of effect before their sample lines (`_Context._shut_open`). Off, every
-#: pair has its sample lines looked at first, as `reference_rows` does (tests turn it off
-#: to reach the sample lines of every pair).
+#: On a square grid, pairs are asked the exact test of line of effect before their sample
+#: lines (`_Context._shut_open`). Off, every pair has its sample lines looked at first, as
+#: `reference_rows` does (tests turn it off to reach the sample lines of every pair).
 EXACT_FIRST = True
 
 
@@ -694,32 +693,29 @@ class _Context:
         decides it: one of its sample lines is free, or the exact test (geometry.openings)
         finds a line.
 
-        The two are asked in the order that costs least. A pair of two spaces of one ring
-        each (a square grid's creatures, two creatures of one hex) is asked the exact test
-        first: one search, whose 'none' is proved unless a height band or a one-way wall
-        leaves a doubt, or the search's budget ran out (`pairs_line_of_effect_proved`);
-        only a pair left in doubt has its sample lines traced. A creature of several hexes
-        has its samples traced first (the exact test is one search per pair of hexes), and
-        the exact test only if none is free. `walked`: the kernel's sealing walk was done
-        over these pairs' rings."""
-        out = np.zeros(len(shut), dtype=bool)
-        count = self.loe_spaces.count
+        The two are asked in the order that costs least. On a square grid a creature's
+        samples are its space's corners (a hair inside, as its ring for the exact test)
+        and its centre, so walls that separate two rings wholly stop every sample line:
+        a pair is asked the exact test first, and its sample lines are traced only when
+        it has no line of effect and that is not proved so (`pairs_line_of_effect_proved`:
+        the search found none, or blocking terrain is near). On a hex grid the samples are
+        the footprint's corners moved towards the token's centre, not the hexes'
+        (a hair outside them for a token off the grid's centres), and the exact test is
+        one search per pair of hexes: the samples first, and the exact test only if none
+        is free. `walked`: the kernel's sealing walk was done over these pairs' rings."""
         sa, st = a[shut], t[shut]
-        one = (count[sa] == 1) & (count[st] == 1) if EXACT_FIRST \
-            else np.zeros(len(shut), dtype=bool)
-        several = np.flatnonzero(~one)
-        if several.size:
-            out[several] = self._sample_open(shut[several], hits, starts, ends, a, t)
-        # The exact test once, for both kinds (each call has fixed costs).
-        look = np.concatenate([np.flatnonzero(one), several[~out[several]]])
-        if look.size == 0:
-            return out
-        found, proved = openings.pairs_line_of_effect_proved(
-            self.tracer, self.loe_spaces, sa[look], st[look], walked=walked)
-        out[look] = found
-        doubt = look[~proved & one[look]]
-        if doubt.size:
-            out[doubt] = self._sample_open(shut[doubt], hits, starts, ends, a, t)
+        if EXACT_FIRST and self.hex is None:
+            found, proved = openings.pairs_line_of_effect_proved(
+                self.tracer, self.loe_spaces, sa, st, walked=walked)
+            doubt = np.flatnonzero(~proved)
+            if doubt.size:
+                found[doubt] = self._sample_open(shut[doubt], hits, starts, ends, a, t)
+            return found
+        out = self._sample_open(shut, hits, starts, ends, a, t)
+        look = np.flatnonzero(~out)
+        if look.size:
+            out[look] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, sa[look],
+                                                      st[look], walked=walked)
         return out
 
     def _sample_open(self, rows: IntArray, hits: LineHits, starts: FloatArray,

@@ -186,36 +186,32 @@ def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize("kind", [GridKind.SQUARE, GridKind.HEXODDR], ids=lambda k: k.name)
-def test_pairs_of_one_ring_take_the_exact_test_first(
+def test_square_pairs_take_the_exact_test_first(
         kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pair whose centre line is stopped and whose two spaces are one ring each (a square
-    grid's creatures, creatures of one hex) is asked the exact test first: its sample
-    lines are traced only when the test leaves its 'none' in doubt (a height band that
-    fills the sheet at some crossings only). A pair with a creature of several hexes has
-    its samples traced first, the exact test only if none is free. With no search
-    budget at all, every pair searched is in doubt and its samples decide: the answers
-    are still the reference's."""
+    """On a square grid a pair whose centre line is stopped is asked the exact test first:
+    its sample lines are traced only when it has no line of effect and that is not proved
+    (the search's 'none'; walls that separate the spaces wholly prove it). With no
+    search budget at all, nothing is found by the search, more pairs are left in doubt,
+    and their samples decide: the answers are still the reference's. On a hex grid the
+    samples come first (a token's samples lie about its own centre, not its hexes')."""
     from rulesets import degrees as degrees_mod
     from rulesets import forget_kept
 
     sampled: list[tuple[int, int]] = []
     doubted: list[tuple[int, int]] = []
+    searched: list[tuple[int, int]] = []
     real_sample = degrees_mod._Context._sample_open
     real_proved = openings.pairs_line_of_effect_proved
 
     def sample_spy(self: Any, rows: Any, hits: Any, starts: Any, ends: Any, a: Any,
                    t: Any) -> Any:
-        count = self.loe_spaces.count
         sampled.extend(zip(a[rows].tolist(), t[rows].tolist(), strict=True))
-        several = (count[a[rows]] > 1) | (count[t[rows]] > 1)
-        assert several.all() or not several.any()  # one kind per call
         return real_sample(self, rows, hits, starts, ends, a, t)
 
     def proved_spy(tr: Any, spaces: Any, a: Any, t: Any, *args: Any, **kw: Any) -> Any:
         found, proved = real_proved(tr, spaces, a, t, *args, **kw)
-        one = (spaces.count[a] == 1) & (spaces.count[t] == 1)
-        doubted.extend(zip(a[one & ~proved].tolist(), t[one & ~proved].tolist(),
-                           strict=True))
+        searched.extend(zip(a.tolist(), t.tolist(), strict=True))
+        doubted.extend(zip(a[~proved].tolist(), t[~proved].tolist(), strict=True))
         return found, proved
 
     monkeypatch.setattr(degrees_mod._Context, "_sample_open", sample_spy)
@@ -224,30 +220,50 @@ def test_pairs_of_one_ring_take_the_exact_test_first(
     geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
     for name in OPTIONS:
         options = OPTIONS[name]["default"]
-        forget_kept()
-        openings.forget_known()
-        sampled.clear()
-        doubted.clear()
-        got = rules(name).evaluate(geom, options)
-        count = rules(name)._context(geom, options).loe_spaces.count
-        one_ring = [(a, t) for a, t in sampled if count[a] == 1 and count[t] == 1]
-        assert sorted(one_ring) == sorted(doubted)
-        assert doubted  # the dressed scene's bands leave some in doubt
-        if kind is not GridKind.SQUARE:
-            assert len(sampled) > len(one_ring)  # creatures of several hexes
-        with_budget = len(sampled)
-        assert_same(got, rules(name).reference(geom, options))
-        # No budget: nothing is found by the search, nothing proved but the sealed.
-        monkeypatch.setattr(openings, "SEARCH_WORK_CAP", 0)
-        forget_kept()
-        openings.forget_known()
-        sampled.clear()
-        got = rules(name).evaluate(geom, options)
-        # (On the small hex scene the pairs of one hex each that reach the search are in
-        # doubt already; the others are proved by walls alone, before any search.)
-        assert len(sampled) > with_budget or kind is not GridKind.SQUARE
-        assert_same(got, rules(name).reference(geom, options))
-        monkeypatch.setattr(openings, "SEARCH_WORK_CAP", 1 << 23)
+        for budget in (1 << 23, 0):
+            monkeypatch.setattr(openings, "SEARCH_WORK_CAP", budget)
+            forget_kept()
+            openings.forget_known()
+            sampled.clear()
+            doubted.clear()
+            searched.clear()
+            got = rules(name).evaluate(geom, options)
+            if kind is GridKind.SQUARE:
+                assert sorted(sampled) == sorted(doubted)
+                assert doubted  # the search leaves some
+                if budget:
+                    with_budget = len(doubted)
+                else:
+                    assert len(doubted) > with_budget
+            else:
+                # Every pair asked the exact test had its samples looked at first.
+                assert searched and set(searched) <= set(sampled)
+            assert_same(got, rules(name).reference(geom, options))
+
+
+def test_lines_the_exact_test_does_not_see_are_left_to_the_samples() -> None:
+    """The exact test tries lines a hair off its event points: it misses a gap narrower
+    than that hair, and a line from a corner of a creature's space that lies on a wall
+    (a wall does not stop a line that starts on it). A sample line through either is
+    free, and the reference finds the pair's line of effect: so does the fast path,
+    which takes the search's 'none' as no proof. And on a hex grid a token off the
+    grid's centres has samples a hair outside its hexes: a wall between sample and hex
+    seals the hex, not the sample line."""
+    from tests.test_openings import A_B, _scene
+
+    y, g = 200 + INSET_PX, 2.0 ** -22
+    hairline = _scene([(500, -1000, 500, y - g), (500, y + g, 500, 1000)], A_B)
+    k = 2 * (100 - INSET_PX)
+    corner = _scene([(-100.0, k + 100.0, k + 100.0, -100.0)], [(0, 0, 1), (200, 200, 1)])
+    off = _scene([(349.995, -1000.0, 349.995, 1000.0), (800.0, 240.0, 800.0, 275.0)],
+                 [(300, 200, 1), (900, 200, 1)])
+    off = replace(off, grid=replace(off.grid, kind=GridKind.HEXODDR))
+    for geom in (hairline, corner, off):
+        for name in OPTIONS:
+            options = OPTIONS[name]["default"]
+            ref = rules(name).reference(geom, options)
+            assert all(a.cover is not Degree.TOTAL for a in ref), (geom.walls, name)
+            assert_same(rules(name).evaluate(geom, options), ref)
 
 
 def test_a_line_between_two_blocks_of_terrain_meeting_at_a_corner() -> None:
@@ -592,6 +608,12 @@ def test_square_samples_at_once_equal_creature_by_creature() -> None:
                      for box in ctx.spaces])
     assert np.array_equal(ctx.samples, each)
     assert ctx.sample_valid.all()
+    # The exact test's spaces are these very corners (so walls that separate two spaces
+    # wholly stop every sample line: `_Context._shut_open`), the centre inside.
+    rings = ctx.loe_spaces.rings
+    assert ctx.loe_spaces.count.tolist() == [1] * len(geom.creatures)
+    for ring, pts in zip(rings, ctx.samples, strict=True):
+        assert sorted(map(tuple, ring.tolist())) == sorted(map(tuple, pts[:4].tolist()))
 
 
 @pytest.mark.parametrize("kind", [GridKind.SQUARE, *HEX_KINDS], ids=lambda k: k.name)

@@ -1181,42 +1181,48 @@ def _proved(scene: SceneGeom, a: int = 0, t: int = 1) -> tuple[bool, bool]:
     return bool(found[0]), bool(proved[0])
 
 
-def test_an_answer_is_proved_unless_a_wall_varies_within_a_cell_or_the_budget_ran_out(
+def test_none_is_proved_only_by_walls_that_separate_the_spaces_wholly(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A free line found is proved; so is 'none' behind plain walls, a band filling the
-    sheet wherever it is crossed, two limited walls, or two slits out of line (every
-    line through them tried). 'None' near a wall whose stop varies within a cell of the
-    search (here a band filling the sheet at some crossings only; a one-way wall whose
-    line runs through a space is another, `_varies`) is not, nor is 'none' with blocking
-    terrain near, or for a pair past the search's budget: those pairs keep their sample
-    lines (rulesets.degrees)."""
+    """A free line found is proved; 'none' only when walls separate the two spaces wholly
+    (a wall across every corner line, a band filling the sheet wherever it is crossed):
+    then every line between the closed spaces is stopped, from their corners too. The
+    search's 'none' is not a proof: it tries lines a hair off its event points, so it
+    misses a gap narrower than EPSILON_PX, and a line from a corner lying on a wall (which
+    does not stop a line that starts on it); a ruleset's sample line may pass there. Nor is
+    'none' with blocking terrain near (its borders are walls to the search, which a line
+    grazing a corner of the terrain is not stopped by), or past the search's budget."""
     assert _proved(_scene([], A_B)) == (True, True)
-    assert _proved(_scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)) == (
-        True, True)
+    slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
+    assert _proved(slit) == (True, True)
     assert _proved(_scene([(500, -1000, 500, 1000)], A_B)) == (False, True)
-    # Two slits out of line: the search tries every line through them.
-    offset = [(500, -1000, 500, 219), (500, 221, 500, 1000),
-              (700, -1000, 700, 279), (700, 281, 700, 1000)]
-    assert _proved(_scene(offset, A_B)) == (False, True)
-    limited = [_wall(0, (500, -1000, 500, 1000), limited=True),
-               _wall(1, (700, -1000, 700, 1000), limited=True)]
-    assert _proved(_scene(limited, A_B)) == (False, True)
     tall = [_wall(0, (500, -1000, 500, 1000), top=20.0)]
     assert _proved(_scene(tall, A_B)) == (False, True)
+    # Two slits out of line, two limited walls: the search finds no line; not proved.
+    offset = [(500, -1000, 500, 219), (500, 221, 500, 1000),
+              (700, -1000, 700, 279), (700, 281, 700, 1000)]
+    assert _proved(_scene(offset, A_B)) == (False, False)
+    limited = [_wall(0, (500, -1000, 500, 1000), limited=True),
+               _wall(1, (700, -1000, 700, 1000), limited=True)]
+    assert _proved(_scene(limited, A_B)) == (False, False)
+    # A gap of 2^-21 px on the line between two corners (a hair inside the squares).
+    y, g = 200 + INSET_PX, 2.0 ** -22
+    hairline = _scene([(500, -1000, 500, y - g), (500, y + g, 500, 1000)], A_B)
+    assert _proved(hairline) == (False, False)
+    # A wall through a corner of the attacker's space (a hair inside its square), every
+    # other point of it on the wall's near side.
+    k = 2 * (100 - INSET_PX)
+    corner = _scene([(-100.0, k + 100.0, k + 100.0, -100.0)], [(0, 0, 1), (200, 200, 1)])
+    assert _proved(corner) == (False, False)
     # Between a creature on the ground and one 20 ft up, a band up to 15 ft fills the
-    # sheet halfway along only in part: it varies within a cell.
+    # sheet halfway along only in part: left to the search.
     flyer = (0, 100, 1), (1500, 100, 1)
     halfway = _scene([_wall(0, (700, -1000, 700, 1000), top=15.0)], flyer)
     halfway = replace(halfway, creatures=(halfway.creatures[0],
                                           replace(halfway.creatures[1], elevation=20.0)))
     assert _proved(halfway) == (False, False)
-    # Blocking terrain between them: its borders are walls to the search, which a line
-    # grazing a corner of it is not stopped by (rulesets read their lines so).
     rock = RegionGeom("rock", RegionKind.BLOCKING,
                       ((450.0, -1000.0), (550.0, -1000.0), (550.0, 1000.0), (450.0, 1000.0)))
     assert _proved(replace(_scene([], A_B), regions=(rock,))) == (False, False)
-    # The slit again, past the budget: nothing searched, nothing proved.
-    slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
     monkeypatch.setattr(openings, "SEARCH_WORK_CAP", _search_work(slit) - 1)
     assert _proved(slit) == (False, False)
 
