@@ -2,9 +2,10 @@
 creature's space to another's that nothing stops?
 
 Rule of this module: pure, vectorised geometry over a Tracer's walls (and blocking terrain's
-borders); rulesets ask it only about pairs their own sample lines found wholly blocked, and
-keep their lines for the degree. Spaces are convex rings (a square creature's space a hair
-inside its border, as the rules' lines start; an area's origin a ring of one repeated point).
+borders); rulesets ask it about pairs whose centre line is stopped (before or after their
+own sample lines: `pairs_line_of_effect_proved`), and keep their lines for the degree.
+Spaces are convex rings (a square creature's space a hair inside its border, as the rules'
+lines start; an area's origin a ring of one repeated point).
 The crossing convention is the kernel's (geometry/kernel.py), applied to each line tried.
 
 How it is decided, in three steps (docs/geometry.md, 'Line of effect through openings'):
@@ -28,7 +29,7 @@ How it is decided, in three steps (docs/geometry.md, 'Line of effect through ope
    free one is a witness. Between rings apart along their axis, the two lines shifted to
    either side meet every cell already, and the two turned ones are left out (`_apart`). A
    line found free is free (it is tested exactly); what the search could miss is an
-   opening narrower than EPSILON_PX.
+   opening narrower than EPSILON_PX, and a line from a corner lying on a wall.
 
 For two creatures of several hexes, step 2 can also be asked once for the two whole
 creatures, on their hull rings (`walled_apart`), before their pairs of hexes are.
@@ -281,11 +282,12 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 
     `unsure`, if given (per pair): marked for the pairs whose 'none' (no free line found
     one way or the other) is not proved. Only walls that separate the two spaces wholly
-    (steps 1 and 2, blocking terrain aside) prove it: every line between the closed
-    spaces is stopped, from any of their points, corners included. The search's 'none'
-    does not: it tries lines a hair off its event points, and misses an opening narrower
-    than EPSILON_PX, or a line from a corner that lies on a wall (a wall does not stop a
-    line that starts on it). A free line found is always free."""
+    (step 2: one across every corner line, or a chain; no blocking terrain near) prove
+    it: every line between the closed spaces is stopped, from any of their points,
+    corners included. The search's
+    'none' does not: it tries lines a hair off its event points, and misses an opening
+    narrower than EPSILON_PX, or a line from a corner that lies on a wall (a wall does
+    not stop a line that starts on it). A free line found is always free."""
     n = len(a_ring)
     if n == 0 or group is not None:
         return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
@@ -451,6 +453,9 @@ _FRACTION_SLACK = 1e-7
 #: Feet: how clearly a band must fill the sheet (or leave it) where `_band_fill` decides
 #: it for all of a pair's lines; closer calls are left to the lines themselves.
 _FEET_SLACK = 1e-9
+#: Feet: creatures shorter than this have no band judged filling their sheet whole by its
+#: reach alone (`_band_reach`): their heads may round to their feet.
+_MIN_TALL_FT = 1e-6
 
 
 def _band_fill(blk: Blockers, ar: FloatArray, br: FloatArray,
@@ -509,8 +514,13 @@ def _band_reach(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Fl
     lo = np.minimum(ext[0], ext[2])[bi]
     hi = np.maximum(ext[0] + ext[1], ext[2] + ext[3])[bi]
     bottom, top = blk.bottom[wi], blk.top[wi]
+    # A sheet of no height (a token a hair tall: its head at its feet, in floats) is met
+    # by no band (`band_meets`: the band's bottom below the head, strictly): a band never
+    # fills it whole.
+    tall = (np.minimum(ext[1], ext[3]) >= _MIN_TALL_FT)[bi]
     with np.errstate(invalid="ignore"):
-        whole: BoolArray = (np.isnan(bottom) | (bottom <= lo)) & (np.isnan(top) | (top >= hi))
+        whole: BoolArray = tall & (np.isnan(bottom) | (bottom <= lo)) & (
+            np.isnan(top) | (top >= hi))
         never: BoolArray = (top < lo) | (bottom > hi)
     return whole, never
 
@@ -687,6 +697,16 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     u, v = (uv // rows).astype(np.intp), (uv % rows).astype(np.intp)
     wt = np.ascontiguousarray(w.T)
     meet, point = _meeting(wt[:, u], wt[:, v])
+    doubt = meet & ~_clearly_met(wt[:, u], wt[:, v])
+    if doubt.any():
+        # Rounding in `_meeting` reads walls a float step apart as met, and a line through
+        # the gap would pass the chain: where it is a close call, the robust predicate
+        # (GEOS) has the last word.
+        met = np.flatnonzero(doubt)
+        ends_u = w[u[met]].reshape(-1, 2, 2)
+        ends_v = w[v[met]].reshape(-1, 2, 2)
+        meet[met] = shapely.intersects(shapely.linestrings(ends_u),
+                                       shapely.linestrings(ends_v))
     u, v, point = u[meet], v[meet], point[meet]
     # Meeting points inside the hull (on the inner side of every hull side, or on it).
     inside = _in_hulls(px, py, (hx, hy, hdx, hdy), h_left, h_right, bi[u], point)
@@ -860,6 +880,29 @@ def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
         seg = np.stack([w[k, 0:2], w[k, 2:4]], axis=1)
         out[k] = _overlap(take_rows(rings, bi[k]), seg)
     return out
+
+
+def _clearly_met(a: FloatArray, b: FloatArray) -> BoolArray:
+    """Row-paired segments, column-wise as `_meeting` takes them: whether they certainly
+    meet, rounding aside: they share an end (the very same numbers: walls drawn end to
+    end), or they cross well inside both (far from their ends, and far from parallel)."""
+    shared = (((a[0] == b[0]) & (a[1] == b[1])) | ((a[0] == b[2]) & (a[1] == b[3]))
+              | ((a[2] == b[0]) & (a[3] == b[1])) | ((a[2] == b[2]) & (a[3] == b[3])))
+    rx, ry, sx, sy = a[2] - a[0], a[3] - a[1], b[2] - b[0], b[3] - b[1]
+    den = rx * sy - ry * sx
+    qpx, qpy = b[0] - a[0], b[1] - a[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (qpx * sy - qpy * sx) / den
+        u = (qpx * ry - qpy * rx) / den
+    steep = np.abs(den) > _CLEAR * np.hypot(rx, ry) * np.hypot(sx, sy)
+    inside = (t > _CLEAR) & (t < 1 - _CLEAR) & (u > _CLEAR) & (u < 1 - _CLEAR)
+    out: BoolArray = shared | (steep & inside)
+    return out
+
+
+#: How far inside both segments (as a fraction of each), and how far from parallel (the
+#: sine of the angle), two walls must cross for `_clearly_met` to trust the arithmetic.
+_CLEAR = 1e-6
 
 
 def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
@@ -1718,10 +1761,11 @@ def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: 
                                 walked: bool = False) -> tuple[BoolArray, BoolArray]:
     """`pairs_line_of_effect`, and per pair whether its answer is proved for every line
     between the two closed spaces: a line of effect found always is; 'none' only when
-    walls separate every pair of their rings wholly (sealed, alone or as a chain: steps 1
-    and 2), with no blocking terrain near (`line_of_effect_both`'s `unsure`). A ruleset
-    whose sample points lie in the spaces (a square grid's: the spaces' corners and
-    centres) then has no free sample line either. The search's 'none' leaves a doubt."""
+    walls separate every pair of their rings wholly (step 2: one wall across every corner
+    line, or a chain), with no blocking terrain near (`line_of_effect_both`'s `unsure`).
+    A ruleset whose sample points lie in the spaces (a square grid's: the spaces' corners
+    and centres) then has no free sample line either. The search's 'none' leaves a
+    doubt."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
         return out, np.ones(0, dtype=bool)

@@ -231,6 +231,7 @@ def test_square_pairs_take_the_exact_test_first(
             if kind is GridKind.SQUARE:
                 assert sorted(sampled) == sorted(doubted)
                 assert doubted  # the search leaves some
+                assert len(doubted) < len(searched)  # walls prove the others
                 if budget:
                     with_budget = len(doubted)
                 else:
@@ -248,7 +249,10 @@ def test_lines_the_exact_test_does_not_see_are_left_to_the_samples() -> None:
     free, and the reference finds the pair's line of effect: so does the fast path,
     which takes the search's 'none' as no proof. And on a hex grid a token off the
     grid's centres has samples a hair outside its hexes: a wall between sample and hex
-    seals the hex, not the sample line."""
+    seals the hex, not the sample line. Nor are two walls whose ends miss each other by
+    one float step a chain, where a sample line passes between them; nor does a band
+    from the creatures' feet up fill the sheet of two creatures a hair tall (their heads
+    at their feet, in floats: the band meets no line of theirs)."""
     from tests.test_openings import A_B, _scene
 
     y, g = 200 + INSET_PX, 2.0 ** -22
@@ -258,7 +262,24 @@ def test_lines_the_exact_test_does_not_see_are_left_to_the_samples() -> None:
     off = _scene([(349.995, -1000.0, 349.995, 1000.0), (800.0, 240.0, 800.0, 275.0)],
                  [(300, 200, 1), (900, 200, 1)])
     off = replace(off, grid=replace(off.grid, kind=GridKind.HEXODDR))
-    for geom in (hairline, corner, off):
+    # A's centre to B's upper right corner crosses x = 500 at y; one wall ends the first
+    # float above the line there, the other starts the first below it.
+    p, q = np.array([50.0, 250.0]), np.array([1100 - INSET_PX, 200 + INSET_PX])
+
+    def side(y: float) -> float:
+        return float((q[0] - p[0]) * (y - p[1]) - (q[1] - p[1]) * (500.0 - p[0]))
+
+    above = below = float(p[1] + (500 - p[0]) * (q[1] - p[1]) / (q[0] - p[0]))
+    while side(below) <= 0:
+        below = float(np.nextafter(below, np.inf))
+    while side(above) >= 0:
+        above = float(np.nextafter(above, -np.inf))
+    gap = _scene([(500.0, -1000.0, 500.0, above), (500.0, below, 600.0, 1000.0)], A_B)
+    band = replace(_scene([(500, -1000, 500, 1000)], A_B).walls[0], bottom=10.0, top=20.0)
+    thin = _scene([band, (300, 245, 300, 255)], A_B)
+    thin = replace(thin, creatures=tuple(replace(c, elevation=10.0, tall=1e-16)
+                                         for c in thin.creatures))
+    for geom in (hairline, corner, off, gap, thin):
         for name in OPTIONS:
             options = OPTIONS[name]["default"]
             ref = rules(name).reference(geom, options)

@@ -1184,8 +1184,9 @@ def _proved(scene: SceneGeom, a: int = 0, t: int = 1) -> tuple[bool, bool]:
 def test_none_is_proved_only_by_walls_that_separate_the_spaces_wholly(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A free line found is proved; 'none' only when walls separate the two spaces wholly
-    (a wall across every corner line, a band filling the sheet wherever it is crossed):
-    then every line between the closed spaces is stopped, from their corners too. The
+    (one across every corner line, or a chain; a band filling the sheet wherever it is
+    crossed): then every line between the closed spaces is stopped, from their corners
+    too. The
     search's 'none' is not a proof: it tries lines a hair off its event points, so it
     misses a gap narrower than EPSILON_PX, and a line from a corner lying on a wall (which
     does not stop a line that starts on it); a ruleset's sample line may pass there. Nor is
@@ -1195,6 +1196,10 @@ def test_none_is_proved_only_by_walls_that_separate_the_spaces_wholly(
     slit = _scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B)
     assert _proved(slit) == (True, True)
     assert _proved(_scene([(500, -1000, 500, 1000)], A_B)) == (False, True)
+    # Two walls meeting at a point: a chain (walls a float step apart are none:
+    # tests/test_degrees_fast.py, `test_lines_the_exact_test_does_not_see_...`).
+    assert _proved(_scene([(500, -1000, 500, 220), (500, 220, 700, 1000)], A_B)) == (
+        False, True)
     tall = [_wall(0, (500, -1000, 500, 1000), top=20.0)]
     assert _proved(_scene(tall, A_B)) == (False, True)
     # Two slits out of line, two limited walls: the search finds no line; not proved.
