@@ -2,10 +2,9 @@
 creature's space to another's that nothing stops?
 
 Rule of this module: pure, vectorised geometry over a Tracer's walls (and blocking terrain's
-borders); rulesets ask it about pairs whose centre line is stopped (before or after their
-own sample lines: `pairs_line_of_effect_proved`), and keep their lines for the degree.
-Spaces are convex rings (a square creature's space a hair inside its border, as the rules'
-lines start; an area's origin a ring of one repeated point).
+borders); rulesets ask it only about pairs their own sample lines found wholly blocked, and
+keep their lines for the degree. Spaces are convex rings (a square creature's space a hair
+inside its border, as the rules' lines start; an area's origin a ring of one repeated point).
 The crossing convention is the kernel's (geometry/kernel.py), applied to each line tried.
 
 How it is decided, in three steps (docs/geometry.md, 'Line of effect through openings'):
@@ -82,9 +81,8 @@ class Blockers:
     #: The segment is a border of blocking terrain.
     border: BoolArray
     #: Line of effect of pairs of spaces asked before (`line_of_effect_both`): per pair's
-    #: key (`_pair_keys`), its answers both ways, and whether a 'none' is unproved.
-    known: dict[bytes, tuple[bool, bool, bool]] = field(default_factory=dict,
-                                                        compare=False)
+    #: key (`_pair_keys`), its answers both ways.
+    known: dict[bytes, tuple[bool, bool]] = field(default_factory=dict, compare=False)
     #: Whether one plain wall seals two rings from each other, per pair of rings asked
     #: before (`sealed_known`).
     sealed: dict[bytes, bool] = field(default_factory=dict, compare=False)
@@ -262,7 +260,7 @@ def line_of_effect(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                         a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
                         t_tall: FloatArray, walked: bool = False,
-                        group: IntArray | None = None, unsure: BoolArray | None = None,
+                        group: IntArray | None = None,
                         ) -> tuple[BoolArray, BoolArray]:
     """`line_of_effect` from a to b and from b to a, at once (only one-way walls tell the
     two apart: the same lines are tried and read from either end). With `walked`, the
@@ -278,32 +276,20 @@ def line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     two rings and heights: the line of effect of two spaces depends on nothing else. A
     pair asked again (a token back on a square it stood on; a pair recomputed because
     someone else moved beside it) is read back, not searched again: its search has fixed
-    costs of about a millisecond a call.
-
-    `unsure`, if given (per pair): marked for the pairs whose 'none' (no free line found
-    one way or the other) is not proved. Only walls that separate the two spaces wholly
-    (step 2: one across every corner line, or a chain; no blocking terrain near) prove
-    it: every line between the closed spaces is stopped, from any of their points,
-    corners included. The search's
-    'none' does not: it tries lines a hair off its event points, and misses an opening
-    narrower than EPSILON_PX, or a line from a corner that lies on a wall (a wall does
-    not stop a line that starts on it). A free line found is always free."""
+    costs of about a millisecond a call."""
     n = len(a_ring)
     if n == 0 or group is not None:
         return _line_of_effect_both(tracer, a_ring, b_ring, a_elev, a_tall, t_elev, t_tall,
-                                    walked, group, unsure)
+                                    walked, group)
 
-    def search(at: IntArray) -> list[tuple[bool, bool, bool]]:
-        doubt = np.zeros(len(at), dtype=bool)
+    def search(at: IntArray) -> list[tuple[bool, bool]]:
         f, b = _line_of_effect_both(tracer, a_ring[at], b_ring[at], a_elev[at], a_tall[at],
-                                    t_elev[at], t_tall[at], walked, unsure=doubt)
-        return list(zip(f.tolist(), b.tolist(), doubt.tolist(), strict=True))
+                                    t_elev[at], t_tall[at], walked)
+        return list(zip(f.tolist(), b.tolist(), strict=True))
 
     got = _read_back(blockers(tracer).known,
                      _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall), search)
-    both = np.array(got, dtype=bool).reshape(n, 3)
-    if unsure is not None:
-        unsure |= both[:, 2]
+    both = np.array(got, dtype=bool).reshape(n, 2)
     return both[:, 0].copy(), both[:, 1].copy()
 
 
@@ -348,11 +334,9 @@ def _pair_keys(a_ring: FloatArray, b_ring: FloatArray, a_elev: FloatArray, a_tal
 def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
                          a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
                          t_tall: FloatArray, walked: bool = False,
-                         group: IntArray | None = None, unsure: BoolArray | None = None,
+                         group: IntArray | None = None,
                          ) -> tuple[BoolArray, BoolArray]:
-    """`line_of_effect_both`, every pair searched. `unsure`, if given (per pair): marked
-    for the pairs whose 'none', if they have no free line, is not proved: those left to
-    the search (step 3), and those with blocking terrain near (below)."""
+    """`line_of_effect_both`, every pair searched."""
     n = len(a_ring)
     if n == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
@@ -365,8 +349,7 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
         a_e, a_t = np.where(swap, t_elev, a_elev), np.where(swap, t_tall, a_tall)
         t_e, t_t = np.where(swap, a_elev, t_elev), np.where(swap, a_tall, t_tall)
         # (Without the groups: a swapped pair's two ways are its group's other two.)
-        f, b = _line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked,
-                                    unsure=unsure)
+        f, b = _line_of_effect_both(tracer, a2, b2, a_e, a_t, t_e, t_t, walked)
         return np.where(swap, b, f), np.where(swap, f, b)
     fwd = _overlap(a_ring, b_ring)
     back = fwd.copy()
@@ -394,21 +377,11 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     if len(bi) == 0:
         fwd[todo] = back[todo] = True
         return fwd, back
-    if unsure is not None and blk.border.any():
-        # Blocking terrain's borders are walls here, and a line touching one is stopped;
-        # a line grazing a corner of the terrain from outside does not enter it, as the
-        # rulesets' sample lines are read (between two blocks of terrain meeting at a
-        # corner, say): a 'none' with terrain near is not proved, even by step 2 (chains
-        # through a corner of the terrain).
-        unsure[todo[np.unique(bi[blk.border[wi]])]] = True
     sealed, score = _sealed(blk, ar, br, bi, wi, whole)
     keep = ~sealed[bi]
     bi, wi, whole = bi[keep], wi[keep], whole[keep]
     rest = np.flatnonzero(~sealed)
     if len(rest):
-        if unsure is not None:
-            # The search's 'none' is not a proof (above).
-            unsure[todo[rest]] = True
         free_f, free_b = _search(blk, ar, br, ext, bi, wi, whole, rest,
                                  None if group is None else group[todo],
                                  _leaders(bi, score[keep]))
@@ -891,12 +864,18 @@ def _clearly_met(a: FloatArray, b: FloatArray) -> BoolArray:
     rx, ry, sx, sy = a[2] - a[0], a[3] - a[1], b[2] - b[0], b[3] - b[1]
     den = rx * sy - ry * sx
     qpx, qpy = b[0] - a[0], b[1] - a[1]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = (qpx * sy - qpy * sx) / den
         u = (qpx * ry - qpy * rx) / den
+        # Each numerator is a difference of products that may cancel: its rounding is up
+        # to a few float steps of the products' sizes, and t's (u's) that over |den|.
+        eps = 8 * np.finfo(np.float64).eps
+        t_err = eps * (np.abs(qpx * sy) + np.abs(qpy * sx)) / np.abs(den)
+        u_err = eps * (np.abs(qpx * ry) + np.abs(qpy * rx)) / np.abs(den)
     steep = np.abs(den) > _CLEAR * np.hypot(rx, ry) * np.hypot(sx, sy)
-    inside = (t > _CLEAR) & (t < 1 - _CLEAR) & (u > _CLEAR) & (u < 1 - _CLEAR)
-    out: BoolArray = shared | (steep & inside)
+    t_in = (t > _CLEAR + t_err) & (t < 1 - _CLEAR - t_err)
+    u_in = (u > _CLEAR + u_err) & (u < 1 - _CLEAR - u_err)
+    out: BoolArray = shared | (steep & t_in & u_in)
     return out
 
 
@@ -1753,22 +1732,9 @@ def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArra
     t's, any of a's rings to any of t's; `origin` (elevation, height in feet) replaces the
     attacker's vertical extent (an area's origin). Each unordered pair is looked at once,
     both ways. `walked`: as `line_of_effect_both`'s, for every ring pair."""
-    return pairs_line_of_effect_proved(tracer, spaces, a, t, origin, walked)[0]
-
-
-def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,
-                                origin: tuple[float, float] | None = None,
-                                walked: bool = False) -> tuple[BoolArray, BoolArray]:
-    """`pairs_line_of_effect`, and per pair whether its answer is proved for every line
-    between the two closed spaces: a line of effect found always is; 'none' only when
-    walls separate every pair of their rings wholly (step 2: one wall across every corner
-    line, or a chain), with no blocking terrain near (`line_of_effect_both`'s `unsure`).
-    A ruleset whose sample points lie in the spaces (a square grid's: the spaces' corners
-    and centres) then has no free sample line either. The search's 'none' leaves a
-    doubt."""
     out = np.zeros(len(a), dtype=bool)
     if len(a) == 0:
-        return out, np.ones(0, dtype=bool)
+        return out
     n = len(tracer.creatures)
     if origin is None:
         lo, hi = np.minimum(a, t), np.maximum(a, t)
@@ -1790,20 +1756,16 @@ def pairs_line_of_effect_proved(tracer: Tracer, spaces: Spaces, a: IntArray, t: 
         a_elev, a_tall = np.full(len(aa), origin[0]), np.full(len(aa), origin[1])
     # (Pairs of one ring each, as on a square grid, are their own groups: asked without,
     # their answers are kept for the next snapshots.)
-    unsure = np.zeros(len(pair), dtype=bool)
     fwd, bwd = line_of_effect_both(tracer, take_rows(spaces.rings, ra),
                                    take_rows(spaces.rings, rt), a_elev,
                                    a_tall, tracer.elev[tt], tracer.tall[tt], walked,
-                                   group=pair if (per != 1).any() else None, unsure=unsure)
+                                   group=pair if (per != 1).any() else None)
     seen_f = np.zeros(len(ua), dtype=bool)
     seen_b = np.zeros(len(ua), dtype=bool)
     seen_f[pair[fwd]] = True
     seen_b[pair[bwd]] = True
-    doubt = np.zeros(len(ua), dtype=bool)
-    doubt[pair[unsure]] = True
     out = np.where(a == ua[back], seen_f[back], seen_b[back])
-    proved: BoolArray = out | ~doubt[back]
-    return out, proved
+    return out
 
 
 def _unordered(corners: IntArray, a: IntArray, t: IntArray

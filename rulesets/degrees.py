@@ -102,12 +102,6 @@ NONE, LESSER, STANDARD, GREATER, TOTAL = 0, 1, 2, 3, 4
 _AREA = "vs area effects"
 
 
-#: On a square grid, pairs are asked the exact test of line of effect before their sample
-#: lines (`_Context._shut_open`). Off, every pair has its sample lines looked at first, as
-#: `reference_rows` does (tests turn it off to reach the sample lines of every pair).
-EXACT_FIRST = True
-
-
 class DegreesOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     size_shift: bool = True
     area_walls_count: bool = True
@@ -650,10 +644,12 @@ class _Context:
                 self._remember_open(a[apart], t[apart], np.zeros(int(apart.sum()), dtype=bool))
         shut = np.flatnonzero(ask)
         if shut.size:
-            # (On a hex grid the sealing walk was over each creature's one hull, not over
-            # the pairs of hexes the exact test looks at: it is not taken as done for them.)
-            open_any[shut] = self._shut_open(shut, hits, starts, ends, a, t,
-                                             walked=sealed is not None and self.hex is None)
+            # (Padding samples, hex footprints of fewer corners, repeat a real line:
+            # `_covered` counts them covered, so they are not traced.)
+            todo = ~self._covered(shut, hits, starts, ends, a, t)
+            rows, cols = np.nonzero(todo)
+            if rows.size:
+                open_any[shut] = self._open_lines(a[shut], t[shut], rows, cols)
         level = np.zeros(n, dtype=np.intp)
         table = self.wall_level
         role_level = np.array([table["solid"], table["low"], table["improved"]], dtype=np.intp)
@@ -672,6 +668,7 @@ class _Context:
             np.maximum.at(level, cl[keep],
                           self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
         level = np.minimum(level, GREATER)
+        open_any = self._through_openings(a, t, open_any, sealed, ask)
         # Every pair's answer not known before is kept, those whose centre line is open
         # too: a token moved back where it stood then has nothing to look for. (The sealed
         # pairs `fast_rows` kept already.)
@@ -686,62 +683,28 @@ class _Context:
             else None
         return level, lines
 
-    def _shut_open(self, shut: IntArray, hits: LineHits, starts: FloatArray,
-                   ends: FloatArray, a: IntArray, t: IntArray, walked: bool) -> BoolArray:
-        """Per pair in `shut` (of a, t; centre lines `hits`, from `starts` to `ends`), whose
-        centre line is stopped: whether it has a line of effect, as `reference_rows`
-        decides it: one of its sample lines is free, or the exact test (geometry.openings)
-        finds a line.
-
-        The two are asked in the order that costs least. On a square grid a creature's
-        samples are its space's corners (a hair inside, as its ring for the exact test)
-        and its centre, so walls that separate two rings wholly stop every sample line:
-        a pair is asked the exact test first, and its sample lines are traced only when
-        it has no line of effect and that is not proved so (`pairs_line_of_effect_proved`:
-        the search found none, or blocking terrain is near). On a hex grid the samples are
-        the footprint's corners moved towards the token's centre, not the hexes'
-        (a hair outside them for a token off the grid's centres), and the exact test is
-        one search per pair of hexes: the samples first, and the exact test only if none
-        is free. `walked`: the kernel's sealing walk was done over these pairs' rings."""
-        sa, st = a[shut], t[shut]
-        if EXACT_FIRST and self.hex is None:
-            found, proved = openings.pairs_line_of_effect_proved(
-                self.tracer, self.loe_spaces, sa, st, walked=walked)
-            doubt = np.flatnonzero(~proved)
-            if doubt.size:
-                found[doubt] = self._sample_open(shut[doubt], hits, starts, ends, a, t)
-            return found
-        out = self._sample_open(shut, hits, starts, ends, a, t)
-        look = np.flatnonzero(~out)
-        if look.size:
-            out[look] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, sa[look],
-                                                      st[look], walked=walked)
-        return out
-
-    def _sample_open(self, rows: IntArray, hits: LineHits, starts: FloatArray,
-                     ends: FloatArray, a: IntArray, t: IntArray) -> BoolArray:
-        """Per pair in `rows` (of a, t; centre lines `hits`, from `starts` to `ends`), whose
-        centre line is stopped: whether one of its sample lines is free."""
-        # (Padding samples, hex footprints of fewer corners, repeat a real line:
-        # `_covered` counts them covered, so they are not traced.)
-        todo = ~self._covered(rows, hits, starts, ends, a, t)
-        k, cols = np.nonzero(todo)
-        if k.size == 0:
-            return np.zeros(len(rows), dtype=bool)
-        return self._open_lines(a[rows], t[rows], k, cols)
-
-    def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray) -> BoolArray:
+    def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray,
+                          sealed: BoolArray | None = None,
+                          ask: BoolArray | None = None) -> BoolArray:
         """`open_any` (per pair: some 'any part' line is unblocked) with the pairs whose
         every sample line is blocked looked at exactly: a line of effect through an opening
         narrower than the samples' spacing still exists (geometry.openings), and the pair's
-        degree is then its centre line's, as for any pair with line of effect. (The
-        reference's order; the fast path's is `_shut_open`'s.)"""
-        rows = np.flatnonzero(~open_any)
+        degree is then its centre line's, as for any pair with line of effect. `sealed`:
+        `_sealed_pairs`' answer, if asked: the sealed pairs have none, and the others'
+        walk is not done again. `ask`: only these pairs are looked at (the others' answer
+        is known)."""
+        shut = ~open_any if sealed is None else ~open_any & ~sealed
+        if ask is not None:
+            shut &= ask
+        rows = np.flatnonzero(shut)
         if rows.size == 0:
             return open_any
         out = open_any.copy()
+        # On a hex grid the walk was over each creature's one hull, not over the pairs of
+        # hexes the exact test looks at: it is not taken as done for them.
         out[rows] = openings.pairs_line_of_effect(self.tracer, self.loe_spaces, a[rows],
-                                                  t[rows])
+                                                  t[rows],
+                                                  walked=sealed is not None and self.hex is None)
         return out
 
     @functools.cached_property

@@ -156,12 +156,7 @@ def test_the_scenes_reach_the_interesting_cases() -> None:
 
 def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a map of rooms most sample lines of blocked pairs are proved blocked by a few plain
-    walls, the others traced: both ways are exercised (and equal the reference above).
-    (With the exact test first for pairs of one square each, `EXACT_FIRST`, off here, few
-    of these pairs have their sample lines looked at.)"""
-    from rulesets import degrees as degrees_mod
-
-    monkeypatch.setattr(degrees_mod, "EXACT_FIRST", False)
+    walls, the others traced: both ways are exercised (and equal the reference above)."""
     geom = generate(30, 150, 1).geom
     ruleset = rules("degrees")
     ctx = ruleset._context(geom, DegreesOptions())
@@ -185,74 +180,17 @@ def test_rooms_take_both_ways_to_line_of_effect(monkeypatch: pytest.MonkeyPatch)
     assert seen["walled in"] > 0 and seen["lines traced"] > 0, seen
 
 
-@pytest.mark.parametrize("kind", [GridKind.SQUARE, GridKind.HEXODDR], ids=lambda k: k.name)
-def test_square_pairs_take_the_exact_test_first(
-        kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a square grid a pair whose centre line is stopped is asked the exact test first:
-    its sample lines are traced only when it has no line of effect and that is not proved
-    (the search's 'none'; walls that separate the spaces wholly prove it). With no
-    search budget at all, nothing is found by the search, more pairs are left in doubt,
-    and their samples decide: the answers are still the reference's. On a hex grid the
-    samples come first (a token's samples lie about its own centre, not its hexes')."""
-    from rulesets import degrees as degrees_mod
-    from rulesets import forget_kept
-
-    sampled: list[tuple[int, int]] = []
-    doubted: list[tuple[int, int]] = []
-    searched: list[tuple[int, int]] = []
-    real_sample = degrees_mod._Context._sample_open
-    real_proved = openings.pairs_line_of_effect_proved
-
-    def sample_spy(self: Any, rows: Any, hits: Any, starts: Any, ends: Any, a: Any,
-                   t: Any) -> Any:
-        sampled.extend(zip(a[rows].tolist(), t[rows].tolist(), strict=True))
-        return real_sample(self, rows, hits, starts, ends, a, t)
-
-    def proved_spy(tr: Any, spaces: Any, a: Any, t: Any, *args: Any, **kw: Any) -> Any:
-        found, proved = real_proved(tr, spaces, a, t, *args, **kw)
-        searched.extend(zip(a.tolist(), t.tolist(), strict=True))
-        doubted.extend(zip(a[~proved].tolist(), t[~proved].tolist(), strict=True))
-        return found, proved
-
-    monkeypatch.setattr(degrees_mod._Context, "_sample_open", sample_spy)
-    monkeypatch.setattr(openings, "pairs_line_of_effect_proved", proved_spy)
-    geom = dressed(1) if kind is GridKind.SQUARE else hex_dressed(1, kind)
-    geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
-    for name in OPTIONS:
-        options = OPTIONS[name]["default"]
-        for budget in (1 << 23, 0):
-            monkeypatch.setattr(openings, "SEARCH_WORK_CAP", budget)
-            forget_kept()
-            openings.forget_known()
-            sampled.clear()
-            doubted.clear()
-            searched.clear()
-            got = rules(name).evaluate(geom, options)
-            if kind is GridKind.SQUARE:
-                assert sorted(sampled) == sorted(doubted)
-                assert doubted  # the search leaves some
-                assert len(doubted) < len(searched)  # walls prove the others
-                if budget:
-                    with_budget = len(doubted)
-                else:
-                    assert len(doubted) > with_budget
-            else:
-                # Every pair asked the exact test had its samples looked at first.
-                assert searched and set(searched) <= set(sampled)
-            assert_same(got, rules(name).reference(geom, options))
-
-
-def test_lines_the_exact_test_does_not_see_are_left_to_the_samples() -> None:
+def test_lines_the_exact_test_does_not_see_are_found_by_the_samples() -> None:
     """The exact test tries lines a hair off its event points: it misses a gap narrower
     than that hair, and a line from a corner of a creature's space that lies on a wall
-    (a wall does not stop a line that starts on it). A sample line through either is
-    free, and the reference finds the pair's line of effect: so does the fast path,
-    which takes the search's 'none' as no proof. And on a hex grid a token off the
+    (a wall does not stop a line that starts on it). On a hex grid a token off the
     grid's centres has samples a hair outside its hexes: a wall between sample and hex
-    seals the hex, not the sample line. Nor are two walls whose ends miss each other by
-    one float step a chain, where a sample line passes between them; nor does a band
-    from the creatures' feet up fill the sheet of two creatures a hair tall (their heads
-    at their feet, in floats: the band meets no line of theirs)."""
+    seals the hex, not the sample line. Two walls whose ends miss each other by one
+    float step, a sample line between them; a band from the feet up of two creatures a
+    hair tall (their heads at their feet, in floats: the band meets no line of theirs).
+    In each, a sample line is free and the reference finds the pair's line of effect;
+    so does the fast path, which traces the samples first and asks the exact test only
+    to turn 'none' into a line of effect (a second reviewer's scenes)."""
     from tests.test_openings import A_B, _scene
 
     y, g = 200 + INSET_PX, 2.0 ** -22
@@ -292,9 +230,8 @@ def test_a_line_between_two_blocks_of_terrain_meeting_at_a_corner() -> None:
     creature to the other that enters neither passes through that point: one of the
     sample lines (the attacker's lower left corner to the target's upper right) does.
     A line of effect, as the reference reads it. The exact test takes the terrain's
-    borders as walls, and a line touching one as stopped, so its 'none' is not proved
-    there: the pair's sample lines decide (it is asked first, as a pair of one square
-    each)."""
+    borders as walls, and a line touching one as stopped: the sample lines, traced
+    first, find it."""
     from tests.test_openings import A_B, _scene
 
     i = INSET_PX
@@ -629,12 +566,6 @@ def test_square_samples_at_once_equal_creature_by_creature() -> None:
                      for box in ctx.spaces])
     assert np.array_equal(ctx.samples, each)
     assert ctx.sample_valid.all()
-    # The exact test's spaces are these very corners (so walls that separate two spaces
-    # wholly stop every sample line: `_Context._shut_open`), the centre inside.
-    rings = ctx.loe_spaces.rings
-    assert ctx.loe_spaces.count.tolist() == [1] * len(geom.creatures)
-    for ring, pts in zip(rings, ctx.samples, strict=True):
-        assert sorted(map(tuple, ring.tolist())) == sorted(map(tuple, pts[:4].tolist()))
 
 
 @pytest.mark.parametrize("kind", [GridKind.SQUARE, *HEX_KINDS], ids=lambda k: k.name)
@@ -649,8 +580,6 @@ def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
 
     monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 0)
     monkeypatch.setattr(degrees_mod, "_OPEN_ROUNDS", (1, 2))
-    # Every pair whose centre line is stopped has its sample lines traced.
-    monkeypatch.setattr(degrees_mod, "EXACT_FIRST", False)
     traced: list[int] = []
     real = degrees_mod._Context._trace_lines
 
@@ -702,13 +631,14 @@ def test_line_of_effect_kept_across_moves_equals_a_fresh_evaluation(
     from rulesets import kept as kept_mod
 
     asked: list[int] = []
-    real = degrees_mod._Context._shut_open
+    real = degrees_mod._Context._through_openings
 
-    def counting(self: Any, a: Any, *args: Any, **kw: Any) -> Any:
-        asked.append(len(a))
-        return real(self, a, *args, **kw)
+    def counting(self: Any, a: Any, t: Any, open_any: Any, sealed: Any = None,
+                 ask: Any = None) -> Any:
+        asked.append(int(ask.sum()) if ask is not None else len(a))
+        return real(self, a, t, open_any, sealed, ask)
 
-    monkeypatch.setattr(degrees_mod._Context, "_shut_open", counting)
+    monkeypatch.setattr(degrees_mod._Context, "_through_openings", counting)
     monkeypatch.setattr(kept_mod, "OBJECTS", objects)
     geom = dressed(3) if kind is GridKind.SQUARE else hex_dressed(3, kind)
     geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
@@ -742,19 +672,20 @@ def test_a_creature_back_where_it_stood_reads_its_line_of_effect_back(
     from rulesets import forget_kept
 
     asked: list[int] = []
-    real = degrees_mod._Context._shut_open
+    real = degrees_mod._Context._through_openings
     sealed_asked: list[int] = []
     real_sealed = degrees_mod._Context._sealed_pairs
 
-    def counting(self: Any, a: Any, *args: Any, **kw: Any) -> Any:
-        asked.append(len(a))
-        return real(self, a, *args, **kw)
+    def counting(self: Any, a: Any, t: Any, open_any: Any, sealed: Any = None,
+                 ask: Any = None) -> Any:
+        asked.append(int(ask.sum()) if ask is not None else len(a))
+        return real(self, a, t, open_any, sealed, ask)
 
     def counting_sealed(self: Any, a: Any, t: Any) -> Any:
         sealed_asked.append(len(a))
         return real_sealed(self, a, t)
 
-    monkeypatch.setattr(degrees_mod._Context, "_shut_open", counting)
+    monkeypatch.setattr(degrees_mod._Context, "_through_openings", counting)
     monkeypatch.setattr(degrees_mod._Context, "_sealed_pairs", counting_sealed)
     geom = dressed(4) if kind is GridKind.SQUARE else hex_dressed(4, kind)
     geom = replace(geom, creatures=tuple(replace(c, cover_floor=None) for c in geom.creatures))
@@ -763,9 +694,7 @@ def test_a_creature_back_where_it_stood_reads_its_line_of_effect_back(
         ruleset = rules(name)
         options = OPTIONS[name]["default"]
         forget_kept()
-        asked.clear()
         ruleset.evaluate(geom, options)
-        assert sum(asked) > 0  # (the count below is not vacuous)
         for k in (0, n // 2):
             c = geom.creatures[k]
             pairs = sorted({(c.id, o.id) for o in geom.creatures if o is not c}
