@@ -191,7 +191,7 @@ def test_lines_the_exact_test_does_not_see_are_found_by_the_samples() -> None:
     In each, a sample line is free and the reference finds the pair's line of effect;
     so does the fast path, which traces the samples first and asks the exact test only
     to turn 'none' into a line of effect (a second reviewer's scenes)."""
-    from tests.test_openings import A_B, _scene
+    from tests.test_openings import A_B, _scene, float_step_gap
 
     y, g = 200 + INSET_PX, 2.0 ** -22
     hairline = _scene([(500, -1000, 500, y - g), (500, y + g, 500, 1000)], A_B)
@@ -200,19 +200,8 @@ def test_lines_the_exact_test_does_not_see_are_found_by_the_samples() -> None:
     off = _scene([(349.995, -1000.0, 349.995, 1000.0), (800.0, 240.0, 800.0, 275.0)],
                  [(300, 200, 1), (900, 200, 1)])
     off = replace(off, grid=replace(off.grid, kind=GridKind.HEXODDR))
-    # A's centre to B's upper right corner crosses x = 500 at y; one wall ends the first
-    # float above the line there, the other starts the first below it.
-    p, q = np.array([50.0, 250.0]), np.array([1100 - INSET_PX, 200 + INSET_PX])
-
-    def side(y: float) -> float:
-        return float((q[0] - p[0]) * (y - p[1]) - (q[1] - p[1]) * (500.0 - p[0]))
-
-    above = below = float(p[1] + (500 - p[0]) * (q[1] - p[1]) / (q[0] - p[0]))
-    while side(below) <= 0:
-        below = float(np.nextafter(below, np.inf))
-    while side(above) >= 0:
-        above = float(np.nextafter(above, -np.inf))
-    gap = _scene([(500.0, -1000.0, 500.0, above), (500.0, below, 600.0, 1000.0)], A_B)
+    upper, _, below = float_step_gap()
+    gap = _scene([upper, (500.0, below, 600.0, 1000.0)], A_B)
     band = replace(_scene([(500, -1000, 500, 1000)], A_B).walls[0], bottom=10.0, top=20.0)
     thin = _scene([band, (300, 245, 300, 255)], A_B)
     thin = replace(thin, creatures=tuple(replace(c, elevation=10.0, tall=1e-16)

@@ -1179,14 +1179,11 @@ def _apart(scene: SceneGeom) -> bool:
     return bool(openings.walled_apart(tr, rings, corners, np.array([0]), np.array([1]))[0])
 
 
-def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() -> None:
-    """Proofs that skip every line of a pair (`walled_apart`, ahead of a hex creature's
-    samples) hold only if every line is stopped. Two walls whose ends miss each other by
-    one float step, where a line passes between them, are no chain (rounding in
-    `_meeting` read them as met: GEOS decides the close calls, `_clearly_met`); meeting
-    exactly, they are one. A band from the feet up fills the sheet of two creatures 6 ft
-    tall, not of two a hair tall (1e-16 ft: head and feet one number, a sheet no band
-    meets)."""
+def float_step_gap() -> tuple[tuple[float, float, float, float], float, float]:
+    """Between A_B's creatures, the line from A's centre to B's upper right corner (a hair
+    inside) crosses x = 500 at some y: a wall from the top down to the first float above
+    the line there, and the first float below it (a wall may start there: the two miss
+    each other by one float step, the line passing between them)."""
     p, q = np.array([50.0, 250.0]), np.array([1100 - INSET_PX, 200 + INSET_PX])
 
     def side(y: float) -> float:
@@ -1197,7 +1194,18 @@ def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() ->
         below = float(np.nextafter(below, np.inf))
     while side(above) >= 0:
         above = float(np.nextafter(above, -np.inf))
-    upper = (500.0, -1000.0, 500.0, above)
+    return (500.0, -1000.0, 500.0, above), above, below
+
+
+def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() -> None:
+    """Proofs that skip every line of a pair (`walled_apart`, ahead of a hex creature's
+    samples) hold only if every line is stopped. Two walls whose ends miss each other by
+    one float step, where a line passes between them, are no chain (rounding in
+    `_meeting` read them as met: GEOS decides the close calls, `_clearly_met`); meeting
+    exactly, they are one. A band from the feet up fills the sheet of two creatures 6 ft
+    tall, not of two a hair tall (1e-16 ft: head and feet one number, a sheet no band
+    meets)."""
+    upper, above, below = float_step_gap()
     assert not _apart(_scene([upper, (500.0, below, 600.0, 1000.0)], A_B))
     assert _apart(_scene([upper, (500.0, above, 600.0, 1000.0)], A_B))
     a, b = np.array([[*upper]]).T, np.array([[500.0, below, 600.0, 1000.0]]).T
