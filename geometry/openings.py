@@ -391,13 +391,13 @@ def _line_of_effect_both(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
 
 
 def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: IntArray,
-            whole: BoolArray) -> tuple[BoolArray, IntArray]:
+            whole: BoolArray, robust: bool = False) -> tuple[BoolArray, IntArray]:
     """Per pair: walls near it (rows bi, wi, ascending by pair; `whole`: the row's band
     fills the sheet wherever a line of the pair crosses it, `_band_fill`) that stop every
     line of the pair they cross, alone, separate its two spaces wholly: one crossing every
     line between a corner of ring a and a corner of ring b, or a chain of them (`_chains`).
     And per row, how many of those corner lines it crosses when it stops every line it
-    crosses (else -1)."""
+    crosses (else -1). `robust`: as `_chains`'."""
     always = blk.stops[wi] | (whole & ~blk.limited[wi] & (blk.direction[wi] == 0))
     sealed = np.zeros(len(ar), dtype=bool)
     sel = np.flatnonzero(always)
@@ -411,7 +411,8 @@ def _sealed(blk: Blockers, ar: FloatArray, br: FloatArray, bi: IntArray, wi: Int
     sealed[bi[sel[hits.all(axis=1)]]] = True
     left = ~sealed[bi[sel]]
     if left.any():
-        sealed |= _chains(ar, br, blk.xy, bi[sel[left]], wi[sel[left]], hits[left])
+        sealed |= _chains(ar, br, blk.xy, bi[sel[left]], wi[sel[left]], hits[left],
+                          robust)
     # Each row's share of the pair's corner lines it crosses (-1: it does not stop every
     # line it crosses), for `_leaders`.
     score = np.full(len(bi), -1, dtype=np.intp)
@@ -565,7 +566,7 @@ def _leaders(bi: IntArray, score: IntArray) -> BoolArray:
 
 
 def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: IntArray,
-            hits: BoolArray) -> BoolArray:
+            hits: BoolArray, robust: bool = False) -> BoolArray:
     """Per pair: a chain of walls (rows bi, wi, ascending by pair, each stopping alone
     every line of the pair it crosses; hits: which corner lines each crosses) that meet
     one another at points inside the hull of the two rings, touch neither ring, and reach
@@ -576,7 +577,14 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     ending on another, a door frame).
 
     The hull's sides between the rings are the corner lines with every corner on one
-    side of them (two of them, or several on one line)."""
+    side of them (two of them, or several on one line).
+
+    Whether two walls meet is worked out from their numbers, and rounding reads two walls
+    a float step apart as met. That is harmless where the chain only spares the search
+    (the answer is 'none' either way, to a float step, and a ruleset's sample lines,
+    traced first, find a line through such a gap). `robust` (a proof that skips the
+    sample lines: `walled_apart`): the close calls go to GEOS's robust predicate
+    (`_clearly_met`)."""
     out = np.zeros(len(ar), dtype=bool)
     # Only the pairs with rows here, renumbered densely (bi ascending: each run of one
     # pair's rows starts a new number).
@@ -670,7 +678,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     u, v = (uv // rows).astype(np.intp), (uv % rows).astype(np.intp)
     wt = np.ascontiguousarray(w.T)
     meet, point = _meeting(wt[:, u], wt[:, v])
-    doubt = meet & ~_clearly_met(wt[:, u], wt[:, v])
+    doubt = meet & ~_clearly_met(wt[:, u], wt[:, v]) if robust else meet[:0]
     if doubt.any():
         # Rounding in `_meeting` reads walls a float step apart as met, and a line through
         # the gap would pass the chain: where it is a close call, the robust predicate
@@ -1841,6 +1849,7 @@ def walled_apart(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         bi, wi, whole = bi[keep], wi[keep], whole[keep]
         if len(bi):
             # (Rings that overlap or touch see each other: a rider on its mount.)
-            got[rows] = _sealed(blk, ar, br, bi, wi, whole)[0] & ~_overlap(ar, br)
+            got[rows] = (_sealed(blk, ar, br, bi, wi, whole, robust=True)[0]
+                         & ~_overlap(ar, br))
     out = got[back]
     return out
