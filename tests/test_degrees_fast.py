@@ -187,10 +187,11 @@ def test_lines_the_exact_test_does_not_see_are_found_by_the_samples() -> None:
     grid's centres has samples a hair outside its hexes: a wall between sample and hex
     seals the hex, not the sample line. Two walls whose ends miss each other by one
     float step, a sample line between them; a band from the feet up of two creatures a
-    hair tall (their heads at their feet, in floats: the band meets no line of theirs).
-    In each, a sample line is free and the reference finds the pair's line of effect;
-    so does the fast path, which traces the samples first and asks the exact test only
-    to turn 'none' into a line of effect (a second reviewer's scenes)."""
+    hair tall (their heads at their feet, in floats: the band meets no line of theirs); a
+    chain wall through a corner of the attacker's space. In each, a sample line is free
+    and the reference finds the pair's line of effect; so does the fast path, which
+    traces the samples first and asks the exact test only to turn 'none' into a line of
+    effect (a second reviewer's scenes)."""
     from tests.test_openings import A_B, _scene, float_step_gap
 
     y, g = 200 + INSET_PX, 2.0 ** -22
@@ -206,7 +207,14 @@ def test_lines_the_exact_test_does_not_see_are_found_by_the_samples() -> None:
     thin = _scene([band, (300, 245, 300, 255)], A_B)
     thin = replace(thin, creatures=tuple(replace(c, elevation=10.0, tall=1e-16)
                                          for c in thin.creatures))
-    for geom in (hairline, corner, off, gap, thin):
+    # A chain whose first wall runs through A's upper right corner (a hair inside), which
+    # rounding in `_touches` reads as clear of it; the lines from that corner pass.
+    c = np.array([400.1 - INSET_PX, 200.3 + INSET_PX])
+    far = c + 14 * np.array([7.0, 2.0])
+    through = _scene([(*(c - 7 * np.array([7.0, 2.0])).tolist(), *far.tolist()),
+                      (*far.tolist(), float(far[0]), 1000.0)],
+                     [(300.1, 200.3, 1), (600.1, 200.3, 1)])
+    for geom in (hairline, corner, off, gap, thin, through):
         for name in OPTIONS:
             options = OPTIONS[name]["default"]
             ref = rules(name).reference(geom, options)
