@@ -584,7 +584,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     (the answer is 'none' either way, to a float step, and a ruleset's sample lines,
     traced first, find a line through such a gap). `robust` (a proof that skips the
     sample lines: `walled_apart`): the close calls go to GEOS's robust predicate
-    (`_clearly_met`)."""
+    (`_meeting`'s `robust`)."""
     out = np.zeros(len(ar), dtype=bool)
     # Only the pairs with rows here, renumbered densely (bi ascending: each run of one
     # pair's rows starts a new number).
@@ -677,17 +677,7 @@ def _chains(ar: FloatArray, br: FloatArray, xy: FloatArray, bi: IntArray, wi: In
     uv = np.unique(u.astype(np.int64) * rows + v)
     u, v = (uv // rows).astype(np.intp), (uv % rows).astype(np.intp)
     wt = np.ascontiguousarray(w.T)
-    meet, point = _meeting(wt[:, u], wt[:, v])
-    doubt = meet & ~_clearly_met(wt[:, u], wt[:, v]) if robust else meet[:0]
-    if doubt.any():
-        # Rounding in `_meeting` reads walls a float step apart as met, and a line through
-        # the gap would pass the chain: where it is a close call, the robust predicate
-        # (GEOS) has the last word.
-        met = np.flatnonzero(doubt)
-        ends_u = w[u[met]].reshape(-1, 2, 2)
-        ends_v = w[v[met]].reshape(-1, 2, 2)
-        meet[met] = shapely.intersects(shapely.linestrings(ends_u),
-                                       shapely.linestrings(ends_v))
+    meet, point = _meeting(wt[:, u], wt[:, v], robust)
     u, v, point = u[meet], v[meet], point[meet]
     # Meeting points inside the hull (on the inner side of every hull side, or on it).
     inside = _in_hulls(px, py, (hx, hy, hdx, hdy), h_left, h_right, bi[u], point)
@@ -863,18 +853,18 @@ def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
     return out
 
 
-def _clearly_met(a: FloatArray, b: FloatArray) -> BoolArray:
-    """Row-paired segments, column-wise as `_meeting` takes them: whether they certainly
-    meet, rounding aside: they share an end (the very same numbers: walls drawn end to
-    end), or they cross well inside both (far from their ends, and far from parallel)."""
+def _clearly_met(a: FloatArray, b: FloatArray, den: FloatArray, qp: tuple[FloatArray, FloatArray],
+                 t: FloatArray, u: FloatArray) -> BoolArray:
+    """Row-paired segments, column-wise as `_meeting` takes them, with what `_meeting`
+    worked out of them (den, b's start less a's, and t and u along a and b): whether
+    they certainly meet, rounding aside: they share an end (the very same numbers: walls
+    drawn end to end), or they cross well inside both (far from their ends, and far from
+    parallel)."""
     shared = (((a[0] == b[0]) & (a[1] == b[1])) | ((a[0] == b[2]) & (a[1] == b[3]))
               | ((a[2] == b[0]) & (a[3] == b[1])) | ((a[2] == b[2]) & (a[3] == b[3])))
     rx, ry, sx, sy = a[2] - a[0], a[3] - a[1], b[2] - b[0], b[3] - b[1]
-    den = rx * sy - ry * sx
-    qpx, qpy = b[0] - a[0], b[1] - a[1]
+    qpx, qpy = qp
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        t = (qpx * sy - qpy * sx) / den
-        u = (qpx * ry - qpy * rx) / den
         # Each numerator is a difference of products that may cancel: its rounding is up
         # to a few float steps of the products' sizes, and t's (u's) that over |den|.
         eps = 8 * np.finfo(np.float64).eps
@@ -892,9 +882,14 @@ def _clearly_met(a: FloatArray, b: FloatArray) -> BoolArray:
 _CLEAR = 1e-6
 
 
-def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
+def _meeting(a: FloatArray, b: FloatArray,
+             robust: bool = False) -> tuple[BoolArray, FloatArray]:
     """Row-paired segments, given column-wise ((4, M): x0, y0, x1, y1 planes): whether
-    they meet (closed segments), and a point where they do ((M, 2))."""
+    they meet (closed segments), and a point where they do ((M, 2)).
+
+    Worked out from their numbers, rounding reads two segments a float step apart as
+    met. `robust`: the close calls (not `_clearly_met`) among those read as met go to
+    GEOS's robust predicate, which has the last word."""
     px, py, rx, ry = a[0], a[1], a[2] - a[0], a[3] - a[1]
     qx, qy, sx, sy = b[0], b[1], b[2] - b[0], b[3] - b[1]
     den = rx * sy - ry * sx
@@ -924,6 +919,12 @@ def _meeting(a: FloatArray, b: FloatArray) -> tuple[BoolArray, FloatArray]:
         at = ends[on.argmax(axis=0), :, np.arange(len(k))]  # (m, 2)
         point[k[done]] = at[done]
         met[k] = done
+    if robust:
+        doubt = np.flatnonzero(met & ~_clearly_met(a, b, den, (qpx, qpy), t, u))
+        if len(doubt):
+            met[doubt] = shapely.intersects(
+                shapely.linestrings(a[:, doubt].T.reshape(-1, 2, 2)),
+                shapely.linestrings(b[:, doubt].T.reshape(-1, 2, 2)))
     return met, point
 
 

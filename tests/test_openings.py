@@ -1201,7 +1201,7 @@ def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() ->
     """Proofs that skip every line of a pair (`walled_apart`, ahead of a hex creature's
     samples) hold only if every line is stopped. Two walls whose ends miss each other by
     one float step, where a line passes between them, are no chain (rounding in
-    `_meeting` read them as met: GEOS decides the close calls, `_clearly_met`); meeting
+    `_meeting` read them as met: with `robust`, GEOS decides the close calls); meeting
     exactly, they are one. A band from the feet up fills the sheet of two creatures 6 ft
     tall, not of two a hair tall (1e-16 ft: head and feet one number, a sheet no band
     meets)."""
@@ -1209,7 +1209,9 @@ def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() ->
     assert not _apart(_scene([upper, (500.0, below, 600.0, 1000.0)], A_B))
     assert _apart(_scene([upper, (500.0, above, 600.0, 1000.0)], A_B))
     a, b = np.array([[*upper]]).T, np.array([[500.0, below, 600.0, 1000.0]]).T
-    assert not openings._clearly_met(a, b)
+    # The arithmetic alone reads them as met; the robust reading does not.
+    assert openings._meeting(a, b)[0].tolist() == [True]
+    assert openings._meeting(a, b, robust=True)[0].tolist() == [False]
     band = replace(_wall(0, (500, -1000, 500, 1000)), bottom=10.0, top=20.0)
     for tall, apart in ((6.0, True), (1e-16, False)):
         scene = _scene([band], A_B)
