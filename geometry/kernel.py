@@ -660,7 +660,7 @@ def _or_runs(out: BoolArray, cb: IntArray, hit: BoolArray) -> None:
 # 20,000 walls: a millisecond a call).
 _RUNS: dict[int, tuple[FloatArray, list[tuple[IntArray, FloatArray]]]] = {}
 _RUNS_KEPT = 8
-_RUNS_SUBSETS = 4
+_RUNS_SUBSETS = 8
 
 
 def _merged_runs(walls: FloatArray, which: IntArray) -> FloatArray:

@@ -1687,7 +1687,9 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     end, crosses every line between the corners of their convex rings (rings (n, V, 2),
     creature c's first corners[c] corners; `hull_rings`), which separates the two rings
     wholly (`kernel.sealed_blocks`, step 2 above): every line from one to the other is
-    stopped, at any height, from either end. None with no plain wall. Pairs are taken by
+    stopped, at any height, from either end. For a whole table's pairs, a wall plain but
+    for a height band that holds the pair's whole vertical reach counts as plain
+    (`_banded_walk`). None with no such wall. Pairs are taken by
     their rings' numbers of corners (a hex creature's are 6 to a dozen), so that the many
     pairs of common sizes are not padded to the largest creature's; the groups of few pairs
     go together in one call (each call has fixed costs), as do a move's few pairs. A wall
@@ -1700,7 +1702,7 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     have rooms: a scene of 20,000 walls has none, and its creatures' rings are not made
     for nothing at every move."""
     plain = np.flatnonzero(tracer.wall_plain)
-    if len(plain) == 0:
+    if len(plain) == 0 and not _banded_plain(tracer).any():
         return None
     if len(a) == 0:
         return np.zeros(0, dtype=bool)
@@ -1717,9 +1719,25 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     if len(a) == 0:
         every: BoolArray = sealed[back.reshape(-1)]
         return every
+    sealed[todo] = _walk(tracer, rings, corners, a, t, plain)
+    left = np.flatnonzero(~sealed[todo])
+    # (A move's few pairs are left to the proofs after this one: a walk per set of walls
+    # has fixed costs, a millisecond for the few pairs of a move it would prove.)
+    if len(left) >= BANDED_MIN_PAIRS:
+        sealed[todo[left]] = _banded_walk(tracer, rings, corners, a[left], t[left], plain)
+    out: BoolArray = sealed[back.reshape(-1)]
+    return out
+
+
+def _walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray, t: IntArray,
+          which: IntArray) -> BoolArray:
+    """Per pair: whether one of the walls `which` (each stopping every line of the pair it
+    crosses), or a run of them end to end, crosses every line between the corners of the
+    two rings, and the rings do not meet (`sealed_pairs`' walk)."""
+    sealed = np.zeros(len(a), dtype=bool)
     for rows, va, vt in _by_ring_sizes(corners, a, t, SEAL_ONE_CALL):
         ra, rt = rings[a[rows], :va], rings[t[rows], :vt]
-        got = kernel.sealed_blocks(ra, rt, tracer.wall_xy, plain)
+        got = kernel.sealed_blocks(ra, rt, tracer.wall_xy, which)
         # Spaces that overlap or touch see each other (a rider on its mount); only rings
         # whose boxes meet can.
         near = np.flatnonzero(got)
@@ -1729,9 +1747,59 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
         hi_t = kernel.over_points(np.maximum, rt[near])
         near = near[((lo_a <= hi_t) & (lo_t <= hi_a)).all(axis=1)]
         got[near] &= ~_overlap(ra[near], rt[near])
-        sealed[todo[rows]] = got
-    out: BoolArray = sealed[back.reshape(-1)]
+        sealed[rows] = got
+    return sealed
+
+
+def _banded_walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
+                 t: IntArray, plain: IntArray) -> BoolArray:
+    """`_walk` with, besides the plain walls, the walls that are plain but for a height
+    band holding the pair's whole vertical reach (the lower feet to the higher head):
+    such a band fills the sheet of sight wherever a line of the pair crosses the wall,
+    so the wall stops it as a plain one would (`_band_reach`). Pairs are walked together
+    when the same walls hold their reaches (a dressed map has a dozen reaches, and a
+    handful of sets of walls holding them); the pairs of the sets that few pairs have
+    are walked together too, with the walls that hold every one of their reaches."""
+    out = np.zeros(len(a), dtype=bool)
+    banded = np.flatnonzero(_banded_plain(tracer))
+    if len(banded) == 0:
+        return out
+    lo = np.minimum(tracer.elev[a], tracer.elev[t])
+    hi = np.maximum(tracer.elev[a] + tracer.tall[a], tracer.elev[t] + tracer.tall[t])
+    rows = np.flatnonzero(np.minimum(tracer.tall[a], tracer.tall[t]) >= _MIN_TALL_FT)
+    reach, inverse = np.unique(np.stack([lo[rows], hi[rows]], axis=1), axis=0,
+                               return_inverse=True)
+    b, tp = tracer.wall_bottom[banded], tracer.wall_top[banded]
+    with np.errstate(invalid="ignore"):
+        holds = ((np.isnan(b) | (b <= reach[:, 0:1])) & (np.isnan(tp) | (tp >= reach[:, 1:2])))
+    sets, of_reach = np.unique(holds, axis=0, return_inverse=True)
+    of_row = of_reach.reshape(-1)[inverse.reshape(-1)]
+    size = np.bincount(of_row, minlength=len(sets))
+    few = size < BANDED_FEW
+    # (Sets of few pairs: one walk, with the walls that hold all of their reaches.)
+    groups = [(np.flatnonzero(of_row == k), sets[k]) for k in np.flatnonzero(~few).tolist()]
+    if few.any():
+        groups.append((np.flatnonzero(few[of_row]), np.logical_and.reduce(sets[few], axis=0)))
+    for at, mask in groups:
+        if not mask.any() or len(at) == 0:
+            continue
+        which = np.sort(np.concatenate([plain, banded[mask]]))
+        out[rows[at]] = _walk(tracer, rings, corners, a[rows[at]], t[rows[at]], which)
     return out
+
+
+#: Pairs left by the plain walk below which `sealed_pairs` walks no banded walls.
+BANDED_MIN_PAIRS = 256
+#: Pairs below which the pairs of a set of walls holding their reaches are walked with
+#: the other such sets' (`_banded_walk`).
+BANDED_FEW = 64
+
+
+def _banded_plain(tracer: Tracer) -> BoolArray:
+    """Per wall: plain but for a height band (solid, both ways, not limited, banded)."""
+    banded: BoolArray = ((tracer.wall_cover_code == SOLID_CODE) & ~tracer.wall_limited
+                         & (tracer.wall_dir == Direction.BOTH) & tracer.wall_banded)
+    return banded
 
 
 def pairs_line_of_effect(tracer: Tracer, spaces: Spaces, a: IntArray, t: IntArray,

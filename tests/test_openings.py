@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1218,3 +1219,46 @@ def test_a_chain_is_walls_that_meet_and_a_band_fills_a_sheet_of_some_height() ->
         scene = replace(scene, creatures=tuple(replace(c, elevation=10.0, tall=tall)
                                                for c in scene.creatures))
         assert _apart(scene) is apart
+
+
+def test_a_banded_wall_that_holds_both_creatures_seals_them_like_a_plain_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wall whose height band holds the whole vertical reach of two creatures (from the
+    lower feet to the higher head) stops every line between them, as a plain wall does:
+    the sealing walk takes it with the plain walls for the pairs whose reach it holds,
+    and there is then no line of effect. A band that leaves part of the reach open (it
+    ends below the creatures' heads, or starts above their feet), or a wall that is
+    one-way, limited or low, is left to the other proofs, and a line passes over, under
+    or through it; and two tokens a hair tall are never sealed so. (A whole table's pairs
+    only: monkeypatched here for two.)"""
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
+    line = (500.0, -1000.0, 500.0, 1000.0)
+
+    def banded(bottom: float | None, top: float | None, **kw: Any) -> WallGeom:
+        return replace(_wall(0, line, **kw), bottom=bottom, top=top)
+
+    # The creatures: three hexes each, on the ground, 10 ft tall.
+    for wall, sealed in ((banded(None, 20.0), True), (banded(-5.0, 10.0), True),
+                         (banded(None, 9.0), False), (banded(1.0, 20.0), False),
+                         (banded(None, 20.0, limited=True), False),
+                         (banded(None, 20.0, direction=Direction.LEFT), False),
+                         (banded(None, 20.0, cover=WallCover.LOW), False)):
+        _, _, walked, loe = _big_hexes([wall])
+        assert walked is sealed, wall
+        if sealed:
+            assert not loe
+    # Two tokens a hair tall (1e-16 ft) at 10 ft behind a band from 10 ft up: their heads
+    # round to their feet, and no band is taken as filling such a sheet by its reach
+    # alone (`_band_reach`): not sealed by the walk, left to the exact test.
+    scene = _scene([banded(10.0, 20.0)], A_B)
+    scene = replace(scene, creatures=tuple(replace(c, elevation=10.0, tall=1e-16)
+                                           for c in scene.creatures))
+    tr = Tracer(scene)
+    sp = openings.spaces_of(tr, INSET_PX)
+    a, t = np.array([0, 1]), np.array([1, 0])
+    tiny = openings.sealed_pairs(tr, sp.rings, np.full(2, 4), a, t)
+    assert tiny is not None and not tiny.any()
+    # Without the band's walk, the same wall is not taken by the sealing walk.
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 1 << 30)
+    _, _, walked, loe = _big_hexes([banded(None, 20.0)])
+    assert not walked and not loe

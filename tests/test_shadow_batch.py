@@ -28,6 +28,7 @@ from bench.hexscenes import HEX_KINDS, on_hex
 from bench.scenes import generate
 from geometry import kernel, openings
 from geometry.columns import columns
+from geometry.kernel import IntArray
 from geometry.model import Direction, RegionGeom, RegionKind, SceneGeom
 from rulesets import REGISTRY, realms
 from rulesets.base import Annotation, AttackMode, Degree, Flag
@@ -535,23 +536,30 @@ def test_realms_measures_covered_fractions_in_one_batch(
     assert not calls
 
 
+def _every_pair(seed: int, dressed: bool, kind: Any
+                ) -> tuple[SceneGeom, realms.RealmsContext, IntArray]:
+    """A scene of 24 tokens among 150 walls (on a hex layout unless `kind` is None), a
+    reference context of it, and every ordered pair of its creatures (attacker, target)."""
+    geom = _scene(24, 150, seed, dressed)
+    if kind is not None:
+        geom = on_hex(geom, kind, seed)
+    ctx = realms.RealmsContext(geom, RealmsOptions(), reference=True)
+    n = len(ctx.cs)
+    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
+    return geom, ctx, np.column_stack([a[a != t], t[a != t]])
+
+
 @pytest.mark.parametrize("kind", [None, *HEX_KINDS])
 def test_realms_sealed_pairs_are_at_full_cover_from_every_viewpoint(kind: Any) -> None:
     """Pairs one plain wall (or a run) separates are not measured: each must be at full
     cover, measured one by one from every viewpoint of the attacker, with no line of effect
     at all; their rings hold the whole body, border included; and most of a scene of rooms'
     pairs are found so (the reason for the step)."""
-    geom = _scene(24, 150, 1, False)
-    if kind is not None:
-        geom = on_hex(geom, kind, 1)
-    ctx = realms.RealmsContext(geom, RealmsOptions(), reference=True)
-    n = len(ctx.cs)
-    a, t = (v.ravel() for v in np.meshgrid(np.arange(n), np.arange(n)))
-    pairs = np.column_stack([a[a != t], t[a != t]])
+    geom, ctx, pairs = _every_pair(1, False, kind)
     sealed = ctx.sealed(pairs)
     assert sealed.mean() > 0.5, sealed.mean()
     rings, corners = ctx.seal_rings
-    for k in range(n):
+    for k in range(len(ctx.cs)):
         assert shapely.covers(shapely.Polygon(rings[k, :corners[k]]), ctx.bodies[k]), k
     shut = pairs[sealed]
     assert not openings.pairs_line_of_effect(ctx.tracer, ctx.loe_spaces, shut[:, 0],
@@ -565,6 +573,31 @@ def test_realms_sealed_pairs_are_at_full_cover_from_every_viewpoint(kind: Any) -
     fast.measure_pairs([(int(p), int(q)) for p, q in shut.tolist()])
     assert all(fast.best_measure(int(p), int(q), named=False).covered == 1.0
                for p, q in shut.tolist())
+
+
+@pytest.mark.parametrize("kind", [None, HEX_KINDS[0], HEX_KINDS[3]])
+def test_realms_pairs_a_banded_wall_seals_are_at_full_cover_from_every_viewpoint(
+        kind: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wall plain but for a height band holding both creatures' whole vertical reach
+    seals them as a plain wall does (`openings._banded_walk`, for every call here): from
+    every viewpoint of the attacker the target is at full cover, measured one by one
+    (the band casts a shadow of full weight), with no line of effect; and the batch gives
+    the reference's answers."""
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
+    geom, ctx, pairs = _every_pair(2, True, kind)
+    sealed = ctx.sealed(pairs)
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 1 << 30)
+    plain_only = realms.RealmsContext(geom, RealmsOptions(), reference=True).sealed(pairs)
+    assert (plain_only <= sealed).all()
+    by_band = pairs[sealed & ~plain_only]
+    assert len(by_band) > 0
+    assert not openings.pairs_line_of_effect(ctx.tracer, ctx.loe_spaces, by_band[:, 0],
+                                             by_band[:, 1]).any()
+    for p, q in by_band.tolist():
+        for x, y in ctx.viewpoints[p]:
+            assert ctx.measure((float(x), float(y)), q, attacker=p).covered >= realms._FULL
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
+    _realms_same(geom, RealmsOptions())
 
 
 @pytest.mark.parametrize("kind", HEX_KINDS)
