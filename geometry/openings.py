@@ -313,6 +313,20 @@ def _read_back(known: dict[bytes, _T], keys: list[bytes],
     return cast("list[_T]", got)
 
 
+def remember_no_line(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
+                     a_elev: FloatArray, a_tall: FloatArray, t_elev: FloatArray,
+                     t_tall: FloatArray) -> None:
+    """Keep, for `line_of_effect_both` to read back, that these pairs of spaces (as it
+    takes them) have no line of effect either way: a caller proved it by a walk the
+    search does not make (`banded_walk`), and a later snapshot that asks the search
+    about the same two spaces is answered at once."""
+    known = blockers(tracer).known
+    keys = _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
+    if len(known) + len(keys) > KNOWN_PAIRS:
+        known.clear()
+    known.update(dict.fromkeys(keys, (False, False)))
+
+
 def _pair_keys(a_ring: FloatArray, b_ring: FloatArray, a_elev: FloatArray, a_tall: FloatArray,
                t_elev: FloatArray, t_tall: FloatArray) -> list[bytes]:
     """Per pair: the bytes of its two rings (led by the search's budget, which a pair past
@@ -1689,7 +1703,7 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     wholly (`kernel.sealed_blocks`, step 2 above): every line from one to the other is
     stopped, at any height, from either end. For a whole table's pairs, a wall plain but
     for a height band that holds the pair's whole vertical reach counts as plain
-    (`_banded_walk`). None with no such wall. Pairs are taken by
+    (`banded_walk`). None with no such wall. Pairs are taken by
     their rings' numbers of corners (a hex creature's are 6 to a dozen), so that the many
     pairs of common sizes are not padded to the largest creature's; the groups of few pairs
     go together in one call (each call has fixed costs), as do a move's few pairs. A wall
@@ -1702,7 +1716,7 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     have rooms: a scene of 20,000 walls has none, and its creatures' rings are not made
     for nothing at every move."""
     plain = np.flatnonzero(tracer.wall_plain)
-    if len(plain) == 0 and not _banded_plain(tracer).any():
+    if len(plain) == 0 and not banded_plain(tracer).any():
         return None
     if len(a) == 0:
         return np.zeros(0, dtype=bool)
@@ -1724,7 +1738,10 @@ def sealed_pairs(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     # (A move's few pairs are left to the proofs after this one: a walk per set of walls
     # has fixed costs, a millisecond for the few pairs of a move it would prove.)
     if len(left) >= BANDED_MIN_PAIRS:
-        sealed[todo[left]] = _banded_walk(tracer, rings, corners, a[left], t[left], plain)
+        a_l, t_l = a[left], t[left]
+        sealed[todo[left]] = banded_walk(
+            tracer, a_l, t_l, plain,
+            lambda rows, which: _walk(tracer, rings, corners, a_l[rows], t_l[rows], which))
     out: BoolArray = sealed[back.reshape(-1)]
     return out
 
@@ -1751,17 +1768,20 @@ def _walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray, t: 
     return sealed
 
 
-def _banded_walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray,
-                 t: IntArray, plain: IntArray) -> BoolArray:
-    """`_walk` with, besides the plain walls, the walls that are plain but for a height
-    band holding the pair's whole vertical reach (the lower feet to the higher head):
-    such a band fills the sheet of sight wherever a line of the pair crosses the wall,
-    so the wall stops it as a plain one would (`_band_reach`). Pairs are walked together
-    when the same walls hold their reaches (a dressed map has a dozen reaches, and a
-    handful of sets of walls holding them); the pairs of the sets that few pairs have
-    are walked together too, with the walls that hold every one of their reaches."""
+def banded_walk(tracer: Tracer, a: IntArray, t: IntArray, plain: IntArray,
+                walk: Callable[[IntArray, IntArray], BoolArray]) -> BoolArray:
+    """Per pair of creatures (a[k], t[k]) that the plain walls `plain` do not seal: whether
+    they are sealed when the walls plain but for a height band holding the pair's whole
+    vertical reach (the lower feet to the higher head) count too. Such a band fills the
+    sheet of sight wherever a line of the pair crosses the wall, so the wall stops it as
+    a plain one would (`_band_reach`; tokens under _MIN_TALL_FT are left out). `walk(rows,
+    walls)`: whether the walls `walls`, or runs of them, seal the pairs at `rows` (the
+    caller's walk over its own rings). Pairs are walked together when the same walls hold
+    their reaches (a dressed map has a dozen reaches, and a handful of sets of walls
+    holding them); the pairs of the sets that few pairs have are walked together too,
+    with the walls that hold every one of their reaches."""
     out = np.zeros(len(a), dtype=bool)
-    banded = np.flatnonzero(_banded_plain(tracer))
+    banded = np.flatnonzero(banded_plain(tracer))
     if len(banded) == 0:
         return out
     lo = np.minimum(tracer.elev[a], tracer.elev[t])
@@ -1783,19 +1803,18 @@ def _banded_walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArr
     for at, mask in groups:
         if not mask.any() or len(at) == 0:
             continue
-        which = np.sort(np.concatenate([plain, banded[mask]]))
-        out[rows[at]] = _walk(tracer, rings, corners, a[rows[at]], t[rows[at]], which)
+        out[rows[at]] = walk(rows[at], np.sort(np.concatenate([plain, banded[mask]])))
     return out
 
 
 #: Pairs left by the plain walk below which `sealed_pairs` walks no banded walls.
 BANDED_MIN_PAIRS = 256
 #: Pairs below which the pairs of a set of walls holding their reaches are walked with
-#: the other such sets' (`_banded_walk`).
+#: the other such sets' (`banded_walk`).
 BANDED_FEW = 64
 
 
-def _banded_plain(tracer: Tracer) -> BoolArray:
+def banded_plain(tracer: Tracer) -> BoolArray:
     """Per wall: plain but for a height band (solid, both ways, not limited, banded)."""
     banded: BoolArray = ((tracer.wall_cover_code == SOLID_CODE) & ~tracer.wall_limited
                          & (tracer.wall_dir == Direction.BOTH) & tracer.wall_banded)

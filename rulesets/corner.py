@@ -709,7 +709,8 @@ class CornerEngine:
         them again (a walking step at 1,000 creatures: the planning, tracing and reading
         of those rows was most of its work)."""
         tr = self.tracer
-        if len(a) < self.SEAL_FIRST_ROWS or not tr.wall_plain.any():
+        if len(a) < self.SEAL_FIRST_ROWS or not (tr.wall_plain.any()
+                                                 or openings.banded_plain(tr).any()):
             return None
         todo = np.ones(len(a), dtype=bool) if skip is None else ~skip
         n = len(self.cs)
@@ -724,8 +725,10 @@ class CornerEngine:
         rings = openings.box_rings(boxes, 0.0)
         inverse = inverse.reshape(2, -1)
 
-        def sealed(ra: FloatArray, rt: FloatArray) -> BoolArray:
-            found = kernel.sealed_blocks(ra, rt, tr.wall_xy, np.flatnonzero(tr.wall_plain))
+        plain = np.flatnonzero(tr.wall_plain)
+
+        def sealed(ra: FloatArray, rt: FloatArray, which: IntArray = plain) -> BoolArray:
+            found = kernel.sealed_blocks(ra, rt, tr.wall_xy, which)
             # Boxes that touch or overlap (a rider on its mount, creatures side by side
             # across a wall's end) are left to the tracer, as geometry.openings leaves such
             # rings (a ring's first and third corners are its box's).
@@ -737,7 +740,24 @@ class CornerEngine:
 
         # (Kept with the walls for a move's few pairs: a token moved back where it stood
         # reads them back.)
-        found = openings.sealed_known(tr, rings[inverse[0]], rings[inverse[1]], sealed)
+        ra, rt = rings[inverse[0]], rings[inverse[1]]
+        found = openings.sealed_known(tr, ra, rt, sealed)
+        left = np.flatnonzero(~found)
+        if len(left) >= openings.BANDED_MIN_PAIRS:
+            # A whole table's pairs: walls plain but for a band holding both creatures
+            # whole seal them too (geometry.openings.banded_walk).
+            ra, rt = ra[left], rt[left]
+            found[left] = banded = openings.banded_walk(
+                tr, who[inverse[0][left]], who[inverse[1][left]], plain,
+                lambda rows, which: sealed(ra[rows], rt[rows], which))
+            # A move's pairs are too few for that walk: its rows of these pairs are traced,
+            # and the exact test that follows reads the answer kept here, as it reads its
+            # own for the pairs it searched (`_through_openings`' spaces and heights).
+            ua, ut = who[inverse[0][left[banded]]], who[inverse[1][left[banded]]]
+            openings.remember_no_line(
+                tr, openings.box_rings(self._boxes(ua), INSET_PX),
+                openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua],
+                self._tall[ua], self._elev[ut], self._tall[ut])
         if not found.any():
             return None
         out = np.zeros(len(a), dtype=bool)

@@ -228,3 +228,20 @@ def moves_warm_and_cold(ruleset: Any, geom: Any, options: Any, counted: list[int
         kept_mod._TABLES.update(held)
         current = after
     return current, warm_count, cold_count
+
+
+def banded_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count what `geometry.openings.banded_walk` seals: per call, the pairs it sealed (the
+    list returned fills as the test runs), so that a test can tell that it took part."""
+    from geometry import openings
+
+    walk = openings.banded_walk
+    found: list[int] = []
+
+    def counting(*args: Any) -> Any:
+        out = walk(*args)
+        found.append(int(out.sum()))
+        return out
+
+    monkeypatch.setattr(openings, "banded_walk", counting)
+    return found

@@ -42,7 +42,7 @@ from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, pair_rows
 from rulesets.degrees import CoverDegrees, DegreesOptions
 from rulesets.pf2 import Pf2Options
-from tests.conftest import moves_warm_and_cold
+from tests.conftest import banded_walks, moves_warm_and_cold
 from tests.test_properties import PROPS, Doc, load
 from tests.test_properties_3d import banded_scene_docs
 
@@ -745,20 +745,12 @@ def test_a_rider_on_the_same_mount_is_the_same_object_snapshot_after_snapshot() 
 def test_fast_equals_reference_with_banded_walls_sealing(
         name: str, kind: GridKind, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sealing walk takes a banded wall holding a pair's whole vertical reach as a
-    plain one for a whole table (`openings._banded_walk`; a move's few pairs are left to
+    plain one for a whole table (`openings.banded_walk`; a move's few pairs are left to
     the later proofs). Here for every call, on dressed scenes, whose walls have bands of
     every kind: the pairs it seals have no line of effect, and the answers are the
     reference's."""
     monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
-    walk = openings._banded_walk
-    found: list[int] = []
-
-    def counting(*args: Any) -> Any:
-        out = walk(*args)
-        found.append(int(out.sum()))
-        return out
-
-    monkeypatch.setattr(openings, "_banded_walk", counting)
+    found = banded_walks(monkeypatch)
     for seed in (1, 2, 3):
         geom = dress(generate(30, 120, seed).geom, seed)
         if kind is not GridKind.SQUARE:

@@ -21,6 +21,7 @@ from rulesets.corner import CornerEngine
 from server import messages
 from server import scene as scenes
 from server.messages import parse_request
+from tests.conftest import banded_walks
 
 Doc = dict[str, Any]
 SIZE = 100
@@ -388,3 +389,49 @@ def test_rows_sealed_first_change_no_answer(
             finally:
                 rooms.rooms, CornerEngine.SEAL_FIRST_ROWS = real, held
     assert answers[0] == answers[1] == answers[2] == answers[3]
+
+
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "dnd5e"])
+def test_rows_a_banded_wall_seals_change_no_answer(
+        ruleset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walls plain but for a height band holding both creatures whole seal their rows too,
+    for a whole table (`openings.banded_walk`; here for every call): on dressed scenes,
+    whose walls have bands of every kind, the same answers as tracing every row. The
+    pairs so sealed are kept as having no line of effect (`openings.remember_no_line`):
+    a move after them, whose few pairs are not walked so, gives a fresh table's
+    answers."""
+    from dataclasses import replace
+
+    from bench.dressing import dress
+    from bench.hexbench import moved
+    from bench.scenes import generate
+    from geometry.incremental import affected_pairs
+
+    rules = REGISTRY.get(ruleset)
+    options = rules.Options()
+    found = banded_walks(monkeypatch)
+    for seed in (1, 2):
+        geom = dress(generate(30, 120, seed).geom, seed)
+        geom = replace(geom, creatures=tuple(replace(c, cover_floor=None)
+                                             for c in geom.creatures))
+        answers = []
+        for first, banded in ((0, 0), (10**9, 1 << 30)):
+            monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", first)
+            monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", banded)
+            forget_kept()
+            answers.append(rules.evaluate(geom, options))
+        assert answers[0] == answers[1]
+        # A move after the table (the walk on), its pairs too few for the walk.
+        monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", 0)
+        monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
+        forget_kept()
+        rules.evaluate(geom, options)
+        after = moved(geom, 3)
+        affected = affected_pairs(geom, after)
+        assert affected is not None
+        pairs = sorted(rules.widen(geom, after, options, set(affected)))
+        monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 1 << 30)
+        warm = rules.evaluate(after, options, pairs)
+        forget_kept()
+        assert warm == rules.evaluate(after, options, pairs)
+    assert sum(found) > 0

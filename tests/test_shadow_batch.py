@@ -579,7 +579,7 @@ def test_realms_sealed_pairs_are_at_full_cover_from_every_viewpoint(kind: Any) -
 def test_realms_pairs_a_banded_wall_seals_are_at_full_cover_from_every_viewpoint(
         kind: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wall plain but for a height band holding both creatures' whole vertical reach
-    seals them as a plain wall does (`openings._banded_walk`, for every call here): from
+    seals them as a plain wall does (`openings.banded_walk`, for every call here): from
     every viewpoint of the attacker the target is at full cover, measured one by one
     (the band casts a shadow of full weight), with no line of effect; and the batch gives
     the reference's answers."""
