@@ -320,6 +320,8 @@ def remember_no_line(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     takes them) have no line of effect either way: a caller proved it by a walk the
     search does not make (`banded_walk`), and a later snapshot that asks the search
     about the same two spaces is answered at once."""
+    if len(a_ring) == 0:
+        return
     known = blockers(tracer).known
     keys = _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
     if len(known) + len(keys) > KNOWN_PAIRS:

@@ -435,3 +435,13 @@ def test_rows_a_banded_wall_seals_change_no_answer(
         forget_kept()
         assert warm == rules.evaluate(after, options, pairs)
     assert sum(found) > 0
+    # Bands that hold no pair whole (every wall's top at 1 ft): the walk seals nothing,
+    # and the table is what tracing every row gives.
+    low = replace(geom, walls=tuple(replace(w, top=1.0) for w in geom.walls))
+    answers = []
+    for first, banded in ((0, 0), (10**9, 1 << 30)):
+        monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", first)
+        monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", banded)
+        forget_kept()
+        answers.append(rules.evaluate(low, options))
+    assert answers[0] == answers[1]
