@@ -759,3 +759,12 @@ def test_fast_equals_reference_with_banded_walls_sealing(
         assert_same(rules(name).evaluate(geom, options),
                     rules(name).reference(geom, options))
     assert sum(found) > 0
+    # A map whose every wall has a band (Wall Height on all of them): no plain wall at all,
+    # and the banded ones seal.
+    found.clear()
+    geom = generate(30, 120, 2).geom
+    geom = replace(geom, walls=tuple(replace(w, top=30.0) for w in geom.walls))
+    if kind is not GridKind.SQUARE:
+        geom = on_hex(geom, kind, 2)
+    assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
+    assert sum(found) > 0
