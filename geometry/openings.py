@@ -320,7 +320,9 @@ def remember_no_line(tracer: Tracer, a_ring: FloatArray, b_ring: FloatArray,
     takes them) have no line of effect either way: a caller proved it by a walk the
     search does not make (`banded_walk`), and a later snapshot that asks the search
     about the same two spaces is answered at once."""
-    if len(a_ring) == 0:
+    # (A whole map's pairs past the table's size are not kept: their keys alone would
+    # cost more than the searches they spare, and the table starts again past it.)
+    if len(a_ring) == 0 or len(a_ring) > KNOWN_PAIRS:
         return
     known = blockers(tracer).known
     keys = _pair_keys(a_ring, b_ring, a_elev, a_tall, t_elev, t_tall)
@@ -508,11 +510,39 @@ def _band_reach(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Fl
     # by no band (`band_meets`: the band's bottom below the head, strictly): a band never
     # fills it whole.
     tall = (np.minimum(ext[1], ext[3]) >= _MIN_TALL_FT)[bi]
+    exact = _exact_heights(*(e[bi] for e in ext))
+    whole: BoolArray = tall & _band_holds(bottom, top, lo, hi, exact)
     with np.errstate(invalid="ignore"):
-        whole: BoolArray = tall & (np.isnan(bottom) | (bottom <= lo)) & (
-            np.isnan(top) | (top >= hi))
         never: BoolArray = (top < lo) | (bottom > hi)
     return whole, never
+
+
+def _band_holds(bottom: FloatArray, top: FloatArray, lo: FloatArray | float,
+                hi: FloatArray | float, exact: BoolArray | bool) -> BoolArray:
+    """Whether a band (bottom, top in feet; NaN: unbounded that way) holds the vertical
+    reach lo..hi (the lower feet to the higher head of two creatures) wherever a line of
+    theirs crosses it. Along a line the sheet's feet and head lines are interpolated
+    (geometry.vertical.sheet): for heights that are `exact` (`_exact_heights`) they never
+    leave lo..hi, so a band from lo to hi holds it; for others they may round a float step
+    out of it (a second reviewer's scene: heads at 7.9 ft, 3.1 + 4.8 and 4.2 + 3.7, a wall
+    7.9 ft tall, and a line over it), so the band must hold it by _FEET_SLACK."""
+    slack = np.where(exact, 0.0, _FEET_SLACK)
+    with np.errstate(invalid="ignore"):
+        out: BoolArray = ((np.isnan(bottom) | (bottom <= lo - slack))
+                          & (np.isnan(top) | (top >= hi + slack)))
+    return out
+
+
+def _exact_heights(*values: FloatArray) -> BoolArray:
+    """Per row: whether these feet values (elevations, heights) are all multiples of 1/64
+    ft below 2^40 ft, so that the sums and differences `sheet` works out of them are exact
+    and its interpolated lines stay between their ends (each rounding step is monotone)."""
+    out = np.ones(np.shape(values[0]), dtype=bool)
+    for v in values:
+        scaled = np.asarray(v, dtype=np.float64) * 64.0
+        with np.errstate(invalid="ignore"):
+            out &= (scaled == np.round(scaled)) & (np.abs(v) < 2.0 ** 40)
+    return out
 
 
 def _crossing_fractions(ar: FloatArray, br: FloatArray,
@@ -1788,12 +1818,12 @@ def banded_walk(tracer: Tracer, a: IntArray, t: IntArray, plain: IntArray,
         return out
     lo = np.minimum(tracer.elev[a], tracer.elev[t])
     hi = np.maximum(tracer.elev[a] + tracer.tall[a], tracer.elev[t] + tracer.tall[t])
+    exact = _exact_heights(tracer.elev[a], tracer.tall[a], tracer.elev[t], tracer.tall[t])
     rows = np.flatnonzero(np.minimum(tracer.tall[a], tracer.tall[t]) >= _MIN_TALL_FT)
-    reach, inverse = np.unique(np.stack([lo[rows], hi[rows]], axis=1), axis=0,
+    reach, inverse = np.unique(np.stack([lo[rows], hi[rows], exact[rows]], axis=1), axis=0,
                                return_inverse=True)
-    b, tp = tracer.wall_bottom[banded], tracer.wall_top[banded]
-    with np.errstate(invalid="ignore"):
-        holds = ((np.isnan(b) | (b <= reach[:, 0:1])) & (np.isnan(tp) | (tp >= reach[:, 1:2])))
+    holds = _band_holds(tracer.wall_bottom[banded], tracer.wall_top[banded], reach[:, 0:1],
+                        reach[:, 1:2], reach[:, 2:3] > 0)
     sets, of_reach = np.unique(holds, axis=0, return_inverse=True)
     of_row = of_reach.reshape(-1)[inverse.reshape(-1)]
     size = np.bincount(of_row, minlength=len(sets))

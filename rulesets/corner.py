@@ -701,8 +701,10 @@ class CornerEngine:
         """Per row: whether one plain wall (or a run of them end to end) crosses every
         line between the corners of the two creatures' `reach_box`es (kernel.
         sealed_blocks), so that it stops every line between their spaces: the row is
-        total and no line of it is planned or traced. None when no row is. The rows of
-        `skip` are not looked at.
+        total and no line of it is planned or traced. For a whole table, a wall plain
+        but for a band holding both creatures whole counts too (openings.banded_walk),
+        and the pairs so sealed are kept for the exact test to read back. None when no
+        row is. The rows of `skip` are not looked at.
 
         A creature walking across a big map has a thousand rows, nearly all sealed so:
         the wall that sealed a pair at the last step is tried first, and seals most of

@@ -739,8 +739,9 @@ class _Context:
 
     def _sealed_pairs(self, a: IntArray, t: IntArray) -> BoolArray | None:
         """Per pair: whether one plain wall, or a run of them end to end, separates the two
-        creatures' `seal_rings` wholly (geometry.openings.sealed_pairs); None with no plain
-        wall."""
+        creatures' `seal_rings` wholly (geometry.openings.sealed_pairs; for a whole table,
+        a wall plain but for a band holding both creatures whole counts too); None with no
+        such wall."""
         return openings.sealed_pairs(self.tracer, *self.seal_rings, a, t)
 
     @functools.cached_property

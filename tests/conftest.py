@@ -245,3 +245,22 @@ def banded_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(openings, "banded_walk", counting)
     return found
+
+
+def heads_level_with_a_band() -> Any:
+    """A second reviewer's scene: 12 creatures left of a long wall 7.9 ft tall and 12
+    right of it, their heads at 7.9 ft too (3.1 + 4.8 on the left, 4.2 + 3.7 on the
+    right), 276 pairs and no plain wall, so a whole table walks the banded walls. Along a
+    line between them the head line, interpolated, rounds a float step above the wall's
+    top: a line passes over it, and the band does not hold the pairs whole."""
+    from geometry import model as m
+
+    wall = m.WallGeom("w", 1300.0, -5000.0, 1300.0, 5000.0, True, False, m.Direction.BOTH,
+                      m.WallCover.SOLID, None, 7.9)
+    cs = []
+    for k in range(12):
+        cs.append(m.CreatureGeom(f"L{k}", 200.0, 200.0 * k, 1, 1, m.Size.MEDIUM, 5.0, 4.8,
+                                 3.1, 1, False))
+        cs.append(m.CreatureGeom(f"R{k}", 1800.0, 200.0 * k, 1, 1, m.Size.MEDIUM, 5.0, 3.7,
+                                 4.2, 1, False))
+    return m.SceneGeom(m.Grid(m.GridKind.SQUARE, 100, 5.0, "ft"), (wall,), tuple(cs))

@@ -42,7 +42,7 @@ from rulesets import REGISTRY
 from rulesets.base import Annotation, AttackMode, Degree, Flag, pair_rows
 from rulesets.degrees import CoverDegrees, DegreesOptions
 from rulesets.pf2 import Pf2Options
-from tests.conftest import banded_walks, moves_warm_and_cold
+from tests.conftest import banded_walks, heads_level_with_a_band, moves_warm_and_cold
 from tests.test_properties import PROPS, Doc, load
 from tests.test_properties_3d import banded_scene_docs
 
@@ -768,3 +768,18 @@ def test_fast_equals_reference_with_banded_walls_sealing(
         geom = on_hex(geom, kind, 2)
     assert_same(rules(name).evaluate(geom, options), rules(name).reference(geom, options))
     assert sum(found) > 0
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_a_band_level_with_both_heads_does_not_seal_them(name: str) -> None:
+    """A band whose top is exactly the two creatures' heads does not hold them whole: a
+    line between them rounds over the wall. A whole table (the banded walk at its real
+    threshold) gives the reference's answers, line of effect over the wall and cover,
+    and the same as asking one pair."""
+    geom = heads_level_with_a_band()
+    options = OPTIONS[name]["default"]
+    table = rules(name).evaluate(geom, options)
+    assert_same(table, rules(name).reference(geom, options))
+    one = rules(name).evaluate(geom, options, [("L0", "R0")])
+    assert [a for a in table if (a.attacker, a.target) == ("L0", "R0")] == one
+    assert all(a.loe for a in one)

@@ -21,7 +21,7 @@ from rulesets.corner import CornerEngine
 from server import messages
 from server import scene as scenes
 from server.messages import parse_request
-from tests.conftest import banded_walks
+from tests.conftest import banded_walks, heads_level_with_a_band
 
 Doc = dict[str, Any]
 SIZE = 100
@@ -445,3 +445,22 @@ def test_rows_a_banded_wall_seals_change_no_answer(
         forget_kept()
         answers.append(rules.evaluate(low, options))
     assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "dnd5e"])
+def test_a_band_level_with_both_heads_seals_no_row(
+        ruleset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corner rules on the scene of a band exactly at both creatures' heads: a whole
+    table with the banded walk gives what tracing every row gives (a line over the
+    wall, cover), and the same as asking one pair."""
+    rules = REGISTRY.get(ruleset)
+    options = rules.Options()
+    geom = heads_level_with_a_band()
+    forget_kept()
+    table = rules.evaluate(geom, options)
+    monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 1 << 30)
+    forget_kept()
+    assert table == rules.evaluate(geom, options)
+    one = rules.evaluate(geom, options, [("L0", "R0")])
+    assert [a for a in table if (a.attacker, a.target) == ("L0", "R0")] == one
+    assert all(a.loe for a in one)
