@@ -1262,3 +1262,25 @@ def test_a_banded_wall_that_holds_both_creatures_seals_them_like_a_plain_one(
     monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 1 << 30)
     _, _, walked, loe = _big_hexes([banded(None, 20.0)])
     assert not walked and not loe
+
+
+def test_answers_kept_for_the_exact_test_are_read_back_within_its_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs of spaces a caller proved to have no line of effect are read back by the exact
+    test (`remember_no_line`), without a search; a call of more pairs than the table holds
+    keeps nothing (their keys would cost more than the searches they spare)."""
+    tr = Tracer(_scene([(500, -1000, 500, 219), (500, 221, 500, 1000)], A_B))
+    sp = openings.spaces_of(tr, INSET_PX)
+    a, b = sp.rings[:1], sp.rings[1:2]
+    heights = (tr.elev[:1], tr.tall[:1], tr.elev[1:], tr.tall[1:])
+    openings.forget_known()
+    assert openings.line_of_effect_both(tr, a, b, *heights)[0].tolist() == [True]
+    monkeypatch.setattr(openings, "KNOWN_PAIRS", 0)
+    openings.forget_known()
+    openings.remember_no_line(tr, a, b, *heights)
+    assert not openings.blockers(tr).known
+    monkeypatch.setattr(openings, "KNOWN_PAIRS", 10)
+    openings.remember_no_line(tr, a, b, *heights)
+    # (Read back as kept: here a slit the search would have found.)
+    assert openings.line_of_effect_both(tr, a, b, *heights)[0].tolist() == [False]
+    openings.forget_known()
