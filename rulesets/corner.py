@@ -755,11 +755,8 @@ class CornerEngine:
             # A move's pairs are too few for that walk: its rows of these pairs are traced,
             # and the exact test that follows reads the answer kept here, as it reads its
             # own for the pairs it searched (`_through_openings`' spaces and heights).
-            ua, ut = who[inverse[0][left[banded]]], who[inverse[1][left[banded]]]
-            openings.remember_no_line(
-                tr, openings.box_rings(self._boxes(ua), INSET_PX),
-                openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua],
-                self._tall[ua], self._elev[ut], self._tall[ut])
+            openings.remember_no_line(tr, *self._loe_pairs(who[inverse[0][left[banded]]],
+                                                           who[inverse[1][left[banded]]]))
         if not found.any():
             return None
         out = np.zeros(len(a), dtype=bool)
@@ -1816,6 +1813,17 @@ class CornerEngine:
         return _Traced(row_level, hits, comps, at, level, starts, ends, probe_level,
                        row_level_reach)
 
+    def _loe_pairs(self, ua: IntArray, ut: IntArray
+                   ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
+                              FloatArray]:
+        """Pairs of creatures (ua[k], ut[k], the lower position first) as the exact line of
+        effect takes them: each space a hair inside as a ring, and each one's elevation and
+        height. One place for both its callers, as the answers it keeps are read back by
+        these very numbers (`_through_openings`, `_sealed_rows`)."""
+        return (openings.box_rings(self._boxes(ua), INSET_PX),
+                openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua],
+                self._tall[ua], self._elev[ut], self._tall[ut])
+
     #: The level of a row whose every line is blocked while a line of effect still passes
     #: between the two spaces (an opening narrower than the corners' spacing): the best
     #: cover short of total the rules give, an arrow slit's (docs/rulesets.md, dnd35
@@ -1853,10 +1861,8 @@ class CornerEngine:
         low, high = np.minimum(a, t), np.maximum(a, t)
         keys, back = np.unique(low * n + high, return_inverse=True)
         ua, ut = keys // n, keys % n
-        fwd, bwd = openings.line_of_effect_both(
-            self.tracer, openings.box_rings(self._boxes(ua), INSET_PX),
-            openings.box_rings(self._boxes(ut), INSET_PX), self._elev[ua], self._tall[ua],
-            self._elev[ut], self._tall[ut], walked=sealed is not None)
+        fwd, bwd = openings.line_of_effect_both(self.tracer, *self._loe_pairs(ua, ut),
+                                                walked=sealed is not None)
         back = back.reshape(-1)
         seen = np.where(a <= t, fwd[back], bwd[back])
         if not seen.any():
