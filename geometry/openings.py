@@ -899,17 +899,17 @@ def _touches(rings: FloatArray, bi: IntArray, w: FloatArray) -> BoolArray:
     return out
 
 
-def _clearly_met(a: FloatArray, b: FloatArray, den: FloatArray, qp: tuple[FloatArray, FloatArray],
-                 t: FloatArray, u: FloatArray) -> BoolArray:
+def _clearly_met(a: FloatArray, b: FloatArray,
+                 worked: tuple[FloatArray, ...]) -> BoolArray:
     """Row-paired segments, column-wise as `_meeting` takes them, with what `_meeting`
-    worked out of them (den, b's start less a's, and t and u along a and b): whether
+    worked out of them (`worked`: a's and b's directions rx, ry, sx, sy, den, b's start
+    less a's qpx, qpy, and t and u along a and b): whether
     they certainly meet, rounding aside: they share an end (the very same numbers: walls
     drawn end to end), or they cross well inside both (far from their ends, and far from
     parallel)."""
     shared = (((a[0] == b[0]) & (a[1] == b[1])) | ((a[0] == b[2]) & (a[1] == b[3]))
               | ((a[2] == b[0]) & (a[3] == b[1])) | ((a[2] == b[2]) & (a[3] == b[3])))
-    rx, ry, sx, sy = a[2] - a[0], a[3] - a[1], b[2] - b[0], b[3] - b[1]
-    qpx, qpy = qp
+    rx, ry, sx, sy, den, qpx, qpy, t, u = worked
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # Each numerator is a difference of products that may cancel: its rounding is up
         # to a few float steps of the products' sizes, and t's (u's) that over |den|.
@@ -966,7 +966,8 @@ def _meeting(a: FloatArray, b: FloatArray,
         point[k[done]] = at[done]
         met[k] = done
     if robust:
-        doubt = np.flatnonzero(met & ~_clearly_met(a, b, den, (qpx, qpy), t, u))
+        doubt = np.flatnonzero(met & ~_clearly_met(a, b, (rx, ry, sx, sy, den, qpx, qpy, t,
+                                                          u)))
         if len(doubt):
             met[doubt] = shapely.intersects(
                 shapely.linestrings(a[:, doubt].T.reshape(-1, 2, 2)),

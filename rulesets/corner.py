@@ -748,10 +748,10 @@ class CornerEngine:
         if len(left) >= openings.BANDED_MIN_PAIRS:
             # A whole table's pairs: walls plain but for a band holding both creatures
             # whole seal them too (geometry.openings.banded_walk).
-            ra, rt = ra[left], rt[left]
+            ra_left, rt_left = ra[left], rt[left]
             found[left] = banded = openings.banded_walk(
                 tr, who[inverse[0][left]], who[inverse[1][left]], plain,
-                lambda rows, which: sealed(ra[rows], rt[rows], which))
+                lambda rows, which: sealed(ra_left[rows], rt_left[rows], which))
             # A move's pairs are too few for that walk: its rows of these pairs are traced,
             # and the exact test that follows reads the answer kept here, as it reads its
             # own for the pairs it searched (`_through_openings`' spaces and heights).

@@ -391,6 +391,19 @@ def test_rows_sealed_first_change_no_answer(
     assert answers[0] == answers[1] == answers[2] == answers[3]
 
 
+def _walked_and_traced(rules: Any, geom: Any, options: Any,
+                       monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """A whole table of the scene twice: with sealed rows and the banded walk on every call,
+    and with every row traced (neither)."""
+    answers = []
+    for first, banded in ((0, 0), (10**9, 1 << 30)):
+        monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", first)
+        monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", banded)
+        forget_kept()
+        answers.append(rules.evaluate(geom, options))
+    return answers[0], answers[1]
+
+
 @pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "dnd5e"])
 def test_rows_a_banded_wall_seals_change_no_answer(
         ruleset: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -414,13 +427,8 @@ def test_rows_a_banded_wall_seals_change_no_answer(
         geom = dress(generate(30, 120, seed).geom, seed)
         geom = replace(geom, creatures=tuple(replace(c, cover_floor=None)
                                              for c in geom.creatures))
-        answers = []
-        for first, banded in ((0, 0), (10**9, 1 << 30)):
-            monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", first)
-            monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", banded)
-            forget_kept()
-            answers.append(rules.evaluate(geom, options))
-        assert answers[0] == answers[1]
+        walked, traced = _walked_and_traced(rules, geom, options, monkeypatch)
+        assert walked == traced
         # A move after the table (the walk on), its pairs too few for the walk.
         monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", 0)
         monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", 0)
@@ -438,13 +446,8 @@ def test_rows_a_banded_wall_seals_change_no_answer(
     # Bands that hold no pair whole (every wall's top at 1 ft): the walk seals nothing,
     # and the table is what tracing every row gives.
     low = replace(geom, walls=tuple(replace(w, top=1.0) for w in geom.walls))
-    answers = []
-    for first, banded in ((0, 0), (10**9, 1 << 30)):
-        monkeypatch.setattr(CornerEngine, "SEAL_FIRST_ROWS", first)
-        monkeypatch.setattr(openings, "BANDED_MIN_PAIRS", banded)
-        forget_kept()
-        answers.append(rules.evaluate(low, options))
-    assert answers[0] == answers[1]
+    walked, traced = _walked_and_traced(rules, low, options, monkeypatch)
+    assert walked == traced
 
 
 @pytest.mark.parametrize("ruleset", ["dnd35", "pf1", "dnd5e"])
