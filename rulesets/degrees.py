@@ -621,8 +621,12 @@ class _Context:
         again."""
         n = len(a)
         starts, ends = self.centre_arr[a], self.centre_arr[t]
-        hits = self.with_seams(self._trace_lines(starts, ends), starts, ends)
-        blocked, roles, ok = self._solid(hits, a, t, starts, ends)
+        # Creatures in the way are looked for below, once it is known which pairs have a
+        # line of effect, unless lines are drawn (every line names its creatures).
+        hits = self._trace_lines(starts, ends, creatures=want_lines)
+        if want_lines:
+            hits = self.with_seams(hits, starts, ends)
+        blocked, roles = self._blocked_roles(hits, a, t, starts, ends)
         open_any = ~blocked
         ask = blocked.copy()
         if sealed is not None:
@@ -660,15 +664,17 @@ class _Context:
             worth = np.array([self.rules.REGION_LEVEL[kinds[r]] for r in hits.region_idx],
                              dtype=np.intp)
             np.maximum.at(level, hits.region_line, worth)
-        cl, ci = hits.creature_line, hits.creature_idx
-        ca, ct = a[cl], t[cl]
-        keep = ok & (ci != ca) & (ci != ct) & (ci != self.partner_arr[ca]) \
-            & (ci != self.partner_arr[ct])
-        if keep.any():
-            np.maximum.at(level, cl[keep],
-                          self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
-        level = np.minimum(level, GREATER)
         open_any = self._through_openings(a, t, open_any, sealed, ask)
+        # Creatures in the way count only on the centre lines of pairs with a line of
+        # effect (the others are at TOTAL whatever stands on them): only those lines are
+        # looked at for them, unless lines are drawn. On the hex scenes a third of the
+        # centre lines the sealing walk leaves have none, and each creature a line's box
+        # test finds there is put to the footprint's exact test.
+        on = np.arange(n) if want_lines else np.flatnonzero(open_any)
+        crowd = hits if want_lines else self.with_seams(
+            self._trace_lines(starts[on], ends[on], walls=False), starts[on], ends[on])
+        keep = self._crowd_level(level, crowd, on, a, t, starts, ends)
+        level = np.minimum(level, GREATER)
         # Every pair's answer not known before is kept, those whose centre line is open
         # too: a token moved back where it stood then has nothing to look for. (The sealed
         # pairs `fast_rows` kept already.)
@@ -682,6 +688,23 @@ class _Context:
         lines = self._fast_traced(hits, roles, keep, blocked, starts, ends) if want_lines \
             else None
         return level, lines
+
+    def _crowd_level(self, level: IntArray, hits: LineHits, on: IntArray, a: IntArray,
+                     t: IntArray, starts: FloatArray, ends: FloatArray) -> BoolArray:
+        """Raise the level of each pair on[k] (a[on[k]] against t[on[k]], its centre line
+        from starts[on[k]] to ends[on[k]]: line k of `hits`) to what the creatures standing
+        on its centre line give (`creature_levels`), those the sheet of sight meets rather
+        than passing over or under; returns which of the hits' creatures count."""
+        sa, st = a[on], t[on]
+        ok = creature_hits(self.tracer, hits, sa, st, starts[on], ends[on])
+        cl, ci = hits.creature_line, hits.creature_idx
+        ca, ct = sa[cl], st[cl]
+        keep: BoolArray = ok & (ci != ca) & (ci != ct) & (ci != self.partner_arr[ca]) \
+            & (ci != self.partner_arr[ct])
+        if keep.any():
+            np.maximum.at(level, on[cl[keep]],
+                          self.rules.creature_levels(self, ci[keep], ca[keep], ct[keep]))
+        return keep
 
     def _through_openings(self, a: IntArray, t: IntArray, open_any: BoolArray,
                           sealed: BoolArray | None = None,
@@ -790,21 +813,25 @@ class _Context:
         return openings.spaces_of(self.tracer, INSET_PX)
 
     def _trace_lines(self, starts: FloatArray, ends: FloatArray,
-                     creatures: bool = True) -> LineHits:
+                     creatures: bool = True, walls: bool = True) -> LineHits:
         """`Tracer.trace(starts, ends)`, hit for hit, with walls tested through the block
         kernel (each line a block of one: the same prune, the same exact test, less
-        gathering); creatures' spaces only when asked."""
+        gathering); creatures' spaces only when asked; without `walls`, creatures' spaces
+        alone (no wall, no terrain)."""
         tr = self.tracer
-        wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :], tr.wall_xy)
-        if wl.size:
-            keep = tr.facing(wi, starts[wl])
-            wl, wi = wl[keep], wi[keep]
         empty = np.empty(0, dtype=np.intp)
-        cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes) if creatures \
-            else (empty, empty)
-        # The exact hex footprint test `Tracer.trace` applies after the box test.
-        cl, ci = tr.exact_footprints(starts, ends, cl, ci)
-        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        wl = wi = rl = ri = cl = ci = empty
+        if walls:
+            wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :],
+                                                  tr.wall_xy)
+            if wl.size:
+                keep = tr.facing(wi, starts[wl])
+                wl, wi = wl[keep], wi[keep]
+            rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        if creatures or not walls:
+            cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes)
+            # The exact hex footprint test `Tracer.trace` applies after the box test.
+            cl, ci = tr.exact_footprints(starts, ends, cl, ci)
         return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
 
     @property

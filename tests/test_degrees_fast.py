@@ -579,13 +579,24 @@ def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
     monkeypatch.setattr(degrees_mod, "_OPEN_ROUNDS", (1, 2))
     traced: list[int] = []
     real = degrees_mod._Context._trace_lines
+    real_open = degrees_mod._Context._open_lines
+    opening = [False]
 
-    def counting(self: Any, starts: Any, ends: Any, creatures: bool = True) -> Any:
-        if not creatures:
+    def counting(self: Any, starts: Any, ends: Any, **how: Any) -> Any:
+        if opening[0]:
             traced.append(len(starts))
-        return real(self, starts, ends, creatures=creatures)
+        return real(self, starts, ends, **how)
+
+    def open_lines(self: Any, *args: Any) -> Any:
+        # (Only the sample lines `_open_lines` traces are counted, not the centre lines.)
+        opening[0] = True
+        try:
+            return real_open(self, *args)
+        finally:
+            opening[0] = False
 
     monkeypatch.setattr(degrees_mod._Context, "_trace_lines", counting)
+    monkeypatch.setattr(degrees_mod._Context, "_open_lines", open_lines)
     calls = []
     for seed in (1, 2):
         geom = dressed(seed) if kind is GridKind.SQUARE else hex_dressed(seed, kind)
