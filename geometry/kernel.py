@@ -727,8 +727,9 @@ _SEALERS_KEPT = 8
 _SEALERS_MAX = 1 << 16
 #: Blocks past which a call neither reads nor keeps hints: a whole table's trace (tens of
 #: thousands of blocks on hex grids) finds few and would spend milliseconds on the keys
-#: alone; a move's, or one attacker's 999 pairs at the limits, is what they are for.
-_HINT_MAX_BLOCKS = 2048
+#: alone; a move's, or one attacker's 999 pairs at the limits, is what they are for. (A
+#: caller cutting a bigger batch into calls asks `sealed_blocks` for no hints.)
+HINT_MAX_BLOCKS = 2048
 # Odd multipliers for the keys of point sets (fixed: keys must agree from call to call).
 _KEY_MULT = np.random.default_rng(20261206).integers(
     1, 1 << 62, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
@@ -770,7 +771,7 @@ def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
     same end points (`_SEALERS`), tested now: the hints of this call, and which blocks a
     hint sealed (their `sealer` set)."""
     b = len(starts)
-    if b > _HINT_MAX_BLOCKS:
+    if b > HINT_MAX_BLOCKS:
         return _Hints(runs, [], [], np.full(b, -1, dtype=np.intp)), np.zeros(b, dtype=bool)
     hints = _Hints(runs, _point_keys(starts).tolist(), _point_keys(ends).tolist(),
                    np.full(b, -1, dtype=np.intp))
@@ -1011,26 +1012,29 @@ SEAL_STEP_LINES = 65536
 
 
 def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
-                  which: IntArray) -> BoolArray:
+                  which: IntArray, hints: bool = True) -> BoolArray:
     """Per block of P x Q lines (starts (B, P, 2), ends (B, Q, 2)): whether one of the walls
     `which` (axis-parallel ones touching end to end merged into runs) crosses every line of
     the block. Only for walls that stop a line alone (plain ones): such a wall separates
     the block's two hulls of points wholly (geometry.openings, 'Sealed').
 
     The run that last sealed a block with the same start or end points is tried first
-    (`_SEALERS`); the other blocks are looked for as `_seal_walk` says."""
+    (`_SEALERS`), unless `hints` is False; the other blocks are looked for as `_seal_walk`
+    says."""
     b = len(starts)
     if b == 0 or len(which) == 0:
         return np.zeros(b, dtype=bool)
     p_n, q_n = starts.shape[1], ends.shape[1]
     runs = _merged_runs(walls, which)
-    hints, sealed = _hinted(starts, ends, runs, max(1, SEAL_STEP_LINES // (p_n * q_n)))
+    if not hints:
+        return _seal_walk(starts, ends, runs) >= 0
+    got, sealed = _hinted(starts, ends, runs, max(1, SEAL_STEP_LINES // (p_n * q_n)))
     rest = np.flatnonzero(~sealed)
     if len(rest):
         found = _seal_walk(take_rows(starts, rest), take_rows(ends, rest), runs)
-        hints.sealer[rest] = found
+        got.sealer[rest] = found
         sealed[rest] = found >= 0
-    _remember(hints)
+    _remember(got)
     return sealed
 
 
