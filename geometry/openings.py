@@ -1785,9 +1785,9 @@ def _walk(tracer: Tracer, rings: FloatArray, corners: IntArray, a: IntArray, t: 
     crosses), or a run of them end to end, crosses every line between the corners of the
     two rings, and the rings do not meet (`sealed_pairs`' walk)."""
     sealed = np.zeros(len(a), dtype=bool)
-    # A whole table's walk is cut into calls by ring sizes: each call under the kernel's
-    # bound for hints, the table past it (on the hex scenes, 1,353 + 358 + 213 blocks):
-    # it neither reads nor keeps hints, as one call of the table would not.
+    # A walk past the kernel's bound for hints (a whole table) is cut into calls by ring
+    # sizes, some of them under the bound: none reads or keeps hints, as one call of the
+    # whole walk would not (a first subscription reads none back).
     hints = len(a) <= kernel.HINT_MAX_BLOCKS
     for rows, va, vt in _by_ring_sizes(corners, a, t, SEAL_ONE_CALL):
         ra, rt = rings[a[rows], :va], rings[t[rows], :vt]

@@ -817,7 +817,7 @@ class _Context:
         """`Tracer.trace(starts, ends)`, hit for hit, with walls tested through the block
         kernel (each line a block of one: the same prune, the same exact test, less
         gathering); creatures' spaces only when asked; without `walls`, creatures' spaces
-        alone (no wall, no terrain)."""
+        alone, whatever `creatures` says (no wall, no terrain)."""
         tr = self.tracer
         empty = np.empty(0, dtype=np.intp)
         wl = wi = rl = ri = cl = ci = empty

@@ -612,6 +612,7 @@ def test_sample_lines_traced_in_rounds_give_every_pairs_answer(
     # (each evaluation from nothing kept).
     monkeypatch.setattr(degrees_mod, "_OPEN_ONE_ROUND", 10**9)
     geom = hex_dressed(1, HEX_KINDS[0]) if kind is not GridKind.SQUARE else dressed(1)
+    traced.clear()
     forget_kept()
     rules("degrees").evaluate(geom, DegreesOptions())
     at_once = sum(traced[-1:])
