@@ -766,12 +766,13 @@ class _Hints:
 
 
 def _hinted(starts: FloatArray, ends: FloatArray, runs: FloatArray,
-            step: int) -> tuple[_Hints, BoolArray]:
+            step: int, use: bool = True) -> tuple[_Hints, BoolArray]:
     """Blocks sealed by the run that last sealed a block with the same start points or the
     same end points (`_SEALERS`), tested now: the hints of this call, and which blocks a
-    hint sealed (their `sealer` set)."""
+    hint sealed (their `sealer` set). None read or kept without `use`, or past
+    HINT_MAX_BLOCKS."""
     b = len(starts)
-    if b > HINT_MAX_BLOCKS:
+    if not use or b > HINT_MAX_BLOCKS:
         return _Hints(runs, [], [], np.full(b, -1, dtype=np.intp)), np.zeros(b, dtype=bool)
     hints = _Hints(runs, _point_keys(starts).tolist(), _point_keys(ends).tolist(),
                    np.full(b, -1, dtype=np.intp))
@@ -1026,9 +1027,7 @@ def sealed_blocks(starts: FloatArray, ends: FloatArray, walls: FloatArray,
         return np.zeros(b, dtype=bool)
     p_n, q_n = starts.shape[1], ends.shape[1]
     runs = _merged_runs(walls, which)
-    if not hints:
-        return _seal_walk(starts, ends, runs) >= 0
-    got, sealed = _hinted(starts, ends, runs, max(1, SEAL_STEP_LINES // (p_n * q_n)))
+    got, sealed = _hinted(starts, ends, runs, max(1, SEAL_STEP_LINES // (p_n * q_n)), hints)
     rest = np.flatnonzero(~sealed)
     if len(rest):
         found = _seal_walk(take_rows(starts, rest), take_rows(ends, rest), runs)

@@ -510,7 +510,7 @@ def _band_reach(blk: Blockers, ext: tuple[FloatArray, FloatArray, FloatArray, Fl
     # by no band (`band_meets`: the band's bottom below the head, strictly): a band never
     # fills it whole.
     tall = (np.minimum(ext[1], ext[3]) >= _MIN_TALL_FT)[bi]
-    exact = _exact_heights(*(e[bi] for e in ext))
+    exact = _exact_heights(*ext)[bi]
     whole: BoolArray = tall & _band_holds(bottom, top, lo, hi, exact)
     with np.errstate(invalid="ignore"):
         never: BoolArray = (top < lo) | (bottom > hi)

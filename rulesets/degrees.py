@@ -672,7 +672,7 @@ class _Context:
         # test finds there is put to the footprint's exact test.
         on = np.arange(n) if want_lines else np.flatnonzero(open_any)
         crowd = hits if want_lines else self.with_seams(
-            self._trace_lines(starts[on], ends[on], walls=False), starts[on], ends[on])
+            self._crowd_lines(starts[on], ends[on]), starts[on], ends[on])
         keep = self._crowd_level(level, crowd, on, a, t, starts, ends)
         level = np.minimum(level, GREATER)
         # Every pair's answer not known before is kept, those whose centre line is open
@@ -813,26 +813,31 @@ class _Context:
         return openings.spaces_of(self.tracer, INSET_PX)
 
     def _trace_lines(self, starts: FloatArray, ends: FloatArray,
-                     creatures: bool = True, walls: bool = True) -> LineHits:
+                     creatures: bool = True) -> LineHits:
         """`Tracer.trace(starts, ends)`, hit for hit, with walls tested through the block
         kernel (each line a block of one: the same prune, the same exact test, less
-        gathering); creatures' spaces only when asked; without `walls`, creatures' spaces
-        alone, whatever `creatures` says (no wall, no terrain)."""
+        gathering); creatures' spaces only when asked (`_crowd_lines`)."""
         tr = self.tracer
+        wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :], tr.wall_xy)
+        if wl.size:
+            keep = tr.facing(wi, starts[wl])
+            wl, wi = wl[keep], wi[keep]
+        rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
+        crowd = self._crowd_lines(starts, ends) if creatures else None
         empty = np.empty(0, dtype=np.intp)
-        wl = wi = rl = ri = cl = ci = empty
-        if walls:
-            wl, wi, _ = kernel.blocks_cross_walls(starts[:, None, :], ends[:, None, :],
-                                                  tr.wall_xy)
-            if wl.size:
-                keep = tr.facing(wi, starts[wl])
-                wl, wi = wl[keep], wi[keep]
-            rl, ri = kernel.segments_enter_polygons(starts, ends, tr.region_polys)
-        if creatures or not walls:
-            cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes)
-            # The exact hex footprint test `Tracer.trace` applies after the box test.
-            cl, ci = tr.exact_footprints(starts, ends, cl, ci)
-        return LineHits(len(starts), wl, wi, cl, ci, rl, ri)
+        return LineHits(len(starts), wl, wi,
+                        empty if crowd is None else crowd.creature_line,
+                        empty if crowd is None else crowd.creature_idx, rl, ri)
+
+    def _crowd_lines(self, starts: FloatArray, ends: FloatArray) -> LineHits:
+        """The creatures' spaces the lines enter, alone (no wall, no terrain), as
+        `Tracer.trace` finds them: the box test, then on a hex grid the footprint's exact
+        test."""
+        tr = self.tracer
+        cl, ci = kernel.segments_enter_boxes(starts, ends, tr.boxes)
+        cl, ci = tr.exact_footprints(starts, ends, cl, ci)
+        empty = np.empty(0, dtype=np.intp)
+        return LineHits(len(starts), empty, empty, cl, ci, empty, empty)
 
     @property
     def samples(self) -> FloatArray:
